@@ -1,0 +1,135 @@
+// The backward engine: reverse topological order with an explicit stack and dependency counts, no
+// recursion, gradients accumulated (never assigned) into leaves, graph released as it runs.
+#include <stdexcept>
+#include <unordered_map>
+#include <vector>
+
+#include "framework/autograd/node.hpp"
+
+namespace attnlab {
+namespace {
+
+template <class T>
+void add_into(T* dst, const T* src, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) dst[i] += src[i];
+}
+
+// dst += src in place (both floating, same shape and dtype, checked by the caller).
+void add_inplace(Tensor& dst, const Tensor& src) {
+  dispatch_floating(dst.dtype(), "backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    add_into(dst.data<T>(), src.data<T>(), dst.numel());
+  });
+}
+
+// A fresh tensor holding a + b, leaving both untouched (either may be shared with another gradient).
+Tensor sum_of(const Tensor& a, const Tensor& b) {
+  Tensor out = a.clone();
+  add_inplace(out, b);
+  return out;
+}
+
+void check_gradient(const Node& node, std::size_t i, const Edge& input, const Tensor& grad) {
+  if (grad.shape() != input.shape || grad.dtype() != input.dtype) {
+    throw std::logic_error(std::string("backward of '") + node.name() + "' returned a gradient of shape " +
+                           shape_str(grad.shape()) + " (" + dtype_name(grad.dtype()) + ") for input " +
+                           std::to_string(i) + " of shape " + shape_str(input.shape) + " (" +
+                           dtype_name(input.dtype) + ")");
+  }
+}
+
+// The one place gradients reach leaves: leaf.grad += grad, with a private copy the first time so that
+// a later in-place accumulation never writes into a tensor somebody else holds.
+void accumulate_leaf(const Tensor& leaf, const Tensor& grad) {
+  Tensor current = leaf.grad();
+  if (!current.defined()) {
+    const_cast<Tensor&>(leaf).set_grad(grad.clone());
+  } else {
+    add_inplace(current, grad);
+  }
+}
+
+}  // namespace
+
+void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+  check_defined("backward");
+  if (!requires_grad()) {
+    throw std::runtime_error(
+        "backward: this tensor does not require grad (no input of its graph requires grad, or it was "
+        "computed under a NoGradGuard)");
+  }
+  Tensor seed = grad;
+  if (!seed.defined()) {
+    if (numel() != 1) {
+      throw std::runtime_error("backward: a gradient can be implied only for a one-element output; this one has shape " +
+                               shape_str(shape()) + ", so pass the output gradient explicitly");
+    }
+    seed = ones(shape(), dtype());
+  } else if (seed.shape() != shape() || seed.dtype() != dtype()) {
+    throw std::invalid_argument("backward: the output gradient has shape " + shape_str(seed.shape()) + " (" +
+                                dtype_name(seed.dtype()) + ") but the output has shape " + shape_str(shape()) +
+                                " (" + dtype_name(dtype()) + ")");
+  }
+  NoGradGuard no_grad;
+  if (is_leaf()) {
+    accumulate_leaf(*this, seed);
+    return;
+  }
+
+  // Count, for every node reachable from the root, how many edges from other reachable nodes lead to it.
+  Node* root = grad_fn().get();
+  std::unordered_map<Node*, int> dependencies{{root, 0}};
+  std::vector<Node*> stack{root};
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const Edge& edge : node->edges()) {
+      Node* next = edge.node.get();
+      if (!next) continue;
+      auto [it, inserted] = dependencies.try_emplace(next, 0);
+      ++it->second;
+      if (inserted) stack.push_back(next);
+    }
+  }
+
+  // Run nodes once all their consumers have contributed their gradient.
+  std::unordered_map<Node*, Tensor> pending{{root, seed}};
+  stack.push_back(root);
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    auto found = pending.find(node);
+    Tensor grad_output = std::move(found->second);
+    pending.erase(found);
+
+    // A node whose consumers gave it no gradient still reports "none" to its inputs, so that their
+    // dependency counts reach zero.
+    const auto& inputs = node->edges();
+    std::vector<Tensor> grads(inputs.size());
+    if (grad_output.defined()) {
+      grads = node->apply(grad_output);
+      grad_output = Tensor();
+    }
+    if (!retain_graph) node->release();
+    if (grads.size() != inputs.size()) {
+      throw std::logic_error(std::string("backward of '") + node->name() + "' returned " +
+                             std::to_string(grads.size()) + " gradients for " + std::to_string(inputs.size()) +
+                             " inputs");
+    }
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      const Edge& input = inputs[i];
+      if (!input.requires_grad) continue;
+      Node* next = input.node.get();
+      if (grads[i].defined()) check_gradient(*node, i, input, grads[i]);
+      if (!next) {
+        if (grads[i].defined()) accumulate_leaf(Tensor(input.leaf), grads[i]);
+        continue;
+      }
+      Tensor& slot = pending[next];
+      if (grads[i].defined()) slot = slot.defined() ? sum_of(slot, grads[i]) : grads[i];
+      if (--dependencies[next] == 0) stack.push_back(next);
+    }
+  }
+}
+
+}  // namespace attnlab

@@ -1,0 +1,78 @@
+#include "framework/autograd/node.hpp"
+
+#include <stdexcept>
+#include <utility>
+
+namespace attnlab {
+namespace {
+
+thread_local bool t_grad_enabled = true;
+
+// What a dying node still owns. Its destruction can free earlier nodes, so it is queued here and freed
+// in a loop by the outermost ~Node on this thread instead of by nested destructor calls.
+struct Remains {
+  std::vector<Edge> edges;
+  Node::BackwardFn backward;
+};
+thread_local std::vector<Remains> t_teardown_queue;
+thread_local bool t_tearing_down = false;
+
+}  // namespace
+
+bool grad_enabled() { return t_grad_enabled; }
+NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
+
+Node::Node(const char* name, std::vector<Tensor> inputs, BackwardFn backward)
+    : name_(name), backward_(std::move(backward)) {
+  edges_.reserve(inputs.size());
+  for (Tensor& input : inputs) {
+    Edge edge;
+    if (input.defined()) {
+      edge.shape = input.shape();
+      edge.dtype = input.dtype();
+      edge.requires_grad = input.requires_grad();
+      if (edge.requires_grad) {
+        edge.node = input.grad_fn();
+        if (!edge.node) edge.leaf = input.impl();
+      }
+    }
+    edges_.push_back(std::move(edge));
+  }
+}
+
+Node::~Node() {
+  if (edges_.empty() && !backward_) return;
+  t_teardown_queue.push_back(Remains{std::move(edges_), std::move(backward_)});
+  if (t_tearing_down) return;
+  t_tearing_down = true;
+  while (!t_teardown_queue.empty()) {
+    Remains last = std::move(t_teardown_queue.back());
+    t_teardown_queue.pop_back();
+    // `last` dies here; nodes it frees queue their own remains instead of recursing.
+  }
+  t_tearing_down = false;
+}
+
+std::vector<Tensor> Node::apply(const Tensor& grad_output) const {
+  if (!backward_) {
+    throw std::runtime_error(
+        std::string("backward: trying to backward through the graph a second time (the saved values of '") +
+        name_ + "' were freed by an earlier backward); pass retain_graph=true to the first backward() "
+                "to run backward more than once");
+  }
+  return backward_(grad_output);
+}
+
+void Node::release() {
+  BackwardFn dead = std::move(backward_);
+  backward_ = nullptr;
+}
+
+void record(Tensor& out, const char* name, std::vector<Tensor> inputs, Node::BackwardFn backward) {
+  auto& impl = *out.impl();
+  impl.grad_fn = std::make_shared<Node>(name, std::move(inputs), std::move(backward));
+  impl.requires_grad = true;
+}
+
+}  // namespace attnlab

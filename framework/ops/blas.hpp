@@ -1,0 +1,27 @@
+// The BLAS runtime: which OpenBLAS kernel set is in use, how many threads it runs, and the fix for CPUs
+// that OpenBLAS does not recognise.
+//
+// OpenBLAS 0.3.21 (Debian bookworm) picks its kernels from the CPU model when the library loads. On
+// virtual CPUs that report a generic model name it falls back to "Prescott" (SSE3) kernels, about 4.5x
+// slower for sgemm than the AVX-512 ones the CPU supports (measured: 32 against 143 GFLOP/s for
+// 768x128x512 on one thread). OPENBLAS_CORETYPE overrides the choice, but only in the environment the
+// process starts with; programs call reexec_with_blas_core() first thing in main() to fix that.
+#pragma once
+
+#include <string>
+
+namespace attnlab {
+
+// The kernel set OpenBLAS chose ("SkylakeX", "Haswell", "Prescott", ...).
+std::string blas_core_name();
+// The core OpenBLAS should use on this CPU when it chose a slower generic one; empty when its choice is
+// fine or OPENBLAS_CORETYPE is already set.
+std::string better_blas_core();
+// If better_blas_core() names a core, sets OPENBLAS_CORETYPE and re-executes this program with the same
+// arguments (does not return on success). Returns normally when nothing needs changing or exec fails.
+void reexec_with_blas_core(char** argv);
+// Number of threads OpenBLAS uses for one call.
+void set_blas_threads(int threads);
+int blas_threads();
+
+}  // namespace attnlab

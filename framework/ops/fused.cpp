@@ -1,0 +1,335 @@
+// Fused, numerically stable forward/backward pairs over the last axis: softmax, log_softmax, layer_norm,
+// cross_entropy; and dropout. Rows are processed with raw pointers; exp runs through xsimd (xtensor
+// expressions over one row) because a scalar std::exp loop does not vectorise without -ffast-math.
+//
+// Legend: R rows (every axis but the last, flattened), C the last axis.
+#include <array>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include <xtensor/xadapt.hpp>
+#include <xtensor/xmath.hpp>
+#include <xtensor/xnoalias.hpp>
+
+#include "framework/ops/ops.hpp"
+
+namespace attnlab {
+namespace {
+
+template <class T>
+auto row_view(T* data, std::size_t n) {
+  return xt::adapt(data, n, xt::no_ownership(), std::array<std::size_t, 1>{n});
+}
+
+template <class T>
+T row_max(const T* x, std::size_t n) {
+  T m = -std::numeric_limits<T>::infinity();
+  for (std::size_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+template <class T>
+T row_sum(const T* x, std::size_t n) {
+  T s = 0;
+  for (std::size_t i = 0; i < n; ++i) s += x[i];
+  return s;
+}
+
+// y = exp(x - m) over one row; returns the sum of y.
+template <class T>
+T exp_shifted(const T* x, T* y, std::size_t n, T m) {
+  auto xv = row_view(x, n);
+  auto yv = row_view(y, n);
+  xt::noalias(yv) = xt::exp(xv - m);
+  return row_sum(y, n);
+}
+
+void check_last_axis(const Tensor& x, const char* op) {
+  if (x.dim() == 0) throw std::invalid_argument(std::string(op) + ": needs a tensor of rank >= 1");
+}
+
+}  // namespace
+
+// ---- softmax ----
+
+Tensor softmax(const Tensor& x) {
+  check_last_axis(x, "softmax");
+  const std::size_t cols = x.size(-1);
+  const std::size_t rows = cols ? x.numel() / cols : 0;
+  Tensor out = empty(x.shape(), x.dtype());
+  dispatch_floating(x.dtype(), "softmax", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = x.data<T>();
+    T* py = out.data<T>();
+    for (std::size_t r = 0; r < rows; ++r) {
+      const T* xr = px + r * cols;
+      T* yr = py + r * cols;
+      const T m = row_max(xr, cols);
+      if (m == -std::numeric_limits<T>::infinity()) {  // every key masked: zeros, not NaN
+        std::fill(yr, yr + cols, T(0));
+        continue;
+      }
+      const T inv = T(1) / exp_shifted(xr, yr, cols, m);
+      for (std::size_t i = 0; i < cols; ++i) yr[i] *= inv;
+    }
+  });
+  if (needs_grad({&x})) {
+    record(out, "softmax", {x}, [y = out.detach(), rows, cols](const Tensor& g) {
+      // dx = y * (g - sum(g * y)) per row
+      Tensor grad = empty(y.shape(), y.dtype());
+      dispatch_floating(y.dtype(), "softmax_backward", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* py = y.data<T>();
+        const T* pg = g.data<T>();
+        T* pd = grad.data<T>();
+        for (std::size_t r = 0; r < rows; ++r) {
+          const T* yr = py + r * cols;
+          const T* gr = pg + r * cols;
+          T* dr = pd + r * cols;
+          T dot = 0;
+          for (std::size_t i = 0; i < cols; ++i) dot += gr[i] * yr[i];
+          for (std::size_t i = 0; i < cols; ++i) dr[i] = yr[i] * (gr[i] - dot);
+        }
+      });
+      return std::vector<Tensor>{grad};
+    });
+  }
+  return out;
+}
+
+Tensor log_softmax(const Tensor& x) {
+  check_last_axis(x, "log_softmax");
+  const std::size_t cols = x.size(-1);
+  const std::size_t rows = cols ? x.numel() / cols : 0;
+  Tensor out = empty(x.shape(), x.dtype());
+  std::vector<std::uint8_t> masked_row(rows, 0);
+  dispatch_floating(x.dtype(), "log_softmax", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = x.data<T>();
+    T* py = out.data<T>();
+    for (std::size_t r = 0; r < rows; ++r) {
+      const T* xr = px + r * cols;
+      T* yr = py + r * cols;
+      const T m = row_max(xr, cols);
+      if (m == -std::numeric_limits<T>::infinity()) {
+        std::fill(yr, yr + cols, T(0));
+        masked_row[r] = 1;
+        continue;
+      }
+      const T lse = m + std::log(exp_shifted(xr, yr, cols, m));  // yr is scratch here
+      for (std::size_t i = 0; i < cols; ++i) yr[i] = xr[i] - lse;
+    }
+  });
+  if (needs_grad({&x})) {
+    record(out, "log_softmax", {x}, [y = out.detach(), rows, cols, masked_row = std::move(masked_row)](const Tensor& g) {
+      // dx = g - softmax(x) * sum(g) per row; fully masked rows get zero
+      Tensor grad = empty(y.shape(), y.dtype());
+      dispatch_floating(y.dtype(), "log_softmax_backward", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* py = y.data<T>();
+        const T* pg = g.data<T>();
+        T* pd = grad.data<T>();
+        for (std::size_t r = 0; r < rows; ++r) {
+          const T* gr = pg + r * cols;
+          T* dr = pd + r * cols;
+          if (masked_row[r]) {
+            std::fill(dr, dr + cols, T(0));
+            continue;
+          }
+          const T gsum = row_sum(gr, cols);
+          exp_shifted(py + r * cols, dr, cols, T(0));
+          for (std::size_t i = 0; i < cols; ++i) dr[i] = gr[i] - dr[i] * gsum;
+        }
+      });
+      return std::vector<Tensor>{grad};
+    });
+  }
+  return out;
+}
+
+// ---- layer norm ----
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  check_last_axis(x, "layer_norm");
+  const std::size_t cols = x.size(-1);
+  const std::size_t rows = cols ? x.numel() / cols : 0;
+  for (const Tensor* p : {&weight, &bias}) {
+    if (p->defined() && (p->shape() != Shape{cols} || p->dtype() != x.dtype())) {
+      throw std::invalid_argument("layer_norm: weight and bias must be [" + std::to_string(cols) + "] of dtype " +
+                                  dtype_name(x.dtype()) + ", got " + shape_str(p->shape()) + " " + dtype_name(p->dtype()));
+    }
+  }
+  Tensor out = empty(x.shape(), x.dtype());
+  Tensor normalized = empty(x.shape(), x.dtype());  // x_hat, saved for backward
+  Tensor inv_std = empty({rows}, x.dtype());
+  dispatch_floating(x.dtype(), "layer_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = x.data<T>();
+    const T* pw = weight.defined() ? weight.data<T>() : nullptr;
+    const T* pb = bias.defined() ? bias.data<T>() : nullptr;
+    T* py = out.data<T>();
+    T* ph = normalized.data<T>();
+    T* ps = inv_std.data<T>();
+    for (std::size_t r = 0; r < rows; ++r) {
+      const T* xr = px + r * cols;
+      T* hr = ph + r * cols;
+      T* yr = py + r * cols;
+      const T mu = row_sum(xr, cols) / static_cast<T>(cols);
+      T v = 0;
+      for (std::size_t i = 0; i < cols; ++i) v += (xr[i] - mu) * (xr[i] - mu);
+      const T rstd = T(1) / std::sqrt(v / static_cast<T>(cols) + static_cast<T>(eps));
+      ps[r] = rstd;
+      for (std::size_t i = 0; i < cols; ++i) hr[i] = (xr[i] - mu) * rstd;
+      if (pw && pb) {
+        for (std::size_t i = 0; i < cols; ++i) yr[i] = hr[i] * pw[i] + pb[i];
+      } else {
+        for (std::size_t i = 0; i < cols; ++i) yr[i] = (pw ? hr[i] * pw[i] : hr[i]) + (pb ? pb[i] : T(0));
+      }
+    }
+  });
+  if (needs_grad({&x, &weight, &bias})) {
+    record(out, "layer_norm", {x, weight, bias},
+           [normalized, inv_std, w = weight.defined() ? weight.detach() : Tensor(), rows, cols,
+            rx = x.requires_grad(), rw = weight.defined() && weight.requires_grad(),
+            rb = bias.defined() && bias.requires_grad()](const Tensor& g) {
+             Tensor gx = rx ? empty(normalized.shape(), g.dtype()) : Tensor();
+             Tensor gw = rw ? zeros({cols}, g.dtype()) : Tensor();
+             Tensor gb = rb ? zeros({cols}, g.dtype()) : Tensor();
+             dispatch_floating(g.dtype(), "layer_norm_backward", [&](auto tag) {
+               using T = typename decltype(tag)::type;
+               const T* ph = normalized.data<T>();
+               const T* ps = inv_std.data<T>();
+               const T* pg = g.data<T>();
+               const T* pw = w.defined() ? w.data<T>() : nullptr;
+               for (std::size_t r = 0; r < rows; ++r) {
+                 const T* hr = ph + r * cols;
+                 const T* gr = pg + r * cols;
+                 if (rw) {
+                   T* dw = gw.data<T>();
+                   for (std::size_t i = 0; i < cols; ++i) dw[i] += gr[i] * hr[i];
+                 }
+                 if (rb) {
+                   T* db = gb.data<T>();
+                   for (std::size_t i = 0; i < cols; ++i) db[i] += gr[i];
+                 }
+                 if (!rx) continue;
+                 // dx = rstd * (dh - mean(dh) - h * mean(dh * h)), dh = g * w
+                 T mean_dh = 0, mean_dh_h = 0;
+                 for (std::size_t i = 0; i < cols; ++i) {
+                   const T dh = pw ? gr[i] * pw[i] : gr[i];
+                   mean_dh += dh;
+                   mean_dh_h += dh * hr[i];
+                 }
+                 mean_dh /= static_cast<T>(cols);
+                 mean_dh_h /= static_cast<T>(cols);
+                 T* dx = gx.data<T>() + r * cols;
+                 for (std::size_t i = 0; i < cols; ++i) {
+                   const T dh = pw ? gr[i] * pw[i] : gr[i];
+                   dx[i] = ps[r] * (dh - mean_dh - hr[i] * mean_dh_h);
+                 }
+               }
+             });
+             return std::vector<Tensor>{gx, gw, gb};
+           });
+  }
+  return out;
+}
+
+// ---- cross entropy ----
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
+  check_last_axis(logits, "cross_entropy");
+  if (targets.dtype() != DType::int64) {
+    throw std::invalid_argument(std::string("cross_entropy: targets must be int64 class indices, got ") +
+                                dtype_name(targets.dtype()));
+  }
+  const Shape expected(logits.shape().begin(), logits.shape().end() - 1);
+  if (targets.shape() != expected) {
+    throw std::invalid_argument("cross_entropy: logits of shape " + shape_str(logits.shape()) + " need targets of shape " +
+                                shape_str(expected) + ", got " + shape_str(targets.shape()));
+  }
+  const std::size_t classes = logits.size(-1);
+  const std::size_t rows = targets.numel();
+  const std::int64_t* pt = targets.data<std::int64_t>();
+  std::size_t count = 0;
+  for (std::size_t r = 0; r < rows; ++r) {
+    if (pt[r] == ignore_index) continue;
+    if (pt[r] < 0 || static_cast<std::size_t>(pt[r]) >= classes) {
+      throw std::out_of_range("cross_entropy: target " + std::to_string(pt[r]) + " at position " + std::to_string(r) +
+                              " is outside [0, " + std::to_string(classes) + ") and is not ignore_index (" +
+                              std::to_string(ignore_index) + ")");
+    }
+    ++count;
+  }
+  Tensor out = empty({}, logits.dtype());
+  Tensor probs = empty(logits.shape(), logits.dtype());  // softmax, saved for backward
+  dispatch_floating(logits.dtype(), "cross_entropy", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = logits.data<T>();
+    T* pp = probs.data<T>();
+    double total = 0;
+    for (std::size_t r = 0; r < rows; ++r) {
+      const T* xr = px + r * classes;
+      T* pr = pp + r * classes;
+      if (pt[r] == ignore_index) continue;
+      const T m = row_max(xr, classes);
+      const T s = exp_shifted(xr, pr, classes, m);
+      const T inv = T(1) / s;
+      for (std::size_t i = 0; i < classes; ++i) pr[i] *= inv;
+      total += static_cast<double>(m + std::log(s) - xr[pt[r]]);
+    }
+    *out.data<T>() = static_cast<T>(count ? total / static_cast<double>(count) : 0.0);
+  });
+  if (needs_grad({&logits})) {
+    record(out, "cross_entropy", {logits}, [probs, targets, ignore_index, rows, classes, count](const Tensor& g) {
+      // d loss / d logits = (softmax - one_hot(target)) / count on counted rows, 0 on ignored ones
+      Tensor grad = empty(probs.shape(), probs.dtype());
+      dispatch_floating(g.dtype(), "cross_entropy_backward", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T scale = count ? *g.data<T>() / static_cast<T>(count) : T(0);
+        const T* pp = probs.data<T>();
+        const std::int64_t* pt = targets.data<std::int64_t>();
+        T* pd = grad.data<T>();
+        for (std::size_t r = 0; r < rows; ++r) {
+          T* dr = pd + r * classes;
+          if (pt[r] == ignore_index) {
+            std::fill(dr, dr + classes, T(0));
+            continue;
+          }
+          const T* pr = pp + r * classes;
+          for (std::size_t i = 0; i < classes; ++i) dr[i] = pr[i] * scale;
+          dr[pt[r]] -= scale;
+        }
+      });
+      return std::vector<Tensor>{grad};
+    });
+  }
+  return out;
+}
+
+// ---- dropout ----
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  if (!(p >= 0.0 && p <= 1.0)) throw std::invalid_argument("dropout: p must be in [0, 1], got " + std::to_string(p));
+  if (!training || p == 0.0) return x;
+  // The mask holds 0 or 1/(1-p) per element, so forward and backward are one multiply.
+  Tensor mask = empty(x.shape(), x.dtype());
+  dispatch_floating(x.dtype(), "dropout", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* pm = mask.data<T>();
+    const T keep = p < 1.0 ? static_cast<T>(1.0 / (1.0 - p)) : T(0);
+    for (std::size_t i = 0, n = x.numel(); i < n; ++i) pm[i] = gen.next_double() < p ? T(0) : keep;
+  });
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = mul(x, mask);
+  }
+  if (needs_grad({&x})) {
+    record(out, "dropout", {x}, [mask](const Tensor& g) { return std::vector<Tensor>{mul(g, mask)}; });
+  }
+  return out;
+}
+
+}  // namespace attnlab

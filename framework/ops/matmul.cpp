@@ -1,0 +1,138 @@
+// Matrix products through cblas_sgemm / cblas_dgemm. Transposes are BLAS flags, never copies; batch axes
+// broadcast; a batched operand times a plain matrix is folded into one large gemm (the common case of a
+// linear layer on [B, T, C] activations), otherwise one gemm per batch element.
+//
+// Legend: a is [..., M, K] (stored [..., K, M] when transpose_a), b is [..., K, N] (stored [..., N, K]
+// when transpose_b), the result is [..., M, N].
+#include <cblas.h>
+
+#include <stdexcept>
+
+#include "framework/ops/ops.hpp"
+
+namespace attnlab {
+namespace {
+
+void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a, const float* b, float* c) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(ta ? m : k), b,
+              static_cast<int>(tb ? k : n), 0.0f, c, static_cast<int>(n));
+}
+
+void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const double* a, const double* b, double* c) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
+              static_cast<int>(n), static_cast<int>(k), 1.0, a, static_cast<int>(ta ? m : k), b,
+              static_cast<int>(tb ? k : n), 0.0, c, static_cast<int>(n));
+}
+
+Shape batch_of(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
+
+std::vector<std::int64_t> as_signed(const Shape& s) { return std::vector<std::int64_t>(s.begin(), s.end()); }
+
+// Element offsets of each batch matrix of an operand with batch shape `own`, for every index of the
+// broadcast batch shape `full`.
+std::vector<std::size_t> batch_offsets(const Shape& own, const Shape& full, std::size_t matrix_size) {
+  const std::size_t rank = full.size();
+  std::vector<std::size_t> stride(rank, 0);
+  std::size_t s = matrix_size;
+  for (std::size_t i = rank; i-- > 0;) {
+    const std::size_t j = i + own.size();
+    const std::size_t dim = j >= rank ? own[j - rank] : 1;
+    stride[i] = dim == 1 ? 0 : s;
+    s *= dim;
+  }
+  const std::size_t count = shape_numel(full);
+  std::vector<std::size_t> offsets(count);
+  std::vector<std::size_t> counter(rank, 0);
+  std::size_t offset = 0;
+  for (std::size_t b = 0; b < count; ++b) {
+    offsets[b] = offset;
+    for (std::size_t i = rank; i-- > 0;) {
+      offset += stride[i];
+      if (++counter[i] < full[i]) break;
+      offset -= stride[i] * full[i];
+      counter[i] = 0;
+    }
+  }
+  return offsets;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
+  if (a.dim() < 2 || b.dim() < 2) {
+    throw std::invalid_argument("matmul: both operands need rank >= 2, got shapes " + shape_str(a.shape()) + " and " +
+                                shape_str(b.shape()));
+  }
+  if (a.dtype() != b.dtype()) {
+    throw std::invalid_argument(std::string("matmul: operands have different dtypes (") + dtype_name(a.dtype()) +
+                                " and " + dtype_name(b.dtype()) + ")");
+  }
+  const std::size_t m = transpose_a ? a.size(-1) : a.size(-2);
+  const std::size_t k = transpose_a ? a.size(-2) : a.size(-1);
+  const std::size_t kb = transpose_b ? b.size(-1) : b.size(-2);
+  const std::size_t n = transpose_b ? b.size(-2) : b.size(-1);
+  if (k != kb) {
+    throw std::invalid_argument("matmul: inner dimensions differ: " + shape_str(a.shape()) +
+                                (transpose_a ? "^T" : "") + " times " + shape_str(b.shape()) +
+                                (transpose_b ? "^T" : "") + " (" + std::to_string(k) + " vs " + std::to_string(kb) + ")");
+  }
+  const Shape batch = broadcast_shapes(batch_of(a.shape()), batch_of(b.shape()), "matmul (batch axes)");
+  Shape out_shape = batch;
+  out_shape.push_back(m);
+  out_shape.push_back(n);
+  Tensor out = empty(out_shape, a.dtype());
+  const std::size_t b_batch = shape_numel(batch_of(b.shape()));
+  const std::size_t a_batch = shape_numel(batch_of(a.shape()));
+
+  dispatch_floating(a.dtype(), "matmul", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* pc = out.data<T>();
+    if (m * n == 0) return;
+    if (k == 0) {
+      std::fill(pc, pc + out.numel(), T(0));
+      return;
+    }
+    if (b_batch == 1 && !transpose_a && a_batch == shape_numel(batch)) {
+      // [batch * M, K] x [K, N]: one gemm.
+      gemm(false, transpose_b, a_batch * m, n, k, pa, pb, pc);
+      return;
+    }
+    const auto a_off = batch_offsets(batch_of(a.shape()), batch, m * k);
+    const auto b_off = batch_offsets(batch_of(b.shape()), batch, k * n);
+    for (std::size_t i = 0; i < a_off.size(); ++i)
+      gemm(transpose_a, transpose_b, m, n, k, pa + a_off[i], pb + b_off[i], pc + i * m * n);
+  });
+
+  if (needs_grad({&a, &b})) {
+    record(out, "matmul", {a, b},
+           [a = a.detach(), b = b.detach(), ta = transpose_a, tb = transpose_b, ra = a.requires_grad(),
+            rb = b.requires_grad()](const Tensor& g) {
+             Tensor ga, gb;
+             if (ra) {
+               // dA = dC op(B)^T, or its transpose when A is stored transposed.
+               ga = ta ? matmul(b, g, tb, true) : matmul(g, b, false, !tb);
+               ga = sum_to(ga, a.shape());
+             }
+             if (rb) {
+               const bool fold = b.dim() == 2 && a.dim() > 2 && !ta;
+               if (fold) {
+                 // Batched A against a plain matrix: flatten the batch into the rows, one gemm.
+                 const auto rows = static_cast<std::int64_t>(a.numel() / a.size(-1));
+                 const Tensor a2 = reshape(a, {rows, static_cast<std::int64_t>(a.size(-1))});
+                 const Tensor g2 = reshape(g, {rows, static_cast<std::int64_t>(g.size(-1))});
+                 gb = tb ? matmul(g2, a2, true, false) : matmul(a2, g2, true, false);
+               } else {
+                 gb = tb ? matmul(g, a, true, ta) : matmul(a, g, !ta, false);
+                 gb = sum_to(gb, b.shape());
+               }
+             }
+             return std::vector<Tensor>{ga, gb};
+           });
+  }
+  return out;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,113 @@
+// The differentiable ops. Each records a node when grad mode is on and an input requires grad; each
+// backward lives right below its forward in the op's .cpp file. Floating ops accept float32 and float64
+// (both operands of a binary op must share the dtype); indices are int64; masks are bool.
+//
+// Broadcasting follows numpy: shapes are aligned on the right, and an axis of size 1 stretches.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "framework/autograd/node.hpp"
+#include "framework/tensor/random.hpp"
+#include "framework/tensor/tensor.hpp"
+
+namespace attnlab {
+
+// ---- elementwise (ops/elementwise.cpp) ----
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor neg(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor relu(const Tensor& x);   // gradient at exactly 0 is 0
+Tensor gelu(const Tensor& x);   // exact form: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
+Tensor elu(const Tensor& x, double alpha = 1.0);
+// condition ? a : b elementwise, all three broadcast together; condition is a bool tensor.
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+// x with `value` where mask is true (mask broadcasts to x's shape); value may be -infinity.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+// x repeated along broadcast axes to `shape` (backward: sum_to).
+Tensor broadcast_to(const Tensor& x, const Shape& shape);
+// Sum of `grad` over the axes along which a tensor of `shape` was broadcast: the reverse of broadcasting.
+Tensor sum_to(const Tensor& grad, const Shape& shape);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+
+// ---- reductions (ops/reduce.cpp) ----
+// Over all elements (a 0-d result), or over one axis (negative counts from the end).
+Tensor sum(const Tensor& x);
+Tensor sum(const Tensor& x, std::int64_t axis, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, std::int64_t axis, bool keepdim = false);
+// Ties: the whole gradient goes to the first maximal element in row-major order (as argmax picks it).
+Tensor max(const Tensor& x);
+Tensor max(const Tensor& x, std::int64_t axis, bool keepdim = false);
+// Variance over an axis; unbiased divides by n - 1, otherwise by n.
+Tensor var(const Tensor& x, std::int64_t axis, bool keepdim = false, bool unbiased = false);
+// Index of the first maximum along an axis (int64; not differentiable).
+Tensor argmax(const Tensor& x, std::int64_t axis, bool keepdim = false);
+
+// ---- matmul (ops/matmul.cpp) ----
+// a [..., M, K] times b [..., K, N] -> [..., M, N], batch axes broadcast; transpose_a / transpose_b read
+// the last two axes of an operand transposed (passed to BLAS as flags, no copy). Both operands rank >= 2.
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
+
+// ---- shape ops (ops/shape_ops.cpp) ----
+// Same elements, new shape (one entry may be -1: inferred). Shares storage with x.
+Tensor reshape(const Tensor& x, const std::vector<std::int64_t>& shape);
+Tensor flatten(const Tensor& x, std::int64_t start_axis = 0, std::int64_t end_axis = -1);
+Tensor unsqueeze(const Tensor& x, std::int64_t axis);
+Tensor squeeze(const Tensor& x, std::int64_t axis);
+Tensor transpose(const Tensor& x, std::int64_t axis0, std::int64_t axis1);
+// Output axis i is input axis dims[i].
+Tensor permute(const Tensor& x, const std::vector<std::int64_t>& dims);
+// Elements start, start+step, ... below end along one axis (end clamped to the size; negative start/end
+// count from the end).
+Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t end, std::int64_t step = 1);
+Tensor concat(const std::vector<Tensor>& tensors, std::int64_t axis);
+// Differentiable dtype conversion is Tensor::to (ops/shape_ops.cpp).
+
+// ---- indexing (ops/index_ops.cpp) ----
+// Rows of x along `axis` picked by a 1-D int64 index (repeats allowed; backward scatter-adds).
+Tensor index_select(const Tensor& x, std::int64_t axis, const Tensor& index);
+// weight [V, C] looked up at int64 ids of any shape -> ids.shape + [C] (backward scatter-adds into rows).
+Tensor embedding(const Tensor& weight, const Tensor& ids);
+// out[i][j][k] = x[i][index[i][j][k]][k] for axis 1 (numpy take_along_axis); index has x's rank.
+Tensor gather(const Tensor& x, std::int64_t axis, const Tensor& index);
+// ids of any shape -> ids.shape + [classes], 1 at each id (not differentiable).
+Tensor one_hot(const Tensor& ids, std::size_t classes, DType dtype = DType::float32);
+
+// ---- fused, numerically stable pairs (ops/fused.cpp) ----
+// Over the last axis. A row that is entirely -infinity (fully masked) gives zeros and zero gradient.
+Tensor softmax(const Tensor& x);
+Tensor log_softmax(const Tensor& x);
+// Normalises over the last axis, then weight * x_hat + bias (weight and bias [C], either may be undefined).
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+// logits [..., C] against int64 targets [...]; mean over targets that are not ignore_index (0 when every
+// target is ignored). Targets outside [0, C) other than ignore_index are an error.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index = -100);
+// Zeroes each element with probability p and scales the rest by 1/(1-p) when training; identity otherwise.
+Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
+
+}  // namespace attnlab

@@ -1,0 +1,34 @@
+// Storage: one contiguous, 64-byte aligned buffer shared by the tensors that view it (reshape, detach).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "framework/tensor/dtype.hpp"
+
+namespace attnlab {
+
+class Storage {
+ public:
+  // Zero-initialised unless `zero` is false (for buffers an op overwrites whole).
+  Storage(DType dtype, std::size_t numel, bool zero = true);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  DType dtype() const { return dtype_; }
+  std::size_t numel() const { return numel_; }
+  std::size_t nbytes() const { return numel_ * element_size(dtype_); }
+  void* data() { return data_; }
+  const void* data() const { return data_; }
+
+  // Bytes held by all live storages of this process: lets tests prove that a graph's memory is freed.
+  static std::size_t live_bytes();
+
+ private:
+  DType dtype_;
+  std::size_t numel_;
+  void* data_;
+};
+
+}  // namespace attnlab

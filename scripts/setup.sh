@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Sets attnlab up on a Debian (bookworm) machine: installs the Debian packages it needs when any is
+# missing (as root, or through sudo; otherwise says what to install), then configures and builds a
+# Release build into build/ on all cores. Running it again when everything is present only rebuilds
+# what changed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  g++ make cmake                      # compiler and build
+  libopenblas-dev                     # BLAS (sgemm/dgemm)
+  libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev
+  libyaml-cpp-dev                     # experiment configs
+  libgtest-dev                        # tests
+  libbenchmark-dev                    # op benchmarks
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  echo "setup: installing missing Debian packages: ${missing[*]}"
+  if [ "$(id -u)" -eq 0 ]; then
+    as_root=()
+  elif command -v sudo >/dev/null 2>&1; then
+    as_root=(sudo)
+  else
+    echo "setup: not root and no sudo; as root, run:" >&2
+    echo "  apt-get update && apt-get install -y --no-install-recommends ${missing[*]}" >&2
+    exit 1
+  fi
+  "${as_root[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j "$jobs"

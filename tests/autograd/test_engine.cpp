@@ -1,0 +1,172 @@
+// The backward engine: accumulation, shared subgraphs, graph release, no-grad, deep graphs, memory.
+#include <gtest/gtest.h>
+
+#include "framework/autograd/node.hpp"
+#include "framework/ops/ops.hpp"
+#include "tests/test_util.hpp"
+
+namespace attnlab {
+namespace {
+
+TEST(Engine, GradientsAccumulateAcrossBackwardCalls) {
+  Tensor x = from_vector({1.0, 2.0}, {2}).set_requires_grad(true);
+  sum(x * 3.0).backward();
+  testing::expect_values(x.grad(), {3, 3});
+  sum(x * x).backward();  // + 2x
+  testing::expect_values(x.grad(), {5, 7});
+  x.zero_grad();
+  EXPECT_FALSE(x.grad().defined());
+  sum(x).backward();
+  testing::expect_values(x.grad(), {1, 1});
+}
+
+TEST(Engine, SharedSubgraphSumsBothPaths) {
+  // y = a * b with a = x^2 and b = x + 1 both using x: dy/dx = 2x (x + 1) + x^2
+  Tensor x = from_vector({3.0}, {1}, DType::float64).set_requires_grad(true);
+  Tensor a = x * x;
+  Tensor b = x + 1.0;
+  sum(a * b).backward();
+  EXPECT_DOUBLE_EQ(x.grad().item(), 2 * 3 * 4 + 9);
+}
+
+TEST(Engine, SecondBackwardThroughReleasedGraphThrows) {
+  Tensor x = from_vector({2.0}, {1}).set_requires_grad(true);
+  Tensor y = sum(exp(x));
+  y.backward();
+  try {
+    y.backward();
+    FAIL() << "expected an error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("second time"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("retain_graph"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Engine, RetainGraphAllowsASecondBackward) {
+  Tensor x = from_vector({2.0}, {1}, DType::float64).set_requires_grad(true);
+  Tensor y = sum(exp(x));
+  y.backward(Tensor(), /*retain_graph=*/true);
+  y.backward();
+  EXPECT_NEAR(x.grad().item(), 2 * std::exp(2.0), 1e-12);
+}
+
+TEST(Engine, BackwardNeedsAScalarOrAnExplicitGradient) {
+  Tensor x = ones({3}).set_requires_grad(true);
+  Tensor y = x * 2.0;
+  EXPECT_THROW(y.backward(), std::runtime_error);
+  y.backward(from_vector({1.0, 2.0, 3.0}, {3}));
+  testing::expect_values(x.grad(), {2, 4, 6});
+  EXPECT_THROW(ones({2}).backward(), std::runtime_error);  // nothing requires grad
+}
+
+TEST(Engine, NoGradGuardRecordsNothingAndRestores) {
+  Tensor x = ones({2}).set_requires_grad(true);
+  {
+    NoGradGuard no_grad;
+    Tensor y = x * 2.0;
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_EQ(y.grad_fn(), nullptr);
+    {
+      NoGradGuard nested;
+      EXPECT_FALSE(grad_enabled());
+    }
+    EXPECT_FALSE(grad_enabled());
+  }
+  EXPECT_TRUE(grad_enabled());
+  EXPECT_TRUE((x * 2.0).requires_grad());
+}
+
+TEST(Engine, DetachStopsGradient) {
+  Tensor x = from_vector({2.0}, {1}).set_requires_grad(true);
+  Tensor y = x * x.detach();  // d/dx = x.detach() only
+  sum(y).backward();
+  EXPECT_FLOAT_EQ(x.grad().item(), 2.0f);
+}
+
+TEST(Engine, GradientReachesOnlyLeavesThatRequireIt) {
+  Tensor x = ones({2}).set_requires_grad(true);
+  Tensor c = ones({2});
+  Tensor h = x * 2.0;
+  sum(h * c).backward();
+  EXPECT_TRUE(x.grad().defined());
+  EXPECT_FALSE(c.grad().defined());
+  EXPECT_FALSE(h.grad().defined());  // intermediate results keep no grad
+}
+
+TEST(Engine, ANodeWithoutGradientStillLetsItsInputsRun) {
+  // A custom op whose backward gives no gradient: x must still receive the gradient of the other path.
+  Tensor x = from_vector({1.0, 2.0}, {2}).set_requires_grad(true);
+  Tensor h = x * 3.0;
+  Tensor blocked = h.detach().clone();
+  record(blocked, "blocking_op", {h}, [](const Tensor&) { return std::vector<Tensor>{Tensor()}; });
+  Tensor loss = sum(blocked) + sum(h);
+  loss.backward();
+  testing::expect_values(x.grad(), {3, 3});
+}
+
+TEST(Engine, LongChainBackwardAndDestructionDoNotRecurse) {
+  // 100,000 nodes: a recursive backward or a recursive destructor would overflow the stack.
+  Tensor x = from_vector({1.0}, {1}, DType::float64).set_requires_grad(true);
+  const std::size_t before = Storage::live_bytes();
+  {
+    Tensor y = x;
+    for (int i = 0; i < 100000; ++i) y = y + 1e-5;
+    EXPECT_NEAR(y.item(), 2.0, 1e-9);
+    y.backward(Tensor(), /*retain_graph=*/true);
+    EXPECT_EQ(x.grad().item(), 1.0);
+  }
+  EXPECT_EQ(Storage::live_bytes(), before + 8);  // only x.grad is left
+  {
+    Tensor y = x;
+    for (int i = 0; i < 100000; ++i) y = y * 1.0;
+  }  // destroyed without backward
+  SUCCEED();
+}
+
+TEST(Engine, GraphMemoryIsFreedAfterBackwardAndWhenTheOutputDies) {
+  Tensor w = testing::param({64, 64}, 1);
+  Tensor x = testing::param({16, 64}, 2);
+  w.set_requires_grad(true);
+  const std::size_t baseline = Storage::live_bytes();
+  std::size_t with_graph = 0;
+  {
+    Tensor h = tanh(matmul(x, w));
+    Tensor y = sum(exp(h) * h);
+    with_graph = Storage::live_bytes();
+    EXPECT_GT(with_graph, baseline);
+    h = Tensor();
+    y.backward();
+    // Saved values released: what is left is the loss itself and the two new gradients.
+    EXPECT_LE(Storage::live_bytes(), baseline + 8 + w.numel() * 8 + x.numel() * 8);
+  }
+  // With the output gone nothing of the graph survives: no reference cycle through saved values.
+  EXPECT_EQ(Storage::live_bytes(), baseline + w.numel() * 8 + x.numel() * 8);
+  w.zero_grad();
+  x.zero_grad();
+  EXPECT_EQ(Storage::live_bytes(), baseline);
+}
+
+TEST(Engine, NoCycleEvenWithoutBackward) {
+  Tensor x = testing::param({8, 8}, 3);
+  const std::size_t baseline = Storage::live_bytes();
+  {
+    Tensor y = sigmoid(exp(x));  // both keep their own output for backward
+    Tensor z = sum(sqrt(y));
+  }
+  EXPECT_EQ(Storage::live_bytes(), baseline);
+}
+
+TEST(Engine, WrongGradientShapeFromACustomOpIsReported) {
+  Tensor x = ones({2, 3}).set_requires_grad(true);
+  Tensor y = x.detach().clone();
+  record(y, "bad_op", {x}, [](const Tensor&) { return std::vector<Tensor>{ones({3, 2})}; });
+  try {
+    sum(y).backward();
+    FAIL() << "expected an error";
+  } catch (const std::logic_error& e) {
+    EXPECT_NE(std::string(e.what()).find("bad_op"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace attnlab

@@ -1,0 +1,189 @@
+// Elementwise ops: forward values by hand or against std:: math, broadcasting, and float64 gradchecks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "tests/test_util.hpp"
+
+namespace attnlab {
+namespace {
+
+using testing::expect_values;
+using testing::gradcheck_passes;
+using testing::param;
+using testing::param_uniform;
+
+TEST(Elementwise, AddBroadcastsLikeNumpy) {
+  Tensor a = from_vector({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor b = from_vector({10, 20, 30}, {3});
+  expect_values(a + b, {11, 22, 33, 14, 25, 36});
+  Tensor col = from_vector({100, 200}, {2, 1});
+  Tensor row = from_vector({1, 2, 3}, {1, 3});
+  Tensor outer = col + row;
+  EXPECT_EQ(outer.shape(), (Shape{2, 3}));
+  expect_values(outer, {101, 102, 103, 201, 202, 203});
+  expect_values(a * scalar(2.0), {2, 4, 6, 8, 10, 12});
+  expect_values(a - b, {-9, -18, -27, -6, -15, -24});
+  expect_values(b / a, {10, 10, 10, 2.5, 4, 5});
+}
+
+TEST(Elementwise, MiddleAxisBroadcastMatchesANaiveLoop) {
+  Generator gen(3);
+  Tensor a = randn({2, 3, 4}, gen);
+  Tensor b = randn({2, 1, 4}, gen);
+  Tensor c = mul(a, b);
+  for (std::size_t i = 0; i < 2; ++i)
+    for (std::size_t j = 0; j < 3; ++j)
+      for (std::size_t k = 0; k < 4; ++k) EXPECT_FLOAT_EQ(c.at({i, j, k}), a.at({i, j, k}) * b.at({i, 0, k}));
+}
+
+TEST(Elementwise, IncompatibleShapesAreAnErrorNamingThem) {
+  try {
+    add(zeros({2, 3}), zeros({4}));
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("[2, 3]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[4]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(add(zeros({2}), zeros({2}, DType::float64)), std::invalid_argument);
+}
+
+TEST(Elementwise, UnaryValuesMatchStdMath) {
+  const std::vector<double> xs = {-3.0, -0.7, -0.1, 0.2, 0.9, 2.5};
+  Tensor x = from_vector(xs, {6}, DType::float64);
+  const auto ex = exp(x).to_vector(), th = tanh(x).to_vector(), sg = sigmoid(x).to_vector(),
+             rl = relu(x).to_vector(), ge = gelu(x).to_vector(), el = elu(x, 0.5).to_vector(),
+             sq = pow(x, 2.0).to_vector(), ng = neg(x).to_vector();
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double v = xs[i];
+    EXPECT_NEAR(ex[i], std::exp(v), 1e-12);
+    EXPECT_NEAR(th[i], std::tanh(v), 1e-12);
+    EXPECT_NEAR(sg[i], 1.0 / (1.0 + std::exp(-v)), 1e-12);
+    EXPECT_EQ(rl[i], v > 0 ? v : 0.0);
+    EXPECT_NEAR(ge[i], 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))), 1e-12);
+    EXPECT_NEAR(el[i], v > 0 ? v : 0.5 * (std::exp(v) - 1.0), 1e-12);
+    EXPECT_NEAR(sq[i], v * v, 1e-12);
+    EXPECT_EQ(ng[i], -v);
+  }
+  Tensor p = from_vector({0.25, 4.0}, {2}, DType::float64);
+  expect_values(sqrt(p), {0.5, 2.0}, 1e-12);
+  expect_values(log(p), {std::log(0.25), std::log(4.0)}, 1e-12);
+}
+
+TEST(Elementwise, Float32MatchesFloat64) {
+  Generator gen(1);
+  Tensor x = randn({257}, gen, DType::float64);  // odd length: exercises the SIMD tail
+  Tensor x32 = x.to(DType::float32);
+  for (auto f : {+[](const Tensor& t) { return exp(t); }, +[](const Tensor& t) { return tanh(t); },
+                 +[](const Tensor& t) { return gelu(t); }, +[](const Tensor& t) { return sigmoid(t); },
+                 +[](const Tensor& t) { return elu(t); }}) {
+    const auto a = f(x).to_vector(), b = f(x32).to_vector();
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5 * (1 + std::fabs(a[i])));
+  }
+}
+
+TEST(Elementwise, SigmoidSaturatesWithoutNaN) {
+  Tensor x = from_vector({-1000.0, 1000.0}, {2});
+  const auto y = sigmoid(x).to_vector();
+  EXPECT_EQ(y[0], 0.0);
+  EXPECT_EQ(y[1], 1.0);
+}
+
+TEST(Elementwise, WhereAndMaskedFill) {
+  Tensor cond = from_mask({true, false, true}, {3});
+  Tensor a = from_vector({1, 2, 3}, {3});
+  Tensor b = from_vector({-1, -2, -3}, {3});
+  expect_values(where(cond, a, b), {1, -2, 3});
+  Tensor x = from_vector({1, 2, 3, 4}, {2, 2});
+  Tensor row_mask = from_mask({false, true}, {2});  // broadcast over rows
+  Tensor filled = masked_fill(x, row_mask, -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(filled.at({0, 0}), 1.0);
+  EXPECT_EQ(filled.at({1, 1}), -std::numeric_limits<double>::infinity());
+  EXPECT_THROW(masked_fill(x, from_mask({true, true, true}, {3}), 0.0), std::invalid_argument);
+  EXPECT_THROW(masked_fill(x, from_mask({true}, {1, 1, 1}), 0.0), std::invalid_argument);  // would grow x
+}
+
+TEST(Elementwise, BroadcastToAndSumToAreAdjoint) {
+  Tensor x = from_vector({1, 2, 3}, {3, 1});
+  Tensor big = broadcast_to(x, {2, 3, 4});
+  EXPECT_EQ(big.shape(), (Shape{2, 3, 4}));
+  EXPECT_EQ(big.at({1, 2, 3}), 3.0);
+  expect_values(sum_to(big, {3, 1}), {8, 16, 24});
+  expect_values(sum_to(ones({2, 3}), {}), {6});
+}
+
+// ---- gradient checks (float64, torch.autograd.gradcheck tolerances) ----
+
+TEST(ElementwiseGradcheck, Add) {
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return add(in[0], in[1]); }, {param({2, 3}, 1), param({2, 3}, 2)}));
+}
+TEST(ElementwiseGradcheck, AddBroadcast) {
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return add(in[0], in[1]); }, {param({2, 3, 4}, 1), param({3, 1}, 2)}));
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return add(in[0], in[1]); }, {param({4}, 3), param({2, 3, 4}, 4)}));
+}
+TEST(ElementwiseGradcheck, SubBroadcast) {
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return sub(in[0], in[1]); }, {param({2, 1, 4}, 1), param({3, 1}, 2)}));
+}
+TEST(ElementwiseGradcheck, MulBroadcast) {
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return mul(in[0], in[1]); }, {param({2, 3, 4}, 1), param({1, 3, 1}, 2)}));
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return mul(in[0], in[1]); }, {param({2, 3}, 3), param({}, 4)}));
+}
+TEST(ElementwiseGradcheck, DivBroadcast) {
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return div(in[0], in[1]); },
+                               {param({2, 3}, 1), param_uniform({3}, 2, 0.5, 2.0)}));
+}
+TEST(ElementwiseGradcheck, Scalars) {
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return 3.0 - in[0] * 2.5 + 1.0 / in[1]; },
+                               {param({5}, 1), param_uniform({5}, 2, 0.5, 2.0)}));
+}
+TEST(ElementwiseGradcheck, Neg) {
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return neg(in[0]); }, {param({7}, 1)}));
+}
+TEST(ElementwiseGradcheck, Pow) {
+  for (double p : {2.0, 3.0, 0.5, -1.5}) {
+    EXPECT_TRUE(gradcheck_passes([p](const auto& in) { return pow(in[0], p); }, {param_uniform({6}, 1, 0.3, 2.0)}))
+        << "exponent " << p;
+  }
+}
+TEST(ElementwiseGradcheck, Exp) {
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return exp(in[0]); }, {param({2, 5}, 1)}));
+}
+TEST(ElementwiseGradcheck, Log) {
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return log(in[0]); }, {param_uniform({2, 5}, 1, 0.2, 3.0)}));
+}
+TEST(ElementwiseGradcheck, Sqrt) {
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return sqrt(in[0]); }, {param_uniform({2, 5}, 1, 0.2, 3.0)}));
+}
+TEST(ElementwiseGradcheck, Tanh) {
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return tanh(in[0]); }, {param({2, 5}, 1)}));
+}
+TEST(ElementwiseGradcheck, Sigmoid) {
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return sigmoid(in[0]); }, {param({2, 5}, 1, 2.0)}));
+}
+TEST(ElementwiseGradcheck, Relu) {
+  // Values kept away from the kink at 0.
+  Tensor x = from_vector({-1.5, -0.3, 0.4, 2.0, -0.8, 0.9}, {2, 3}, DType::float64).set_requires_grad(true);
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return relu(in[0]); }, {x}));
+}
+TEST(ElementwiseGradcheck, Gelu) {
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return gelu(in[0]); }, {param({3, 7}, 1, 2.0)}));
+}
+TEST(ElementwiseGradcheck, Elu) {
+  Tensor x = from_vector({-1.5, -0.3, 0.4, 2.0, -0.8, 0.9}, {6}, DType::float64).set_requires_grad(true);
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return elu(in[0], 0.7); }, {x}));
+}
+TEST(ElementwiseGradcheck, WhereBroadcast) {
+  Tensor cond = from_mask({true, false, false, true, true, false}, {2, 3});
+  EXPECT_TRUE(gradcheck_passes([cond](const auto& in) { return where(cond, in[0], in[1]); },
+                               {param({2, 3}, 1), param({3}, 2)}));
+}
+TEST(ElementwiseGradcheck, MaskedFill) {
+  Tensor mask = from_mask({false, true, false}, {1, 3});
+  EXPECT_TRUE(gradcheck_passes([mask](const auto& in) { return masked_fill(in[0], mask, -5.0); }, {param({2, 3}, 1)}));
+}
+TEST(ElementwiseGradcheck, BroadcastToAndSumTo) {
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return broadcast_to(in[0], {2, 3, 4}); }, {param({3, 1}, 1)}));
+}
+}  // namespace
+}  // namespace attnlab

@@ -1,0 +1,161 @@
+// Fused ops: softmax, log_softmax, layer_norm, cross_entropy and dropout against naive formulas, their
+// numerical edge cases (masked rows, large logits, ignored targets), and float64 gradchecks.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "tests/test_util.hpp"
+
+namespace attnlab {
+namespace {
+
+using testing::expect_values;
+using testing::gradcheck_passes;
+using testing::param;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+std::vector<double> naive_softmax(const std::vector<double>& row) {
+  double m = -kInf, s = 0;
+  for (double v : row) m = std::max(m, v);
+  std::vector<double> out;
+  for (double v : row) s += std::exp(v - m);
+  for (double v : row) out.push_back(std::exp(v - m) / s);
+  return out;
+}
+
+TEST(Softmax, MatchesTheFormulaAndRowsSumToOne) {
+  Generator gen(5);
+  Tensor x = randn({4, 7}, gen, DType::float64, 0.0, 3.0);
+  Tensor y = softmax(x);
+  const auto v = x.to_vector(), got = y.to_vector();
+  for (std::size_t r = 0; r < 4; ++r) {
+    const auto want = naive_softmax(std::vector<double>(v.begin() + r * 7, v.begin() + r * 7 + 7));
+    double total = 0;
+    for (std::size_t i = 0; i < 7; ++i) {
+      EXPECT_NEAR(got[r * 7 + i], want[i], 1e-14);
+      total += got[r * 7 + i];
+    }
+    EXPECT_NEAR(total, 1.0, 1e-14);
+  }
+}
+
+TEST(Softmax, LargeLogitsStayFinite) {
+  Tensor y = softmax(from_vector({1000.0, 1001.0, -1000.0}, {3}));
+  expect_values(y, {1.0 / (1.0 + std::exp(1.0)), std::exp(1.0) / (1.0 + std::exp(1.0)), 0.0}, 1e-6);
+}
+
+TEST(Softmax, FullyMaskedRowGivesZerosAndZeroGradient) {
+  Tensor x = from_vector({0.5, 1.0, 2.0, 0.1, 0.2, 0.3}, {2, 3}, DType::float64).set_requires_grad(true);
+  Tensor mask = from_mask({false, true, false, true, true, true}, {2, 3});
+  Tensor y = softmax(masked_fill(x, mask, -kInf));
+  const auto v = y.to_vector();
+  for (double e : v) EXPECT_FALSE(std::isnan(e));
+  EXPECT_EQ(v[1], 0.0);  // masked key: exactly zero
+  EXPECT_NEAR(v[0] + v[2], 1.0, 1e-15);
+  EXPECT_EQ(v[3], 0.0);
+  EXPECT_EQ(v[4], 0.0);
+  EXPECT_EQ(v[5], 0.0);
+  sum(y * from_vector({1, 2, 3, 4, 5, 6}, {2, 3}, DType::float64)).backward();
+  const auto g = x.grad().to_vector();
+  for (double e : g) EXPECT_FALSE(std::isnan(e));
+  EXPECT_EQ(g[1], 0.0);
+  EXPECT_EQ(g[3], 0.0);
+  EXPECT_EQ(g[5], 0.0);
+}
+
+TEST(LogSoftmax, EqualsLogOfSoftmaxAndHandlesMaskedRows) {
+  Generator gen(6);
+  Tensor x = randn({3, 5}, gen, DType::float64, 0.0, 4.0);
+  const auto a = log_softmax(x).to_vector(), b = log(softmax(x)).to_vector();
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-12);
+  Tensor masked = full({1, 3}, -kInf, DType::float64);
+  expect_values(log_softmax(masked), {0, 0, 0});
+}
+
+TEST(LayerNorm, MatchesTheFormula) {
+  Generator gen(7);
+  Tensor x = randn({3, 6}, gen, DType::float64, 1.0, 2.0);
+  Tensor w = randn({6}, gen, DType::float64);
+  Tensor b = randn({6}, gen, DType::float64);
+  const auto y = layer_norm(x, w, b).to_vector(), v = x.to_vector(), wv = w.to_vector(), bv = b.to_vector();
+  for (std::size_t r = 0; r < 3; ++r) {
+    double mu = 0, var = 0;
+    for (std::size_t i = 0; i < 6; ++i) mu += v[r * 6 + i] / 6;
+    for (std::size_t i = 0; i < 6; ++i) var += (v[r * 6 + i] - mu) * (v[r * 6 + i] - mu) / 6;
+    for (std::size_t i = 0; i < 6; ++i)
+      EXPECT_NEAR(y[r * 6 + i], (v[r * 6 + i] - mu) / std::sqrt(var + 1e-5) * wv[i] + bv[i], 1e-12);
+  }
+  EXPECT_THROW(layer_norm(x, ones({5}, DType::float64), Tensor()), std::invalid_argument);
+}
+
+TEST(CrossEntropy, MatchesTheFormulaAndSkipsIgnoredTargets) {
+  Tensor logits = from_vector({2.0, 1.0, 0.1, 0.5, 2.5, 0.3, 1.0, 1.0, 1.0}, {3, 3}, DType::float64);
+  Tensor targets = from_indices(std::vector<std::int64_t>{0, -100, 2}, {3});
+  const double l0 = -std::log(naive_softmax({2.0, 1.0, 0.1})[0]);
+  const double l2 = -std::log(1.0 / 3.0);
+  EXPECT_NEAR(cross_entropy(logits, targets).item(), (l0 + l2) / 2, 1e-12);
+  Tensor all_ignored = from_indices(std::vector<std::int64_t>{-100, -100, -100}, {3});
+  EXPECT_EQ(cross_entropy(logits, all_ignored).item(), 0.0);
+  EXPECT_THROW(cross_entropy(logits, from_indices(std::vector<std::int64_t>{0, 3, 1}, {3})), std::out_of_range);
+  EXPECT_THROW(cross_entropy(logits, from_indices(std::vector<std::int64_t>{0, 1}, {2})), std::invalid_argument);
+}
+
+TEST(CrossEntropy, LargeLogitsStayFinite) {
+  Tensor logits = from_vector({1000.0, -1000.0}, {1, 2});
+  EXPECT_NEAR(cross_entropy(logits, from_indices(std::vector<std::int64_t>{1}, {1})).item(), 2000.0, 1e-3);
+}
+
+TEST(Dropout, EvalIsIdentityTrainingDropsAndRescales) {
+  Generator gen(8);
+  Tensor x = ones({10000});
+  EXPECT_TRUE(dropout(x, 0.3, false, gen).same(x));
+  const auto y = dropout(x, 0.3, true, gen).to_vector();
+  std::size_t zeros_seen = 0;
+  for (double v : y) {
+    if (v == 0.0) ++zeros_seen;
+    else EXPECT_FLOAT_EQ(v, 1.0f / 0.7f);
+  }
+  EXPECT_NEAR(static_cast<double>(zeros_seen) / 10000.0, 0.3, 0.02);
+  Generator g1(9), g2(9);
+  EXPECT_EQ(dropout(x, 0.5, true, g1).to_vector(), dropout(x, 0.5, true, g2).to_vector());
+  EXPECT_THROW(dropout(x, 1.5, true, gen), std::invalid_argument);
+}
+
+TEST(FusedGradcheck, Softmax) {
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return softmax(in[0]); }, {param({3, 5}, 1, 2.0)}));
+}
+TEST(FusedGradcheck, SoftmaxWithMaskedRows) {
+  // Row 0 partly masked, row 1 fully masked (zeros, zero gradient), row 2 unmasked.
+  Tensor mask = from_mask({false, true, false, true, true, true, true, true, true, false, false, false}, {3, 4});
+  EXPECT_TRUE(gradcheck_passes([mask](const auto& in) { return softmax(masked_fill(in[0], mask, -kInf)); },
+                               {param({3, 4}, 1)}));
+}
+TEST(FusedGradcheck, LogSoftmax) {
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return log_softmax(in[0]); }, {param({2, 3, 4}, 1, 2.0)}));
+}
+TEST(FusedGradcheck, LayerNormAffine) {
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return layer_norm(in[0], in[1], in[2]); },
+                               {param({2, 3, 5}, 1, 2.0), param({5}, 2), param({5}, 3)}));
+}
+TEST(FusedGradcheck, LayerNormWithoutAffine) {
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return layer_norm(in[0], Tensor(), Tensor()); }, {param({4, 6}, 1)}));
+}
+TEST(FusedGradcheck, CrossEntropyWithIgnoreIndex) {
+  const Tensor targets = from_indices(std::vector<std::int64_t>{2, -1, 0, 4, 1, -1}, {2, 3});
+  EXPECT_TRUE(gradcheck_passes([targets](const auto& in) { return cross_entropy(in[0], targets, -1); },
+                               {param({2, 3, 5}, 1, 2.0)}));
+}
+TEST(FusedGradcheck, Dropout) {
+  // The same seed on every evaluation gives the same mask, so finite differences see one function.
+  EXPECT_TRUE(gradcheck_passes(
+      [](const auto& in) {
+        Generator gen(123);
+        return dropout(in[0], 0.4, true, gen);
+      },
+      {param({4, 5}, 1)}));
+}
+
+}  // namespace
+}  // namespace attnlab
