@@ -27,8 +27,6 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const d
 
 Shape batch_of(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
 
-std::vector<std::int64_t> as_signed(const Shape& s) { return std::vector<std::int64_t>(s.begin(), s.end()); }
-
 // Element offsets of each batch matrix of an operand with batch shape `own`, for every index of the
 // broadcast batch shape `full`.
 std::vector<std::size_t> batch_offsets(const Shape& own, const Shape& full, std::size_t matrix_size) {

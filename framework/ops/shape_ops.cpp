@@ -272,7 +272,14 @@ Tensor Tensor::to(DType dtype) const {
     case DType::float32: convert(static_cast<float*>(out.storage()->data())); break;
     case DType::float64: convert(static_cast<double*>(out.storage()->data())); break;
     case DType::int64: convert(static_cast<std::int64_t*>(out.storage()->data())); break;
-    case DType::boolean: convert(static_cast<std::uint8_t*>(out.storage()->data())); break;
+    case DType::boolean: {
+      // Non-zero is true (a plain cast would turn 0.5 into false).
+      Tensor wide = to(DType::float64);
+      const double* src = wide.data<double>();
+      bool* dst = out.data<bool>();
+      for (std::size_t i = 0; i < n; ++i) dst[i] = src[i] != 0.0;
+      break;
+    }
   }
   if (is_floating(dtype) && needs_grad({this})) {
     record(out, "to", {*this}, [from = this->dtype()](const Tensor& g) { return std::vector<Tensor>{g.to(from)}; });

@@ -71,6 +71,11 @@ TEST(Tensor, ToConvertsAndIsDifferentiable) {
   testing::expect_values(x.grad(), {3, 3});
 }
 
+TEST(Tensor, ToBoolTreatsNonZeroAsTrue) {
+  testing::expect_values(from_vector({0.0, 0.5, -2.0}, {3}).to(DType::boolean), {0, 1, 1});
+  testing::expect_values(from_mask({true, false}, {2}).to(DType::float32), {1, 0});
+}
+
 TEST(Tensor, DetachSharesStorageButNotTheGraph) {
   Tensor x = ones({2}).set_requires_grad(true);
   Tensor y = x * 2.0;
