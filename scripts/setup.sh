@@ -11,6 +11,7 @@ packages=(
   libopenblas-dev                     # BLAS (sgemm/dgemm)
   libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev
   libyaml-cpp-dev                     # experiment configs
+  libcli11-dev                        # the attnlab command line
   libgtest-dev                        # tests
   libbenchmark-dev                    # op benchmarks
 )

@@ -38,8 +38,9 @@ void check_gradient(const Node& node, std::size_t i, const Edge& input, const Te
   }
 }
 
-// The one place gradients reach leaves: leaf.grad += grad, with a private copy the first time so that
-// a later in-place accumulation never writes into a tensor somebody else holds.
+// The one place gradients reach leaves: leaf.grad += grad. The first gradient is copied, because the
+// engine's gradients may be shared (add passes its output gradient to both inputs) and later passes add
+// into leaf.grad in place. A gradient the user installed with set_grad is theirs to share.
 void accumulate_leaf(const Tensor& leaf, const Tensor& grad) {
   Tensor current = leaf.grad();
   if (!current.defined()) {

@@ -1,6 +1,7 @@
 // Elementwise ops. Binary ops broadcast with raw-pointer loops (see broadcast.hpp), which the compiler
 // vectorises; transcendental unary ops and their backward formulas are xtensor expressions over the
 // contiguous buffers, which xsimd vectorises (exp, log, tanh, erf).
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -12,6 +13,7 @@
 
 #include "framework/ops/broadcast.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/ops/parallel.hpp"
 
 namespace attnlab {
 namespace {
@@ -20,6 +22,16 @@ namespace {
 template <class T>
 auto flat(T* data, std::size_t n) {
   return xt::adapt(data, n, xt::no_ownership(), std::array<std::size_t, 1>{n});
+}
+
+// Elements per parallel chunk of an elementwise loop.
+constexpr std::size_t kGrain = std::size_t{1} << 15;
+
+// True when `small` is `big` without some leading axes (a bias [C] against [B, T, C]), so `big` is
+// rows of small.numel() elements, each combined with all of `small`.
+bool is_trailing(const Shape& small, const Shape& big) {
+  if (small.size() > big.size()) return false;
+  return std::equal(small.begin(), small.end(), big.end() - static_cast<std::ptrdiff_t>(small.size()));
 }
 
 void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
@@ -41,8 +53,18 @@ Tensor broadcast_binary(const Tensor& a, const Tensor& b, const char* name, Op o
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
     if (a.shape() == b.shape()) {
-      const std::size_t n = out.numel();
-      for (std::size_t i = 0; i < n; ++i) o[i] = op(pa[i], pb[i]);
+      parallel_for(out.numel(), kGrain, [&](std::size_t i0, std::size_t i1) {
+        for (std::size_t i = i0; i < i1; ++i) o[i] = op(pa[i], pb[i]);
+      });
+      return;
+    }
+    if (a.shape() == shape && is_trailing(b.shape(), shape) && b.numel() > 0) {
+      // Rows of a against all of b (bias add, scaling by a per-channel vector).
+      const std::size_t cols = b.numel(), rows = out.numel() / cols;
+      parallel_for(rows, std::max<std::size_t>(1, kGrain / cols), [&](std::size_t r0, std::size_t r1) {
+        for (std::size_t r = r0; r < r1; ++r)
+          for (std::size_t i = 0; i < cols; ++i) o[r * cols + i] = op(pa[r * cols + i], pb[i]);
+      });
       return;
     }
     detail::BroadcastLoop<3> loop(shape, {&shape, &a.shape(), &b.shape()});
@@ -73,9 +95,13 @@ Tensor map_unary(const Tensor& x, const char* name, F f) {
   Tensor out = empty(x.shape(), x.dtype());
   dispatch_floating(x.dtype(), name, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    auto in = flat(x.data<T>(), x.numel());
-    auto o = flat(out.data<T>(), out.numel());
-    xt::noalias(o) = f(in, T{});
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    parallel_for(x.numel(), kGrain, [&](std::size_t i0, std::size_t i1) {
+      auto in = flat(px + i0, i1 - i0);
+      auto o = flat(po + i0, i1 - i0);
+      xt::noalias(o) = f(in, T{});
+    });
   });
   return out;
 }
@@ -86,10 +112,15 @@ Tensor map_binary(const Tensor& x, const Tensor& y, const char* name, F f) {
   Tensor out = empty(x.shape(), x.dtype());
   dispatch_floating(x.dtype(), name, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    auto a = flat(x.data<T>(), x.numel());
-    auto b = flat(y.data<T>(), y.numel());
-    auto o = flat(out.data<T>(), out.numel());
-    xt::noalias(o) = f(a, b, T{});
+    const T* px = x.data<T>();
+    const T* py = y.data<T>();
+    T* po = out.data<T>();
+    parallel_for(x.numel(), kGrain, [&](std::size_t i0, std::size_t i1) {
+      auto a = flat(px + i0, i1 - i0);
+      auto b = flat(py + i0, i1 - i0);
+      auto o = flat(po + i0, i1 - i0);
+      xt::noalias(o) = f(a, b, T{});
+    });
   });
   return out;
 }
@@ -109,6 +140,15 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
     using T = typename decltype(tag)::type;
     const T* g = grad.data<T>();
     T* o = out.data<T>();
+    if (is_trailing(shape, grad.shape()) && out.numel() > 0) {
+      // Sum of rows (a bias gradient): threads split the columns.
+      const std::size_t cols = out.numel(), rows = grad.numel() / cols;
+      parallel_for(cols, 256, [&](std::size_t c0, std::size_t c1) {
+        for (std::size_t r = 0; r < rows; ++r)
+          for (std::size_t i = c0; i < c1; ++i) o[i] += g[r * cols + i];
+      });
+      return;
+    }
     detail::BroadcastLoop<2> loop(grad.shape(), {&grad.shape(), &shape});
     loop.run([&](const auto& off, std::size_t n, const auto& stride) {
       const T* gg = g + off[0];

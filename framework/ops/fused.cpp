@@ -13,6 +13,7 @@
 #include <xtensor/xnoalias.hpp>
 
 #include "framework/ops/ops.hpp"
+#include "framework/ops/parallel.hpp"
 
 namespace attnlab {
 namespace {
@@ -45,6 +46,9 @@ T exp_shifted(const T* x, T* y, std::size_t n, T m) {
   return row_sum(y, n);
 }
 
+// Rows per parallel chunk: enough work (about 16K elements) to pay for a thread.
+std::size_t row_grain(std::size_t cols) { return std::max<std::size_t>(1, (std::size_t{1} << 14) / std::max<std::size_t>(cols, 1)); }
+
 void check_last_axis(const Tensor& x, const char* op) {
   if (x.dim() == 0) throw std::invalid_argument(std::string(op) + ": needs a tensor of rank >= 1");
 }
@@ -62,17 +66,19 @@ Tensor softmax(const Tensor& x) {
     using T = typename decltype(tag)::type;
     const T* px = x.data<T>();
     T* py = out.data<T>();
-    for (std::size_t r = 0; r < rows; ++r) {
-      const T* xr = px + r * cols;
-      T* yr = py + r * cols;
-      const T m = row_max(xr, cols);
-      if (m == -std::numeric_limits<T>::infinity()) {  // every key masked: zeros, not NaN
-        std::fill(yr, yr + cols, T(0));
-        continue;
+    parallel_for(rows, row_grain(cols), [&](std::size_t r0, std::size_t r1) {
+      for (std::size_t r = r0; r < r1; ++r) {
+        const T* xr = px + r * cols;
+        T* yr = py + r * cols;
+        const T m = row_max(xr, cols);
+        if (m == -std::numeric_limits<T>::infinity()) {  // every key masked: zeros, not NaN
+          std::fill(yr, yr + cols, T(0));
+          continue;
+        }
+        const T inv = T(1) / exp_shifted(xr, yr, cols, m);
+        for (std::size_t i = 0; i < cols; ++i) yr[i] *= inv;
       }
-      const T inv = T(1) / exp_shifted(xr, yr, cols, m);
-      for (std::size_t i = 0; i < cols; ++i) yr[i] *= inv;
-    }
+    });
   });
   if (needs_grad({&x})) {
     record(out, "softmax", {x}, [y = out.detach(), rows, cols](const Tensor& g) {
@@ -83,14 +89,98 @@ Tensor softmax(const Tensor& x) {
         const T* py = y.data<T>();
         const T* pg = g.data<T>();
         T* pd = grad.data<T>();
-        for (std::size_t r = 0; r < rows; ++r) {
-          const T* yr = py + r * cols;
-          const T* gr = pg + r * cols;
-          T* dr = pd + r * cols;
-          T dot = 0;
-          for (std::size_t i = 0; i < cols; ++i) dot += gr[i] * yr[i];
-          for (std::size_t i = 0; i < cols; ++i) dr[i] = yr[i] * (gr[i] - dot);
-        }
+        parallel_for(rows, row_grain(cols), [&](std::size_t r0, std::size_t r1) {
+          for (std::size_t r = r0; r < r1; ++r) {
+            const T* yr = py + r * cols;
+            const T* gr = pg + r * cols;
+            T* dr = pd + r * cols;
+            T dot = 0;
+            for (std::size_t i = 0; i < cols; ++i) dot += gr[i] * yr[i];
+            for (std::size_t i = 0; i < cols; ++i) dr[i] = yr[i] * (gr[i] - dot);
+          }
+        });
+      });
+      return std::vector<Tensor>{grad};
+    });
+  }
+  return out;
+}
+
+Tensor scaled_masked_softmax(const Tensor& x, double scale, const Tensor& mask, bool causal) {
+  if (x.dim() < 2) throw std::invalid_argument("scaled_masked_softmax: needs a tensor of rank >= 2, got " + shape_str(x.shape()));
+  const std::size_t cols = x.size(-1), tq = x.size(-2);
+  const std::size_t rows = cols ? x.numel() / cols : 0;
+  const std::size_t shift = cols >= tq ? cols - tq : 0;
+  // For each row of x, the offset of its mask row (mask broadcast over the leading axes).
+  std::vector<std::size_t> mask_row;
+  if (mask.defined()) {
+    if (mask.dtype() != DType::boolean) throw std::invalid_argument("scaled_masked_softmax: the mask must be bool");
+    if (broadcast_shapes(mask.shape(), x.shape(), "scaled_masked_softmax") != x.shape()) {
+      throw std::invalid_argument("scaled_masked_softmax: mask " + shape_str(mask.shape()) + " does not broadcast to " +
+                                  shape_str(x.shape()));
+    }
+    const Shape row_shape(x.shape().begin(), x.shape().end() - 1);
+    Shape mask_rows(mask.shape().begin(), mask.shape().end() - 1);
+    const std::size_t mask_cols = mask.size(-1);
+    mask_row.resize(rows);
+    Tensor index = reshape(arange(static_cast<std::int64_t>(shape_numel(mask_rows)), DType::float64),
+                           std::vector<std::int64_t>(mask_rows.begin(), mask_rows.end()));
+    const auto spread = broadcast_to(index, row_shape).to_vector();
+    for (std::size_t r = 0; r < rows; ++r) mask_row[r] = static_cast<std::size_t>(spread[r]) * mask_cols;
+  }
+  Tensor out = empty(x.shape(), x.dtype());
+  const bool* pm = mask.defined() ? mask.data<bool>() : nullptr;
+  const bool mask_full_rows = mask.defined() && mask.size(-1) == cols;
+  dispatch_floating(x.dtype(), "scaled_masked_softmax", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = x.data<T>();
+    T* py = out.data<T>();
+    const T s = static_cast<T>(scale);
+    const T neg_inf = -std::numeric_limits<T>::infinity();
+    parallel_for(rows, row_grain(cols), [&](std::size_t r0, std::size_t r1) {
+    for (std::size_t r = r0; r < r1; ++r) {
+      const T* xr = px + r * cols;
+      T* yr = py + r * cols;
+      // Visible columns: [0, limit) minus masked entries.
+      const std::size_t limit = causal ? std::min(cols, r % tq + shift + 1) : cols;
+      for (std::size_t j = 0; j < limit; ++j) yr[j] = xr[j] * s;
+      for (std::size_t j = limit; j < cols; ++j) yr[j] = neg_inf;
+      if (pm) {
+        const bool* mr = pm + mask_row[r];
+        for (std::size_t j = 0; j < limit; ++j)
+          if (mr[mask_full_rows ? j : 0]) yr[j] = neg_inf;
+      }
+      const T m = row_max(yr, limit);
+      if (m == neg_inf) {
+        std::fill(yr, yr + cols, T(0));
+        continue;
+      }
+      const T inv = T(1) / exp_shifted(yr, yr, limit, m);
+      for (std::size_t j = 0; j < limit; ++j) yr[j] *= inv;
+      std::fill(yr + limit, yr + cols, T(0));
+    }
+    });
+  });
+  if (needs_grad({&x})) {
+    record(out, "scaled_masked_softmax", {x}, [y = out.detach(), rows, cols, scale](const Tensor& g) {
+      // dx = scale * y * (g - sum(g * y)); masked entries have y = 0 and get 0
+      Tensor grad = empty(y.shape(), y.dtype());
+      dispatch_floating(y.dtype(), "scaled_masked_softmax_backward", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* py = y.data<T>();
+        const T* pg = g.data<T>();
+        T* pd = grad.data<T>();
+        const T s = static_cast<T>(scale);
+        parallel_for(rows, row_grain(cols), [&](std::size_t r0, std::size_t r1) {
+          for (std::size_t r = r0; r < r1; ++r) {
+            const T* yr = py + r * cols;
+            const T* gr = pg + r * cols;
+            T* dr = pd + r * cols;
+            T dot = 0;
+            for (std::size_t i = 0; i < cols; ++i) dot += gr[i] * yr[i];
+            for (std::size_t i = 0; i < cols; ++i) dr[i] = s * yr[i] * (gr[i] - dot);
+          }
+        });
       });
       return std::vector<Tensor>{grad};
     });
@@ -171,7 +261,8 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
     T* py = out.data<T>();
     T* ph = normalized.data<T>();
     T* ps = inv_std.data<T>();
-    for (std::size_t r = 0; r < rows; ++r) {
+    parallel_for(rows, row_grain(cols), [&](std::size_t r0, std::size_t r1) {
+    for (std::size_t r = r0; r < r1; ++r) {
       const T* xr = px + r * cols;
       T* hr = ph + r * cols;
       T* yr = py + r * cols;
@@ -187,6 +278,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
         for (std::size_t i = 0; i < cols; ++i) yr[i] = (pw ? hr[i] * pw[i] : hr[i]) + (pb ? pb[i] : T(0));
       }
     }
+    });
   });
   if (needs_grad({&x, &weight, &bias})) {
     record(out, "layer_norm", {x, weight, bias},
@@ -202,33 +294,42 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                const T* ps = inv_std.data<T>();
                const T* pg = g.data<T>();
                const T* pw = w.defined() ? w.data<T>() : nullptr;
-               for (std::size_t r = 0; r < rows; ++r) {
-                 const T* hr = ph + r * cols;
-                 const T* gr = pg + r * cols;
-                 if (rw) {
-                   T* dw = gw.data<T>();
-                   for (std::size_t i = 0; i < cols; ++i) dw[i] += gr[i] * hr[i];
-                 }
-                 if (rb) {
-                   T* db = gb.data<T>();
-                   for (std::size_t i = 0; i < cols; ++i) db[i] += gr[i];
-                 }
-                 if (!rx) continue;
-                 // dx = rstd * (dh - mean(dh) - h * mean(dh * h)), dh = g * w
-                 T mean_dh = 0, mean_dh_h = 0;
-                 for (std::size_t i = 0; i < cols; ++i) {
-                   const T dh = pw ? gr[i] * pw[i] : gr[i];
-                   mean_dh += dh;
-                   mean_dh_h += dh * hr[i];
-                 }
-                 mean_dh /= static_cast<T>(cols);
-                 mean_dh_h /= static_cast<T>(cols);
-                 T* dx = gx.data<T>() + r * cols;
-                 for (std::size_t i = 0; i < cols; ++i) {
-                   const T dh = pw ? gr[i] * pw[i] : gr[i];
-                   dx[i] = ps[r] * (dh - mean_dh - hr[i] * mean_dh_h);
-                 }
+               // Weight and bias gradients: sums over rows, split by columns.
+               if (rw || rb) {
+                 parallel_for(cols, 256, [&](std::size_t c0, std::size_t c1) {
+                   T* dw = rw ? gw.data<T>() : nullptr;
+                   T* db = rb ? gb.data<T>() : nullptr;
+                   for (std::size_t r = 0; r < rows; ++r) {
+                     const T* hr = ph + r * cols;
+                     const T* gr = pg + r * cols;
+                     if (dw)
+                       for (std::size_t i = c0; i < c1; ++i) dw[i] += gr[i] * hr[i];
+                     if (db)
+                       for (std::size_t i = c0; i < c1; ++i) db[i] += gr[i];
+                   }
+                 });
                }
+               if (!rx) return;
+               // dx = rstd * (dh - mean(dh) - h * mean(dh * h)), dh = g * w
+               parallel_for(rows, row_grain(cols), [&](std::size_t r0, std::size_t r1) {
+                 for (std::size_t r = r0; r < r1; ++r) {
+                   const T* hr = ph + r * cols;
+                   const T* gr = pg + r * cols;
+                   T mean_dh = 0, mean_dh_h = 0;
+                   for (std::size_t i = 0; i < cols; ++i) {
+                     const T dh = pw ? gr[i] * pw[i] : gr[i];
+                     mean_dh += dh;
+                     mean_dh_h += dh * hr[i];
+                   }
+                   mean_dh /= static_cast<T>(cols);
+                   mean_dh_h /= static_cast<T>(cols);
+                   T* dx = gx.data<T>() + r * cols;
+                   for (std::size_t i = 0; i < cols; ++i) {
+                     const T dh = pw ? gr[i] * pw[i] : gr[i];
+                     dx[i] = ps[r] * (dh - mean_dh - hr[i] * mean_dh_h);
+                   }
+                 }
+               });
              });
              return std::vector<Tensor>{gx, gw, gb};
            });
@@ -268,17 +369,21 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
     using T = typename decltype(tag)::type;
     const T* px = logits.data<T>();
     T* pp = probs.data<T>();
+    std::vector<double> row_loss(rows, 0.0);
+    parallel_for(rows, row_grain(classes), [&](std::size_t r0, std::size_t r1) {
+      for (std::size_t r = r0; r < r1; ++r) {
+        const T* xr = px + r * classes;
+        T* pr = pp + r * classes;
+        if (pt[r] == ignore_index) continue;
+        const T m = row_max(xr, classes);
+        const T s = exp_shifted(xr, pr, classes, m);
+        const T inv = T(1) / s;
+        for (std::size_t i = 0; i < classes; ++i) pr[i] *= inv;
+        row_loss[r] = static_cast<double>(m + std::log(s) - xr[pt[r]]);
+      }
+    });
     double total = 0;
-    for (std::size_t r = 0; r < rows; ++r) {
-      const T* xr = px + r * classes;
-      T* pr = pp + r * classes;
-      if (pt[r] == ignore_index) continue;
-      const T m = row_max(xr, classes);
-      const T s = exp_shifted(xr, pr, classes, m);
-      const T inv = T(1) / s;
-      for (std::size_t i = 0; i < classes; ++i) pr[i] *= inv;
-      total += static_cast<double>(m + std::log(s) - xr[pt[r]]);
-    }
+    for (double l : row_loss) total += l;
     *out.data<T>() = static_cast<T>(count ? total / static_cast<double>(count) : 0.0);
   });
   if (needs_grad({&logits})) {
@@ -291,16 +396,18 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
         const T* pp = probs.data<T>();
         const std::int64_t* pt = targets.data<std::int64_t>();
         T* pd = grad.data<T>();
-        for (std::size_t r = 0; r < rows; ++r) {
-          T* dr = pd + r * classes;
-          if (pt[r] == ignore_index) {
-            std::fill(dr, dr + classes, T(0));
-            continue;
+        parallel_for(rows, row_grain(classes), [&](std::size_t r0, std::size_t r1) {
+          for (std::size_t r = r0; r < r1; ++r) {
+            T* dr = pd + r * classes;
+            if (pt[r] == ignore_index) {
+              std::fill(dr, dr + classes, T(0));
+              continue;
+            }
+            const T* pr = pp + r * classes;
+            for (std::size_t i = 0; i < classes; ++i) dr[i] = pr[i] * scale;
+            dr[pt[r]] -= scale;
           }
-          const T* pr = pp + r * classes;
-          for (std::size_t i = 0; i < classes; ++i) dr[i] = pr[i] * scale;
-          dr[pt[r]] -= scale;
-        }
+        });
       });
       return std::vector<Tensor>{grad};
     });

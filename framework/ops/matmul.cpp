@@ -6,23 +6,49 @@
 // when transpose_b), the result is [..., M, N].
 #include <cblas.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "framework/ops/ops.hpp"
+#include "framework/ops/parallel.hpp"
 
 namespace attnlab {
 namespace {
 
-void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a, const float* b, float* c) {
+// C [m, n] (leading dimension ldc) = op(A) op(B), with explicit leading dimensions so that a block of
+// rows or columns of a larger product can be computed in place.
+void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda,
+          const float* b, std::size_t ldb, float* c, std::size_t ldc) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(ta ? m : k), b,
-              static_cast<int>(tb ? k : n), 0.0f, c, static_cast<int>(n));
+              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f, c,
+              static_cast<int>(ldc));
 }
 
-void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const double* a, const double* b, double* c) {
+void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const double* a, std::size_t lda,
+          const double* b, std::size_t ldb, double* c, std::size_t ldc) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0, a, static_cast<int>(ta ? m : k), b,
-              static_cast<int>(tb ? k : n), 0.0, c, static_cast<int>(n));
+              static_cast<int>(n), static_cast<int>(k), 1.0, a, static_cast<int>(lda), b, static_cast<int>(ldb), 0.0, c,
+              static_cast<int>(ldc));
+}
+
+// One product C [m, n] = op(A) op(B) of contiguous operands, split into blocks of rows (or columns, when
+// n > m) across attnlab's threads when it is large enough to pay for it. OpenBLAS itself runs on one
+// thread (see parallel.hpp), so this is the only pool.
+template <class T>
+void product(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const T* a, const T* b, T* c) {
+  const std::size_t lda = ta ? m : k, ldb = tb ? k : n;
+  constexpr std::size_t kMinFlopsPerThread = 1 << 21;
+  if (m >= n) {
+    parallel_for(m, std::max<std::size_t>(8, kMinFlopsPerThread / std::max<std::size_t>(2 * n * k, 1)),
+                 [&](std::size_t r0, std::size_t r1) {
+                   gemm(ta, tb, r1 - r0, n, k, ta ? a + r0 : a + r0 * k, lda, b, ldb, c + r0 * n, n);
+                 });
+  } else {
+    parallel_for(n, std::max<std::size_t>(8, kMinFlopsPerThread / std::max<std::size_t>(2 * m * k, 1)),
+                 [&](std::size_t c0, std::size_t c1) {
+                   gemm(ta, tb, m, c1 - c0, k, a, lda, tb ? b + c0 * k : b + c0, ldb, c + c0, n);
+                 });
+  }
 }
 
 Shape batch_of(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
@@ -95,13 +121,24 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
     }
     if (b_batch == 1 && !transpose_a && a_batch == shape_numel(batch)) {
       // [batch * M, K] x [K, N]: one gemm.
-      gemm(false, transpose_b, a_batch * m, n, k, pa, pb, pc);
+      product(false, transpose_b, a_batch * m, n, k, pa, pb, pc);
       return;
     }
     const auto a_off = batch_offsets(batch_of(a.shape()), batch, m * k);
     const auto b_off = batch_offsets(batch_of(b.shape()), batch, k * n);
-    for (std::size_t i = 0; i < a_off.size(); ++i)
-      gemm(transpose_a, transpose_b, m, n, k, pa + a_off[i], pb + b_off[i], pc + i * m * n);
+    const std::size_t count = a_off.size();
+    if (count >= static_cast<std::size_t>(num_threads())) {
+      // Many small products (attention heads): one thread per block of the batch.
+      parallel_for(count, std::max<std::size_t>(1, (1u << 18) / std::max<std::size_t>(2 * m * n * k, 1)),
+                   [&](std::size_t i0, std::size_t i1) {
+                     for (std::size_t i = i0; i < i1; ++i)
+                       gemm(transpose_a, transpose_b, m, n, k, pa + a_off[i], transpose_a ? m : k, pb + b_off[i],
+                            transpose_b ? k : n, pc + i * m * n, n);
+                   });
+    } else {
+      for (std::size_t i = 0; i < count; ++i)
+        product(transpose_a, transpose_b, m, n, k, pa + a_off[i], pb + b_off[i], pc + i * m * n);
+    }
   });
 
   if (needs_grad({&a, &b})) {

@@ -102,6 +102,11 @@ Tensor one_hot(const Tensor& ids, std::size_t classes, DType dtype = DType::floa
 // Over the last axis. A row that is entirely -infinity (fully masked) gives zeros and zero gradient.
 Tensor softmax(const Tensor& x);
 Tensor log_softmax(const Tensor& x);
+// Softmax over the last axis of scale * x with masked entries excluded, fused (one [.., Tq, Tk] result):
+// `mask` (bool, optional) broadcasts to x and is true where an entry is masked; `causal` also masks
+// column j of row i when j > i + (Tk - Tq), i counted along the second-to-last axis. Rows with every
+// entry masked give zeros and zero gradient. The attention kernels' softmax.
+Tensor scaled_masked_softmax(const Tensor& x, double scale, const Tensor& mask, bool causal);
 // Normalises over the last axis, then weight * x_hat + bias (weight and bias [C], either may be undefined).
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 // logits [..., C] against int64 targets [...]; mean over targets that are not ignore_index (0 when every

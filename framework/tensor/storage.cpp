@@ -8,6 +8,7 @@
 namespace attnlab {
 namespace {
 std::atomic<std::size_t> g_live_bytes{0};
+std::atomic<std::size_t> g_peak_bytes{0};
 constexpr std::size_t kAlignment = 64;
 }  // namespace
 
@@ -18,7 +19,10 @@ Storage::Storage(DType dtype, std::size_t numel, bool zero) : dtype_(dtype), num
   data_ = std::aligned_alloc(kAlignment, padded);
   if (!data_) throw std::bad_alloc();
   if (zero) std::memset(data_, 0, padded);
-  g_live_bytes += bytes;
+  const std::size_t live = g_live_bytes += bytes;
+  std::size_t peak = g_peak_bytes.load();
+  while (live > peak && !g_peak_bytes.compare_exchange_weak(peak, live)) {
+  }
 }
 
 Storage::~Storage() {
@@ -27,5 +31,7 @@ Storage::~Storage() {
 }
 
 std::size_t Storage::live_bytes() { return g_live_bytes.load(); }
+std::size_t Storage::peak_bytes() { return g_peak_bytes.load(); }
+void Storage::reset_peak_bytes() { g_peak_bytes = g_live_bytes.load(); }
 
 }  // namespace attnlab

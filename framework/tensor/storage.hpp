@@ -24,6 +24,9 @@ class Storage {
 
   // Bytes held by all live storages of this process: lets tests prove that a graph's memory is freed.
   static std::size_t live_bytes();
+  // The most live_bytes() has been since the last reset_peak_bytes() (for memory benchmarks).
+  static std::size_t peak_bytes();
+  static void reset_peak_bytes();
 
  private:
   DType dtype_;

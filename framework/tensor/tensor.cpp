@@ -173,6 +173,17 @@ void Tensor::set_grad_fn(std::shared_ptr<Node> node) {
   impl_->grad_fn = std::move(node);
 }
 
+void Tensor::set_data(const Tensor& source) {
+  check_defined("set_data");
+  if (!is_leaf()) throw std::logic_error("set_data: only leaf tensors can have their data replaced");
+  if (requires_grad() && !is_floating(source.dtype())) {
+    throw std::invalid_argument(std::string("set_data: a tensor that requires grad cannot hold ") + dtype_name(source.dtype()));
+  }
+  impl_->storage = source.storage();
+  impl_->shape = source.shape();
+  impl_->grad = Tensor();
+}
+
 Tensor Tensor::detach() const {
   check_defined("detach");
   auto impl = std::make_shared<TensorImpl>();
@@ -240,7 +251,7 @@ Tensor from_vector(const std::vector<double>& values, const Shape& shape, Tensor
 
 Tensor from_indices(const std::vector<std::int64_t>& values, const Shape& shape) {
   if (values.size() != shape_numel(shape)) {
-    throw std::invalid_argument("from_vector: " + std::to_string(values.size()) + " values for shape " +
+    throw std::invalid_argument("from_indices: " + std::to_string(values.size()) + " values for shape " +
                                 shape_str(shape));
   }
   Tensor t = make_tensor(shape, DType::int64, false);

@@ -67,6 +67,8 @@ class Tensor {
   bool is_leaf() const;
   // The accumulated gradient (undefined until a backward reaches this leaf).
   Tensor grad() const;
+  // Makes `grad` this tensor's gradient (an alias, as PyTorch's `.grad = g`: later backward passes
+  // accumulate into it in place).
   void set_grad(const Tensor& grad);
   // Drops the accumulated gradient (the next backward starts from zero).
   void zero_grad();
@@ -78,6 +80,9 @@ class Tensor {
   // Defined in framework/autograd/engine.cpp.
   void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
 
+  // Makes this leaf hold `source`'s storage, shape and dtype (every handle to it sees the change); the
+  // accumulated gradient is dropped. For in-place dtype conversion of parameters.
+  void set_data(const Tensor& source);
   // A tensor sharing this one's storage, cut from the graph, with requires_grad false.
   Tensor detach() const;
   // A copy of the data (no graph; requires_grad false).

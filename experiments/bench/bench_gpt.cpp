@@ -1,0 +1,75 @@
+#include "experiments/bench/bench_gpt.hpp"
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "framework/models/text_models.hpp"
+#include "framework/ops/blas.hpp"
+#include "framework/ops/parallel.hpp"
+#include "framework/optim/optimizer.hpp"
+
+namespace attnlab::bench {
+
+double current_rss_mb() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0.0;
+}
+
+double peak_rss_mb() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_maxrss) / 1024.0;
+}
+
+int run_gpt_bench(const GptBenchOptions& o) {
+  const double base_rss = current_rss_mb();
+  set_num_threads(o.threads);  // attnlab's pool; OpenBLAS runs on one thread inside it
+  CausalLMConfig config;
+  config.vocab_size = o.vocab;
+  config.positional = PositionalKind::learned;
+  config.encoder.d_model = o.dim;
+  config.encoder.n_heads = o.heads;
+  config.encoder.n_layers = o.layers;
+  config.encoder.max_len = o.block;
+  config.encoder.norm = NormPlacement::pre;
+  config.encoder.activation = Activation::gelu;
+  config.encoder.validate();
+  Generator gen(0);
+  CausalLM model(config, gen);
+  AdamWOptions adam;
+  adam.lr = 1e-3;
+  AdamW optimizer(model.named_parameters(), adam);
+
+  Generator data(1);
+  std::vector<std::int64_t> ids(o.batch * o.block), targets(o.batch * o.block);
+  auto step = [&] {
+    for (auto& id : ids) id = static_cast<std::int64_t>(data.next_below(o.vocab));
+    for (std::size_t b = 0; b < o.batch; ++b)  // targets: the sequence rolled left by one (torch.roll(idx, -1, 1))
+      for (std::size_t t = 0; t < o.block; ++t) targets[b * o.block + t] = ids[b * o.block + (t + 1) % o.block];
+    Tensor loss = model.loss(from_indices(ids, {o.batch, o.block}), from_indices(targets, {o.batch, o.block}));
+    optimizer.zero_grad();
+    loss.backward();
+    optimizer.step();
+    return loss.item();
+  };
+  for (std::size_t i = 0; i < o.warmup; ++i) step();
+  Storage::reset_peak_bytes();
+  const auto start = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < o.steps; ++i) step();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double step_s = seconds / static_cast<double>(std::max<std::size_t>(o.steps, 1));
+  std::printf("{\"impl\": \"attnlab\", \"threads\": %d, \"params\": %zu, \"step_ms\": %.3f, \"tokens_per_s\": %.1f, "
+              "\"peak_rss_mb\": %.1f, \"base_rss_mb\": %.1f, \"tensor_peak_mb\": %.1f, \"openblas_core\": \"%s\"}\n",
+              o.threads, model.parameter_count(), step_s * 1e3, static_cast<double>(o.batch * o.block) / step_s,
+              peak_rss_mb(), base_rss, static_cast<double>(Storage::peak_bytes()) / (1 << 20), blas_core_name().c_str());
+  return 0;
+}
+
+}  // namespace attnlab::bench

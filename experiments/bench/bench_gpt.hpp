@@ -1,0 +1,23 @@
+// `attnlab bench gpt`: trains the GPT of ../shared/bench/torch_gpt.py (pre-norm blocks, fused qkv Linear
+// with bias, GELU MLP 4x, learned token and position embeddings, head without bias, AdamW, random
+// tokens) and prints one JSON line with the reference's keys.
+#pragma once
+
+#include <cstddef>
+
+namespace attnlab::bench {
+
+struct GptBenchOptions {
+  std::size_t layers = 4, heads = 4, dim = 128, block = 64, batch = 12, vocab = 65;
+  std::size_t steps = 50, warmup = 5;
+  int threads = 1;
+};
+
+// Runs the benchmark and prints its JSON line to stdout; returns the process exit status.
+int run_gpt_bench(const GptBenchOptions& options);
+
+// Resident set size now and at its peak, in MiB (from /proc/self/status and getrusage).
+double current_rss_mb();
+double peak_rss_mb();
+
+}  // namespace attnlab::bench

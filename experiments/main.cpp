@@ -1,0 +1,38 @@
+// The attnlab command. Subcommands so far: `bench gpt`. (The experiment runner adds train, eval, sample,
+// list, gradcheck and compare.)
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+
+#include "experiments/bench/bench_gpt.hpp"
+#include "framework/ops/blas.hpp"
+
+int main(int argc, char** argv) {
+  attnlab::reexec_with_blas_core(argv);
+  CLI::App app{"attnlab: train mini transformers and compare attention mechanisms"};
+  app.require_subcommand(1);
+
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks against the PyTorch references in shared/bench");
+  bench->require_subcommand(1);
+  attnlab::bench::GptBenchOptions gpt;
+  CLI::App* gpt_cmd = bench->add_subcommand("gpt", "train the reference GPT on random tokens; prints one JSON line");
+  gpt_cmd->add_option("--layers", gpt.layers, "transformer blocks")->check(CLI::PositiveNumber)->capture_default_str();
+  gpt_cmd->add_option("--heads", gpt.heads, "attention heads")->check(CLI::PositiveNumber)->capture_default_str();
+  gpt_cmd->add_option("--dim", gpt.dim, "model width")->check(CLI::PositiveNumber)->capture_default_str();
+  gpt_cmd->add_option("--block", gpt.block, "sequence length")->check(CLI::PositiveNumber)->capture_default_str();
+  gpt_cmd->add_option("--batch", gpt.batch, "sequences per step")->check(CLI::PositiveNumber)->capture_default_str();
+  gpt_cmd->add_option("--vocab", gpt.vocab, "vocabulary size")->check(CLI::PositiveNumber)->capture_default_str();
+  gpt_cmd->add_option("--steps", gpt.steps, "timed steps")->check(CLI::PositiveNumber)->capture_default_str();
+  gpt_cmd->add_option("--warmup", gpt.warmup, "untimed steps first")->capture_default_str();
+  gpt_cmd->add_option("--threads", gpt.threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
+
+  CLI11_PARSE(app, argc, argv);
+  try {
+    if (*gpt_cmd) return attnlab::bench::run_gpt_bench(gpt);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "attnlab: %s\n", e.what());
+    return 2;
+  }
+  return 0;
+}

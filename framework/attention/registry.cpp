@@ -1,0 +1,105 @@
+#include <algorithm>
+#include <stdexcept>
+
+#include "framework/attention/kernel.hpp"
+#include "framework/io/config_node.hpp"
+
+namespace attnlab {
+namespace {
+
+std::string join(const std::vector<std::string>& names) {
+  std::string s;
+  for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
+// Names of the kernels that have the capability `has`.
+template <class F>
+std::string kernels_with(F has) {
+  std::vector<std::string> names;
+  for (const auto& name : KernelRegistry::instance().names())
+    if (has(KernelRegistry::instance().find(name).capabilities)) names.push_back(name);
+  return join(names);
+}
+
+}  // namespace
+
+KernelRegistry& KernelRegistry::instance() {
+  static KernelRegistry registry;
+  return registry;
+}
+
+bool KernelRegistry::add(KernelInfo info) {
+  if (contains(info.name)) throw std::logic_error("attention kernel '" + info.name + "' is registered twice");
+  if (!info.factory) throw std::logic_error("attention kernel '" + info.name + "' has no factory");
+  kernels_.push_back(std::move(info));
+  return true;
+}
+
+bool KernelRegistry::contains(const std::string& name) const {
+  return std::any_of(kernels_.begin(), kernels_.end(), [&](const KernelInfo& k) { return k.name == name; });
+}
+
+const KernelInfo& KernelRegistry::find(const std::string& name) const {
+  for (const auto& k : kernels_)
+    if (k.name == name) return k;
+  const std::string guess = nearest(name, names());
+  throw std::invalid_argument("attention kernel '" + name + "' is not among [" + join(names()) + "]" +
+                              (guess.empty() ? "" : "; did you mean '" + guess + "'?"));
+}
+
+std::vector<std::string> KernelRegistry::names() const {
+  std::vector<std::string> out;
+  for (const auto& k : kernels_) out.push_back(k.name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void check_kernel_capabilities(const std::string& name, const KernelSpec& spec, bool uses_padding_mask) {
+  const KernelInfo& info = KernelRegistry::instance().find(name);
+  const KernelCapabilities& c = info.capabilities;
+  if (spec.causal && !c.causal) {
+    throw std::invalid_argument(name + " does not support causal attention; use one of [" +
+                                kernels_with([](const KernelCapabilities& k) { return k.causal; }) + "]");
+  }
+  if (!spec.causal && !c.bidirectional) {
+    throw std::invalid_argument(name + " supports causal attention only; set causal: true or use one of [" +
+                                kernels_with([](const KernelCapabilities& k) { return k.bidirectional; }) + "]");
+  }
+  if (uses_padding_mask && !c.padding_mask) {
+    throw std::invalid_argument(name + " does not support key padding masks, and this task pads its sequences; use one of [" +
+                                kernels_with([](const KernelCapabilities& k) { return k.padding_mask; }) + "]");
+  }
+  if (spec.n_heads == 0 || spec.head_dim == 0) throw std::invalid_argument(name + ": n_heads and head_dim must be positive");
+}
+
+std::shared_ptr<AttentionKernel> make_kernel(const std::string& name, const KernelSpec& spec, const YAML::Node& options,
+                                             Generator& gen, bool uses_padding_mask, const std::string& file) {
+  check_kernel_capabilities(name, spec, uses_padding_mask);
+  return KernelRegistry::instance().find(name).factory(spec, options, file, gen);
+}
+
+Tensor attention_mask(std::size_t batch, std::size_t tq, std::size_t tk, const AttentionContext& context) {
+  const bool padded = context.key_padding_mask.defined();
+  if (!context.causal && !padded) return Tensor();
+  if (padded) {
+    const Tensor& m = context.key_padding_mask;
+    if (m.dtype() != DType::boolean || m.dim() != 2 || m.size(0) != batch || m.size(1) != tk) {
+      throw std::invalid_argument("attention: key_padding_mask must be a bool tensor [" + std::to_string(batch) + ", " +
+                                  std::to_string(tk) + "], got " + shape_str(m.shape()) + " " + dtype_name(m.dtype()));
+    }
+  }
+  const std::size_t rows = padded ? batch : 1;
+  Tensor mask = zeros({rows, 1, tq, tk}, DType::boolean);
+  bool* p = mask.data<bool>();
+  const bool* pad = padded ? context.key_padding_mask.data<bool>() : nullptr;
+  // Causal with Tq <= Tk: query i is the token at position i + (Tk - Tq) of the key sequence.
+  const std::size_t shift = tk >= tq ? tk - tq : 0;
+  for (std::size_t b = 0; b < rows; ++b)
+    for (std::size_t i = 0; i < tq; ++i)
+      for (std::size_t j = 0; j < tk; ++j)
+        p[(b * tq + i) * tk + j] = (context.causal && j > i + shift) || (pad && pad[b * tk + j]);
+  return mask;
+}
+
+}  // namespace attnlab

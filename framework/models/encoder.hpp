@@ -1,0 +1,82 @@
+// Transformer encoder layers and stacks: residual connections around attention and the feed-forward
+// block, pre-norm (GPT-2) or post-norm (the original Transformer, BERT), dropout, bidirectional or causal.
+//
+// Legend: B batch, T tokens, C model width, H heads.
+#pragma once
+
+#include <yaml-cpp/yaml.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/attention/multi_head.hpp"
+#include "framework/nn/layers.hpp"
+#include "framework/nn/positional.hpp"
+
+namespace attnlab {
+
+enum class NormPlacement { pre, post };
+NormPlacement parse_norm_placement(const std::string& name);  // "pre" | "post"
+const char* norm_placement_name(NormPlacement placement);
+
+// Everything that shapes an encoder stack. Checked by validate() before anything is built.
+struct EncoderConfig {
+  std::size_t d_model = 128;
+  std::size_t n_heads = 4;
+  std::size_t n_layers = 2;
+  std::size_t ff_hidden = 0;  // 0: 4 * d_model
+  std::size_t max_len = 256;  // the longest sequence the stack will see (block size)
+  NormPlacement norm = NormPlacement::pre;
+  Activation activation = Activation::gelu;
+  double dropout = 0.0;       // on residual branches (attention output, feed-forward output)
+  bool causal = false;
+  bool bias = true;           // biases in the attention projections
+  std::string attention = "softmax";
+  YAML::Node attention_options;  // the kernel's own options (null: defaults)
+  std::string config_file;       // for error messages
+
+  std::size_t hidden() const { return ff_hidden ? ff_hidden : 4 * d_model; }
+  std::size_t head_dim() const { return d_model / n_heads; }
+  // Throws std::invalid_argument naming the fix (n_heads not dividing d_model, an unknown kernel, a
+  // kernel lacking a capability, ...).
+  void validate(bool uses_padding_mask = false) const;
+};
+
+struct EncoderOutput {
+  Tensor hidden;                // [B, T, C]
+  std::vector<Tensor> patterns; // one [B, H, T, T] per layer when asked
+};
+
+class EncoderLayer : public Module {
+ public:
+  EncoderLayer(const EncoderConfig& config, Generator& gen);
+  // x [B, T, C] -> [B, T, C]; pattern filled when the context asks for it.
+  Tensor forward(const Tensor& x, const AttentionContext& context, const PositionalEncoding* rotary, Tensor* pattern);
+
+  std::shared_ptr<LayerNorm> norm1, norm2;
+  std::shared_ptr<MultiHeadAttention> attn;
+  std::shared_ptr<FeedForward> ff;
+  std::shared_ptr<Dropout> drop;
+
+ private:
+  NormPlacement placement_;
+};
+
+// n_layers layers ("blocks.0", "blocks.1", ...) and, with pre-norm, a final LayerNorm ("final_norm").
+class Encoder : public Module {
+ public:
+  Encoder(const EncoderConfig& config, Generator& gen);
+  // x [B, T, C] (embeddings with positions added); key_padding_mask [B, T] bool or undefined.
+  EncoderOutput forward(const Tensor& x, const Tensor& key_padding_mask = Tensor(), bool need_patterns = false,
+                        const PositionalEncoding* rotary = nullptr);
+  const EncoderConfig& config() const { return config_; }
+
+  std::vector<std::shared_ptr<EncoderLayer>> blocks;
+  std::shared_ptr<LayerNorm> final_norm;  // pre-norm only
+
+ private:
+  EncoderConfig config_;
+};
+
+}  // namespace attnlab

@@ -1,0 +1,73 @@
+#include "framework/nn/layers.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace attnlab {
+
+Linear::Linear(std::size_t in_features, std::size_t out_features, bool with_bias, Generator& gen) {
+  if (in_features == 0 || out_features == 0) {
+    throw std::invalid_argument("Linear: in_features and out_features must be positive, got " +
+                                std::to_string(in_features) + " and " + std::to_string(out_features));
+  }
+  NoGradGuard no_grad;
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features));
+  weight = register_parameter("weight", uniform({out_features, in_features}, gen, -bound, bound), ParamKind::weight);
+  if (with_bias) bias = register_parameter("bias", uniform({out_features}, gen, -bound, bound), ParamKind::bias);
+}
+
+Tensor Linear::forward(const Tensor& x) const {
+  if (x.dim() == 0 || x.size(-1) != in_features()) {
+    throw std::invalid_argument("Linear: expected input [..., " + std::to_string(in_features()) + "], got " +
+                                shape_str(x.shape()));
+  }
+  Tensor y = x.dim() == 1 ? reshape(matmul(unsqueeze(x, 0), weight, false, true), {-1})
+                          : matmul(x, weight, false, true);  // [..., out]
+  return bias.defined() ? y + bias : y;
+}
+
+Embedding::Embedding(std::size_t num_embeddings, std::size_t dim, Generator& gen) {
+  NoGradGuard no_grad;
+  weight = register_parameter("weight", randn({num_embeddings, dim}, gen), ParamKind::embedding);
+}
+
+Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, ids); }
+
+LayerNorm::LayerNorm(std::size_t dim, double eps_, bool affine) : eps(eps_) {
+  if (!(eps_ > 0)) throw std::invalid_argument("LayerNorm: eps must be > 0");
+  if (affine) {
+    weight = register_parameter("weight", ones({dim}), ParamKind::norm);
+    bias = register_parameter("bias", zeros({dim}), ParamKind::norm);
+  }
+}
+
+Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps); }
+
+Dropout::Dropout(double p, Generator& gen) : p_(p), gen_(gen.split()) {
+  if (!(p >= 0.0 && p < 1.0)) throw std::invalid_argument("Dropout: p must be in [0, 1), got " + std::to_string(p));
+}
+
+Tensor Dropout::forward(const Tensor& x) { return dropout(x, p_, is_training(), gen_); }
+
+Activation parse_activation(const std::string& name) {
+  if (name == "gelu") return Activation::gelu;
+  if (name == "relu") return Activation::relu;
+  throw std::invalid_argument("activation '" + name + "' is not among [gelu, relu]");
+}
+
+const char* activation_name(Activation activation) { return activation == Activation::gelu ? "gelu" : "relu"; }
+
+Tensor activate(const Tensor& x, Activation activation) {
+  return activation == Activation::gelu ? gelu(x) : relu(x);
+}
+
+FeedForward::FeedForward(std::size_t dim, std::size_t hidden, Activation activation_, double p, Generator& gen)
+    : activation(activation_) {
+  fc1 = register_module("fc1", std::make_shared<Linear>(dim, hidden, true, gen));
+  fc2 = register_module("fc2", std::make_shared<Linear>(hidden, dim, true, gen));
+  drop = register_module("drop", std::make_shared<Dropout>(p, gen));
+}
+
+Tensor FeedForward::forward(const Tensor& x) { return drop->forward(fc2->forward(activate(fc1->forward(x), activation))); }
+
+}  // namespace attnlab

@@ -1,0 +1,144 @@
+#include "framework/nn/module.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <stdexcept>
+
+namespace attnlab {
+
+const char* param_kind_name(ParamKind kind) {
+  switch (kind) {
+    case ParamKind::weight: return "weight";
+    case ParamKind::bias: return "bias";
+    case ParamKind::norm: return "norm";
+    case ParamKind::embedding: return "embedding";
+  }
+  return "?";
+}
+
+void Module::check_new_name(const std::string& name) const {
+  if (name.empty() || name.find('.') != std::string::npos) {
+    throw std::invalid_argument("Module: invalid name '" + name + "' (must be non-empty, without '.')");
+  }
+  bool taken = false;
+  for (const auto& p : parameters_) taken |= p.name == name;
+  for (const auto& b : buffers_) taken |= b.first == name;
+  for (const auto& c : children_) taken |= c.first == name;
+  if (taken) throw std::invalid_argument("Module: the name '" + name + "' is registered twice");
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor tensor, ParamKind kind) {
+  check_new_name(name);
+  if (!tensor.defined()) throw std::invalid_argument("Module: parameter '" + name + "' is undefined");
+  tensor.set_requires_grad(true);
+  parameters_.push_back({name, tensor, kind});
+  return tensor;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor tensor) {
+  check_new_name(name);
+  if (!tensor.defined()) throw std::invalid_argument("Module: buffer '" + name + "' is undefined");
+  buffers_.emplace_back(name, tensor);
+  return tensor;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
+  check_new_name(name);
+  if (!module) throw std::invalid_argument("Module: child '" + name + "' is null");
+  module->train(training_);
+  children_.emplace_back(name, std::move(module));
+}
+
+void Module::collect_parameters(const std::string& prefix, std::vector<NamedParameter>& out) const {
+  for (const auto& p : parameters_) out.push_back({prefix + p.name, p.tensor, p.kind});
+  for (const auto& [name, child] : children_) child->collect_parameters(prefix + name + ".", out);
+}
+
+void Module::collect_buffers(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const {
+  for (const auto& [name, tensor] : buffers_) out.emplace_back(prefix + name, tensor);
+  for (const auto& [name, child] : children_) child->collect_buffers(prefix + name + ".", out);
+}
+
+std::vector<NamedParameter> Module::named_parameters() const {
+  std::vector<NamedParameter> all;
+  collect_parameters("", all);
+  // A tensor registered twice (tied weights) is listed once, under its first name, as in PyTorch.
+  std::vector<NamedParameter> out;
+  for (auto& p : all) {
+    const bool seen = std::any_of(out.begin(), out.end(), [&](const NamedParameter& q) { return q.tensor.same(p.tensor); });
+    if (!seen) out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& p : named_parameters()) out.push_back(p.tensor);
+  return out;
+}
+
+std::size_t Module::parameter_count() const {
+  std::size_t n = 0;
+  for (const auto& p : named_parameters()) n += p.tensor.numel();
+  return n;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect_buffers("", out);
+  return out;
+}
+
+void Module::zero_grad() {
+  for (auto& p : named_parameters()) p.tensor.zero_grad();
+}
+
+void Module::train(bool training) {
+  training_ = training;
+  for (auto& [name, child] : children_) child->train(training);
+}
+
+std::map<std::string, Tensor> Module::state_dict() const {
+  std::map<std::string, Tensor> out;
+  for (const auto& p : named_parameters()) out.emplace(p.name, p.tensor.detach());
+  for (const auto& [name, tensor] : named_buffers()) out.emplace(name, tensor.detach());
+  return out;
+}
+
+void Module::load_state_dict(const std::map<std::string, Tensor>& state) {
+  std::map<std::string, Tensor> own;
+  for (const auto& p : named_parameters()) own.emplace(p.name, p.tensor);
+  for (const auto& [name, tensor] : named_buffers()) own.emplace(name, tensor);
+  std::string problems;
+  for (const auto& [name, tensor] : own) {
+    auto it = state.find(name);
+    if (it == state.end()) {
+      problems += "\n  missing: " + name + " " + shape_str(tensor.shape());
+    } else if (!it->second.defined()) {
+      problems += "\n  undefined: " + name;
+    } else if (it->second.shape() != tensor.shape()) {
+      problems += "\n  shape mismatch: " + name + " is " + shape_str(tensor.shape()) + " in the model but " +
+                  shape_str(it->second.shape()) + " in the state";
+    }
+  }
+  for (const auto& [name, tensor] : state) {
+    if (!own.count(name)) problems += "\n  unexpected: " + name + (tensor.defined() ? " " + shape_str(tensor.shape()) : "");
+  }
+  if (!problems.empty()) throw std::invalid_argument("load_state_dict: the state does not match the model:" + problems);
+  for (auto& [name, tensor] : own) {
+    const Tensor source = state.at(name).to(tensor.dtype()).clone();  // clone: contiguous, exactly numel elements
+    std::memcpy(tensor.storage()->data(), source.storage()->data(), source.numel() * element_size(source.dtype()));
+  }
+}
+
+void Module::to(DType dtype) {
+  for (auto& p : named_parameters()) {
+    if (p.tensor.dtype() != dtype) p.tensor.set_data(p.tensor.detach().to(dtype));
+  }
+  for (auto& [name, tensor] : named_buffers()) {
+    if (is_floating(tensor.dtype()) && tensor.dtype() != dtype) tensor.set_data(tensor.detach().to(dtype));
+  }
+}
+
+}  // namespace attnlab

@@ -1,0 +1,43 @@
+// Positional encodings: none, sinusoidal (Vaswani et al. 2017, added to the token embeddings), learned
+// (a trained table, added), rotary (RoPE, Su et al. 2021: q and k rotated per head inside attention,
+// pairs (i, i + D/2) as in GPT-NeoX and LLaMA).
+//
+// Legend: B batch, T tokens, C channels, H heads, D head dim.
+#pragma once
+
+#include <string>
+
+#include "framework/nn/module.hpp"
+#include "framework/ops/ops.hpp"
+
+namespace attnlab {
+
+enum class PositionalKind { none, sinusoidal, learned, rotary };
+// "none" | "sinusoidal" | "learned" | "rotary", else an error listing them.
+PositionalKind parse_positional_kind(const std::string& name);
+const char* positional_kind_name(PositionalKind kind);
+
+class PositionalEncoding : public Module {
+ public:
+  // head_dim is used by rotary only (it must be even); learned tables start from N(0, 0.02) as in GPT-2.
+  PositionalEncoding(PositionalKind kind, std::size_t max_len, std::size_t dim, std::size_t head_dim, Generator& gen,
+                     double rope_base = 10000.0);
+
+  PositionalKind kind() const { return kind_; }
+  std::size_t max_len() const { return max_len_; }
+  // x [B, T, C] plus the encoding of positions offset .. offset + T - 1 (sinusoidal, learned); x itself
+  // for rotary and none. Positions past max_len are an error.
+  Tensor add_to(const Tensor& x, std::size_t offset = 0) const;
+  // Rotates q or k [B, H, T, D] by their positions (rotary); x itself otherwise.
+  Tensor rotate(const Tensor& x, std::size_t offset = 0) const;
+
+  Tensor table;     // [max_len, C]: sinusoidal buffer or learned parameter
+  Tensor cos, sin;  // [max_len, D] rotary tables (each angle repeated for both halves)
+
+ private:
+  void check_length(std::size_t length, std::size_t offset) const;
+  PositionalKind kind_;
+  std::size_t max_len_;
+};
+
+}  // namespace attnlab

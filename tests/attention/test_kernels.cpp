@@ -1,0 +1,188 @@
+// The registry-driven kernel suite: every registered attention kernel is checked here by name, so a new
+// kernel is tested as soon as it registers. Properties: shapes, rows of the pattern sum to one, no leak
+// from future tokens under causal masking, padded keys ignored, float64 gradcheck over q, k, v and the
+// kernel's own parameters, causal and not, with and without padding.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "framework/attention/kernel.hpp"
+#include "tests/test_util.hpp"
+
+namespace attnlab {
+namespace {
+
+constexpr std::size_t kB = 2, kH = 2, kT = 6, kD = 4;
+
+std::shared_ptr<AttentionKernel> build(const std::string& name, bool causal) {
+  Generator gen(7);
+  return make_kernel(name, KernelSpec{kH, kD, kT, causal}, YAML::Node(), gen);
+}
+
+class KernelSuite : public ::testing::TestWithParam<std::string> {
+ protected:
+  const KernelInfo& info() const { return KernelRegistry::instance().find(GetParam()); }
+  std::vector<bool> causal_modes() const {
+    std::vector<bool> modes;
+    if (info().capabilities.bidirectional) modes.push_back(false);
+    if (info().capabilities.causal) modes.push_back(true);
+    return modes;
+  }
+};
+
+TEST_P(KernelSuite, ShapesAndPatternRowsSumToOne) {
+  for (bool causal : causal_modes()) {
+    auto kernel = build(GetParam(), causal);
+    Generator gen(1);
+    const Tensor q = randn({kB, kH, kT, kD}, gen), k = randn({kB, kH, kT, kD}, gen), v = randn({kB, kH, kT, kD}, gen);
+    const AttentionResult r = kernel->forward(q, k, v, AttentionContext{causal, Tensor(), info().capabilities.pattern});
+    EXPECT_EQ(r.output.shape(), (Shape{kB, kH, kT, kD}));
+    if (!info().capabilities.pattern) continue;
+    ASSERT_EQ(r.pattern.shape(), (Shape{kB, kH, kT, kT}));
+    for (double s : sum(r.pattern, -1).to_vector()) EXPECT_NEAR(s, 1.0, 1e-5) << "causal " << causal;
+    if (causal) {
+      for (std::size_t i = 0; i < kT; ++i)
+        for (std::size_t j = i + 1; j < kT; ++j) EXPECT_EQ(r.pattern.at({0, 1, i, j}), 0.0);
+    }
+  }
+}
+
+TEST_P(KernelSuite, CausalOutputsDoNotSeeTheFuture) {
+  if (!info().capabilities.causal) GTEST_SKIP() << GetParam() << " is not causal";
+  auto kernel = build(GetParam(), true);
+  Generator gen(2);
+  const Tensor q = randn({kB, kH, kT, kD}, gen, DType::float64), k = randn({kB, kH, kT, kD}, gen, DType::float64),
+               v = randn({kB, kH, kT, kD}, gen, DType::float64);
+  kernel->to(DType::float64);
+  const Tensor before = kernel->forward(q, k, v, AttentionContext{true, Tensor(), false}).output;
+  Tensor k2 = k.clone(), v2 = v.clone(), q2 = q.clone();
+  for (std::size_t c = 0; c < kD; ++c)
+    for (Tensor* t : {&k2, &v2, &q2}) t->data<double>()[(kT - 2) * kD + c] += 5.0;  // batch 0, head 0, token T-2
+  const Tensor after = kernel->forward(q2, k2, v2, AttentionContext{true, Tensor(), false}).output;
+  for (std::size_t t = 0; t + 2 < kT; ++t)
+    for (std::size_t c = 0; c < kD; ++c) EXPECT_EQ(before.at({0, 0, t, c}), after.at({0, 0, t, c})) << "token " << t;
+}
+
+TEST_P(KernelSuite, PaddedKeysAreIgnored) {
+  if (!info().capabilities.padding_mask) GTEST_SKIP() << GetParam() << " does not support padding masks";
+  for (bool causal : causal_modes()) {
+    auto kernel = build(GetParam(), causal);
+    kernel->to(DType::float64);
+    Generator gen(3);
+    const Tensor q = randn({kB, kH, kT, kD}, gen, DType::float64), k = randn({kB, kH, kT, kD}, gen, DType::float64),
+                 v = randn({kB, kH, kT, kD}, gen, DType::float64);
+    std::vector<bool> pad(kB * kT, false);
+    pad[1] = pad[kT - 1] = true;  // batch 0: keys 1 and T-1
+    const Tensor padding = from_mask(pad, {kB, kT});
+    const AttentionResult r = kernel->forward(q, k, v, AttentionContext{causal, padding, info().capabilities.pattern});
+    // Changing padded keys and values changes nothing.
+    Tensor k2 = k.clone(), v2 = v.clone();
+    for (std::size_t h = 0; h < kH; ++h)
+      for (std::size_t c = 0; c < kD; ++c)
+        for (std::size_t t : {std::size_t{1}, kT - 1}) {
+          k2.data<double>()[(h * kT + t) * kD + c] += 3.0;
+          v2.data<double>()[(h * kT + t) * kD + c] -= 3.0;
+        }
+    const Tensor r2 = kernel->forward(q, k2, v2, AttentionContext{causal, padding, false}).output;
+    const auto a = r.output.to_vector(), b = r2.to_vector();
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-12);
+    if (info().capabilities.pattern) {
+      for (std::size_t i = 0; i < kT; ++i) EXPECT_EQ(r.pattern.at({0, 0, i, 1}), 0.0);
+    }
+  }
+}
+
+TEST_P(KernelSuite, GradcheckInputsAndParameters) {
+  for (bool causal : causal_modes())
+    for (bool padded : {false, true}) {
+      if (padded && !info().capabilities.padding_mask) continue;
+      auto kernel = build(GetParam(), causal);
+      kernel->to(DType::float64);
+      kernel->eval();  // no dropout: the function must be deterministic
+      const Tensor padding = padded ? from_mask({false, false, true, false, false, false, false, false, false, false, false, true},
+                                                {kB, kT})
+                                    : Tensor();
+      std::vector<Tensor> inputs = {testing::param({kB, kH, kT, kD}, 1, 0.5), testing::param({kB, kH, kT, kD}, 2, 0.5),
+                                    testing::param({kB, kH, kT, kD}, 3)};
+      for (const auto& p : kernel->parameters()) inputs.push_back(p);
+      EXPECT_TRUE(testing::gradcheck_passes(
+          [&](const auto& in) { return kernel->forward(in[0], in[1], in[2], AttentionContext{causal, padding, false}).output; },
+          inputs))
+          << "causal " << causal << " padded " << padded;
+    }
+}
+
+std::vector<std::string> registered_kernels() { return KernelRegistry::instance().names(); }
+
+INSTANTIATE_TEST_SUITE_P(Registry, KernelSuite, ::testing::ValuesIn(registered_kernels()),
+                         [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
+
+TEST(KernelRegistry, HoldsEveryBuiltInKernel) {
+  for (const char* name : {"softmax"}) EXPECT_TRUE(KernelRegistry::instance().contains(name)) << name;
+}
+
+TEST(KernelRegistry, UnknownNameListsWhatExists) {
+  try {
+    KernelRegistry::instance().find("sofmax");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'sofmax' is not among ["), std::string::npos) << m;
+    EXPECT_NE(m.find("softmax"), std::string::npos) << m;
+    EXPECT_NE(m.find("did you mean 'softmax'"), std::string::npos) << m;
+  }
+}
+
+TEST(KernelRegistry, DuplicateNamesAreRejected) {
+  KernelInfo copy = KernelRegistry::instance().find("softmax");
+  EXPECT_THROW(KernelRegistry::instance().add(copy), std::logic_error);
+}
+
+// A bidirectional-only kernel registered by this test file, the way an extension would: uniform
+// attention over the unmasked keys. It exercises the capability checks and the suite's skips.
+class MeanKernel : public AttentionKernel {
+ public:
+  std::string name() const override { return "test_mean"; }
+  KernelCapabilities capabilities() const override {
+    KernelCapabilities c;
+    c.causal = false;
+    return c;
+  }
+  AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
+    Tensor padding;
+    if (context.key_padding_mask.defined())
+      padding = reshape(context.key_padding_mask, {static_cast<std::int64_t>(k.size(0)), 1, 1, static_cast<std::int64_t>(k.size(2))});
+    const Tensor scores = mul(matmul(q, k, false, true), 0.0);  // all equal
+    const Tensor weights = scaled_masked_softmax(scores, 1.0, padding, false);
+    AttentionResult r;
+    r.output = matmul(weights, v);
+    if (context.need_pattern) r.pattern = weights.detach();
+    return r;
+  }
+};
+
+KernelCapabilities mean_capabilities() {
+  KernelCapabilities c;
+  c.causal = false;
+  return c;
+}
+
+ATTNLAB_REGISTER_KERNEL(test_mean, (KernelInfo{"test_mean", "uniform attention (test)", mean_capabilities(), {},
+                                               [](const KernelSpec&, const YAML::Node&, const std::string&, Generator&) {
+                                                 return std::shared_ptr<AttentionKernel>(std::make_shared<MeanKernel>());
+                                               }}));
+
+TEST(KernelRegistry, CapabilitiesAreCheckedBeforeBuilding) {
+  Generator gen(0);
+  try {
+    make_kernel("test_mean", KernelSpec{1, 4, 8, /*causal=*/true}, YAML::Node(), gen);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("test_mean does not support causal attention; use one of [softmax"), std::string::npos) << m;
+  }
+  EXPECT_NO_THROW(make_kernel("test_mean", KernelSpec{1, 4, 8, false}, YAML::Node(), gen, true));
+}
+
+}  // namespace
+}  // namespace attnlab

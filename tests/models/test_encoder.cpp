@@ -1,0 +1,96 @@
+// Encoder layers and stacks: shapes, pre/post norm, causal stacks ignore the future, config checks,
+// float64 gradchecks over inputs and parameters.
+#include <gtest/gtest.h>
+
+#include "framework/models/encoder.hpp"
+#include "tests/test_util.hpp"
+
+namespace attnlab {
+namespace {
+
+EncoderConfig tiny(bool causal, NormPlacement norm) {
+  EncoderConfig c;
+  c.d_model = 4;
+  c.n_heads = 2;
+  c.n_layers = 2;
+  c.ff_hidden = 6;
+  c.max_len = 8;
+  c.causal = causal;
+  c.norm = norm;
+  return c;
+}
+
+std::vector<Tensor> with_parameters(std::vector<Tensor> inputs, const Module& module) {
+  for (const auto& p : module.parameters()) inputs.push_back(p);
+  return inputs;
+}
+
+TEST(Encoder, ShapesNamesAndPatterns) {
+  Generator gen(0);
+  Encoder enc(tiny(false, NormPlacement::pre), gen);
+  const EncoderOutput out = enc.forward(randn({3, 5, 4}, gen), Tensor(), true);
+  EXPECT_EQ(out.hidden.shape(), (Shape{3, 5, 4}));
+  ASSERT_EQ(out.patterns.size(), 2u);
+  EXPECT_EQ(out.patterns[1].shape(), (Shape{3, 2, 5, 5}));
+  const auto params = enc.named_parameters();
+  EXPECT_EQ(params.front().name, "blocks.0.norm1.weight");
+  EXPECT_EQ(params.back().name, "final_norm.bias");
+  Encoder post(tiny(false, NormPlacement::post), gen);
+  EXPECT_FALSE(post.final_norm);
+  EXPECT_EQ(post.parameter_count() + 8, enc.parameter_count());
+  EXPECT_THROW(enc.forward(randn({1, 9, 4}, gen)), std::invalid_argument);  // longer than max_len
+}
+
+TEST(Encoder, ConfigErrorsNameTheFix) {
+  EncoderConfig c = tiny(false, NormPlacement::pre);
+  c.n_heads = 3;
+  try {
+    c.validate();
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "n_heads (3) must divide d_model (4)");
+  }
+  c = tiny(false, NormPlacement::pre);
+  c.attention = "nope";
+  EXPECT_THROW(c.validate(), std::invalid_argument);
+  c = tiny(false, NormPlacement::pre);
+  c.dropout = 1.0;
+  EXPECT_THROW(c.validate(), std::invalid_argument);
+}
+
+TEST(Encoder, CausalStackIgnoresTheFuture) {
+  for (NormPlacement norm : {NormPlacement::pre, NormPlacement::post}) {
+    Generator gen(1);
+    Encoder enc(tiny(true, norm), gen);
+    enc.to(DType::float64);
+    Tensor x = randn({1, 6, 4}, gen, DType::float64);
+    const Tensor before = enc.forward(x).hidden;
+    Tensor changed = x.clone();
+    for (std::size_t c = 0; c < 4; ++c) changed.data<double>()[5 * 4 + c] = 3.0;
+    const Tensor after = enc.forward(changed).hidden;
+    for (std::size_t t = 0; t < 5; ++t)
+      for (std::size_t c = 0; c < 4; ++c) EXPECT_EQ(before.at({0, t, c}), after.at({0, t, c}));
+  }
+}
+
+TEST(EncoderGradcheck, PreNormBidirectional) {
+  Generator gen(2);
+  Encoder enc(tiny(false, NormPlacement::pre), gen);
+  enc.to(DType::float64);
+  const Tensor padding = from_mask({false, false, false, true, false, false, false, false}, {2, 4});
+  EXPECT_TRUE(testing::gradcheck_passes([&](const auto& in) { return enc.forward(in[0], padding).hidden; },
+                                        with_parameters({testing::param({2, 4, 4}, 1)}, enc)));
+}
+
+TEST(EncoderGradcheck, PostNormCausal) {
+  Generator gen(3);
+  EncoderConfig c = tiny(true, NormPlacement::post);
+  c.activation = Activation::relu;
+  Encoder enc(c, gen);
+  enc.to(DType::float64);
+  EXPECT_TRUE(testing::gradcheck_passes([&](const auto& in) { return enc.forward(in[0]).hidden; },
+                                        with_parameters({testing::param({2, 3, 4}, 1)}, enc)));
+}
+
+}  // namespace
+}  // namespace attnlab
