@@ -107,6 +107,10 @@ Tensor log_softmax(const Tensor& x);
 // column j of row i when j > i + (Tk - Tq), i counted along the second-to-last axis. Rows with every
 // entry masked give zeros and zero gradient. The attention kernels' softmax.
 Tensor scaled_masked_softmax(const Tensor& x, double scale, const Tensor& mask, bool causal);
+// Causal linear attention (ops/linear_attention.cpp): out_i = phi_q_i^T S_i / (phi_q_i . z_i + eps) with
+// S_i = sum_{j<=i} phi_k_j v_j^T and z_i = sum_{j<=i} phi_k_j, for phi_q, phi_k [..., T, Dk] (non-negative
+// features) and v [..., T, Dv]. O(T Dk Dv) time; O(T D) memory in training (no per-position state).
+Tensor causal_linear_attention(const Tensor& phi_q, const Tensor& phi_k, const Tensor& v, double eps);
 // Normalises over the last axis, then weight * x_hat + bias (weight and bias [C], either may be undefined).
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 // logits [..., C] against int64 targets [...]; mean over targets that are not ignore_index (0 when every

@@ -1,0 +1,93 @@
+// The linear kernel against a naive quadratic implementation of the same formula, numerics on long
+// sequences with large activations, the memory of causal training, and the fused op's gradients.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "framework/attention/kernel.hpp"
+#include "framework/io/config_node.hpp"
+#include "tests/test_util.hpp"
+
+namespace attnlab {
+namespace {
+
+// out_i = sum_j a_ij v_j / (sum_j a_ij + eps), a_ij = phi(q_i) . phi(k_j), j <= i when causal.
+std::vector<double> naive_linear(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double eps) {
+  const std::size_t bh = q.size(0) * q.size(1), t = q.size(2), d = q.size(3), dv = v.size(3);
+  const auto phi = [](double x) { return x > 0 ? x + 1.0 : std::exp(x); };
+  const auto vq = q.to_vector(), vk = k.to_vector(), vv = v.to_vector();
+  std::vector<double> out(bh * t * dv, 0.0);
+  for (std::size_t h = 0; h < bh; ++h)
+    for (std::size_t i = 0; i < t; ++i) {
+      double den = eps;
+      std::vector<double> num(dv, 0.0);
+      for (std::size_t j = 0; j < t; ++j) {
+        if (causal && j > i) continue;
+        double a = 0;
+        for (std::size_t c = 0; c < d; ++c) a += phi(vq[(h * t + i) * d + c]) * phi(vk[(h * t + j) * d + c]);
+        den += a;
+        for (std::size_t c = 0; c < dv; ++c) num[c] += a * vv[(h * t + j) * dv + c];
+      }
+      for (std::size_t c = 0; c < dv; ++c) out[(h * t + i) * dv + c] = num[c] / den;
+    }
+  return out;
+}
+
+std::shared_ptr<AttentionKernel> linear_kernel(bool causal) {
+  Generator gen(0);
+  return make_kernel("linear", KernelSpec{2, 4, 64, causal}, YAML::Node(), gen);
+}
+
+TEST(LinearKernel, MatchesTheNaiveQuadraticFormula) {
+  for (bool causal : {false, true}) {
+    Generator gen(1);
+    const Tensor q = randn({2, 2, 9, 4}, gen, DType::float64), k = randn({2, 2, 9, 4}, gen, DType::float64),
+                 v = randn({2, 2, 9, 4}, gen, DType::float64);
+    const auto got = linear_kernel(causal)->forward(q, k, v, AttentionContext{causal, Tensor(), false}).output.to_vector();
+    const auto want = naive_linear(q, k, v, causal, 1e-6);
+    for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-10) << "causal " << causal;
+  }
+}
+
+TEST(LinearKernel, LongSequencesWithLargeActivationsStayFinite) {
+  // 4096 tokens of activations around +-60 in float32: sums of products reach ~1e10 per state entry.
+  for (bool causal : {false, true}) {
+    Generator gen(2);
+    const Tensor q = randn({1, 1, 4096, 8}, gen, {}, 0.0, 60.0), k = randn({1, 1, 4096, 8}, gen, {}, 0.0, 60.0),
+                 v = randn({1, 1, 4096, 8}, gen, {}, 0.0, 60.0);
+    const Tensor out = linear_kernel(causal)->forward(q, k, v, AttentionContext{causal, Tensor(), false}).output;
+    double largest = 0;
+    for (double x : out.to_vector()) {
+      ASSERT_TRUE(std::isfinite(x)) << "causal " << causal;
+      largest = std::max(largest, std::fabs(x));
+    }
+    EXPECT_LE(largest, 60.0 * 6);  // a convex combination of values stays within their range
+  }
+}
+
+TEST(LinearKernel, CausalTrainingMemoryGrowsAsTD) {
+  // A [Dk, Dv] state per position would need T * D * D values; the fused op keeps O(T D).
+  const std::size_t t = 1024, d = 64;
+  Generator gen(3);
+  Tensor q = uniform({1, 1, t, d}, gen, 0.1, 1.0).set_requires_grad(true), k = uniform({1, 1, t, d}, gen, 0.1, 1.0).set_requires_grad(true),
+         v = randn({1, 1, t, d}, gen).set_requires_grad(true);
+  Storage::reset_peak_bytes();
+  const std::size_t before = Storage::live_bytes();
+  sum(causal_linear_attention(q, k, v, 1e-6)).backward();
+  const std::size_t used = Storage::peak_bytes() - before;
+  EXPECT_LT(used, 12 * t * d * sizeof(float)) << used << " bytes";
+}
+
+TEST(LinearKernel, UnknownFeatureMapIsAConfigError) {
+  Generator gen(0);
+  EXPECT_THROW(make_kernel("linear", KernelSpec{1, 4, 8, false}, YAML::Load("feature_map: tanh"), gen), ConfigError);
+}
+
+TEST(FusedGradcheck, CausalLinearAttention) {
+  EXPECT_TRUE(testing::gradcheck_passes([](const auto& in) { return causal_linear_attention(in[0], in[1], in[2], 1e-6); },
+                                        {testing::param_uniform({2, 5, 3}, 1, 0.1, 1.5), testing::param_uniform({2, 5, 3}, 2, 0.1, 1.5),
+                                         testing::param({2, 5, 4}, 3)}));
+}
+
+}  // namespace
+}  // namespace attnlab
