@@ -1,10 +1,11 @@
-// The attnlab command. Subcommands so far: `bench gpt`. (The experiment runner adds train, eval, sample,
+// The attnlab command. Subcommands so far: `bench gpt`, `bench attention`. (The experiment runner adds train, eval, sample,
 // list, gradcheck and compare.)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
 #include <exception>
 
+#include "experiments/bench/bench_attention.hpp"
 #include "experiments/bench/bench_gpt.hpp"
 #include "framework/ops/blas.hpp"
 
@@ -27,9 +28,23 @@ int main(int argc, char** argv) {
   gpt_cmd->add_option("--warmup", gpt.warmup, "untimed steps first")->capture_default_str();
   gpt_cmd->add_option("--threads", gpt.threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
 
+  attnlab::bench::AttentionBenchOptions attention;
+  CLI::App* attention_cmd = bench->add_subcommand(
+      "attention", "forward + backward of attention kernels alone; one JSON line per (variant, length)");
+  attention_cmd->add_option("--variants", attention.variants, "kernels (and 'causal'); default: all registered")
+      ->delimiter(',');
+  attention_cmd->add_option("--lengths", attention.lengths, "sequence lengths")->delimiter(',')->capture_default_str();
+  attention_cmd->add_option("--batch", attention.batch, "batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  attention_cmd->add_option("--heads", attention.heads, "heads")->check(CLI::PositiveNumber)->capture_default_str();
+  attention_cmd->add_option("--dhead", attention.dhead, "head dimension")->check(CLI::PositiveNumber)->capture_default_str();
+  attention_cmd->add_option("--proj", attention.proj, "linformer projection length k")->check(CLI::PositiveNumber)->capture_default_str();
+  attention_cmd->add_option("--threads", attention.threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
+  attention_cmd->add_option("--min-seconds", attention.min_seconds, "time each case at least this long")->capture_default_str();
+
   CLI11_PARSE(app, argc, argv);
   try {
     if (*gpt_cmd) return attnlab::bench::run_gpt_bench(gpt);
+    if (*attention_cmd) return attnlab::bench::run_attention_bench(attention);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "attnlab: %s\n", e.what());
     return 2;

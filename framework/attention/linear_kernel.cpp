@@ -7,13 +7,11 @@
 // over j, the weights the values are actually mixed with.
 //
 // Legend: B batch, H heads, Tq query tokens, Tk key tokens, D head dim.
-#include "framework/attention/kernel.hpp"
+#include "framework/attention/feature_attention.hpp"
 #include "framework/io/config_node.hpp"
 
 namespace attnlab {
 namespace {
-
-using I = std::int64_t;
 
 struct LinearKernelConfig {
   std::string feature_map = "elu";  // elu: elu(x) + 1; relu: relu(x)
@@ -27,32 +25,7 @@ class LinearKernel : public AttentionKernel {
   KernelCapabilities capabilities() const override { return KernelCapabilities{}; }
 
   AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
-    const std::size_t batch = q.size(0), tq = q.size(2), tk = k.size(2);
-    const Tensor fq = features(q);
-    Tensor fk = features(k);  // [B, H, Tk, D]
-    if (context.key_padding_mask.defined()) {
-      attention_mask(batch, 1, tk, AttentionContext{false, context.key_padding_mask, false});  // validates the shape
-      const Tensor keep = where(reshape(context.key_padding_mask, {static_cast<I>(batch), 1, static_cast<I>(tk), 1}),
-                                zeros({}, fk.dtype()), ones({}, fk.dtype()));
-      fk = fk * keep;
-    }
-    AttentionResult result;
-    if (context.causal) {
-      if (tq != tk) throw std::invalid_argument("linear attention: causal mode needs as many queries as keys");
-      result.output = causal_linear_attention(fq, fk, v, config_.eps);  // [B, H, T, D]
-    } else {
-      const Tensor s = matmul(fk, v, true, false);                         // [B, H, D, D]
-      const Tensor z = sum(fk, 2, true);                                   // [B, H, 1, D]
-      const Tensor denominator = add(matmul(fq, z, false, true), config_.eps);  // [B, H, Tq, 1]
-      result.output = matmul(fq, s) / denominator;                         // [B, H, Tq, D]
-    }
-    if (context.need_pattern) {
-      NoGradGuard no_grad;
-      Tensor a = matmul(fq, fk, false, true);  // [B, H, Tq, Tk]
-      if (context.causal) a = masked_fill(a, attention_mask(1, tq, tk, AttentionContext{true, Tensor(), false}), 0.0);
-      result.pattern = a / add(sum(a, -1, true), config_.eps);
-    }
-    return result;
+    return feature_attention(features(q), features(k), v, context, config_.eps, "linear");
   }
 
  private:

@@ -1,0 +1,78 @@
+#include "experiments/bench/bench_attention.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <stdexcept>
+
+#include "experiments/bench/bench_gpt.hpp"
+#include "framework/attention/kernel.hpp"
+#include "framework/ops/parallel.hpp"
+
+namespace attnlab::bench {
+namespace {
+
+// The kernel name and options for a benchmark variant ("causal" is softmax with a causal mask).
+struct Variant {
+  std::string kernel;
+  bool causal = false;
+  YAML::Node options;
+};
+
+Variant resolve(const std::string& name, std::size_t n, const AttentionBenchOptions& o) {
+  Variant v;
+  v.kernel = name == "causal" ? "softmax" : name;
+  v.causal = name == "causal";
+  if (!KernelRegistry::instance().contains(v.kernel)) {
+    std::string known = "causal";
+    for (const auto& k : KernelRegistry::instance().names()) known += ", " + k;
+    throw std::invalid_argument("bench attention: variant '" + name + "' is not among [" + known + "]");
+  }
+  if (v.kernel == "linformer") {
+    v.options["proj_dim"] = o.proj;
+    v.options["max_len"] = n;
+  }
+  return v;
+}
+
+}  // namespace
+
+int run_attention_bench(const AttentionBenchOptions& o) {
+  const double base_rss = current_rss_mb();
+  set_num_threads(o.threads);
+  std::vector<std::string> variants = o.variants;
+  if (variants.empty()) {
+    variants.push_back("causal");
+    for (const auto& k : KernelRegistry::instance().names()) variants.push_back(k);
+  }
+  for (std::size_t n : o.lengths) {
+    for (const std::string& name : variants) {
+      const Variant variant = resolve(name, n, o);
+      Generator gen(0);
+      auto kernel = make_kernel(variant.kernel, KernelSpec{o.heads, o.dhead, n, variant.causal}, variant.options, gen);
+      Tensor q = randn({o.batch, o.heads, n, o.dhead}, gen).set_requires_grad(true);
+      Tensor k = randn({o.batch, o.heads, n, o.dhead}, gen).set_requires_grad(true);
+      Tensor v = randn({o.batch, o.heads, n, o.dhead}, gen).set_requires_grad(true);
+      auto step = [&] {
+        for (Tensor* t : {&q, &k, &v}) t->zero_grad();
+        kernel->zero_grad();
+        sum(kernel->forward(q, k, v, AttentionContext{variant.causal, Tensor(), false}).output).backward();
+      };
+      step();
+      std::size_t reps = 0;
+      const auto start = std::chrono::steady_clock::now();
+      double elapsed = 0;
+      while (reps < 3 || elapsed < o.min_seconds) {
+        step();
+        ++reps;
+        elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      }
+      std::printf("{\"impl\": \"attnlab\", \"variant\": \"%s\", \"n\": %zu, \"ms\": %.3f, \"peak_rss_mb\": %.1f, "
+                  "\"base_rss_mb\": %.1f}\n",
+                  name.c_str(), n, elapsed / static_cast<double>(reps) * 1e3, peak_rss_mb(), base_rss);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+}  // namespace attnlab::bench

@@ -1,0 +1,133 @@
+// The `performer` kernel: FAVOR+ (Choromanski et al. 2020, "Rethinking Attention with Performers").
+// softmax attention's kernel exp(q.k / sqrt(D)) is estimated without bias by positive random features
+//   phi(x) = exp(w_r . x' - |x'|^2 / 2) / sqrt(m),  r = 1..m,  x' = x / D^(1/4),
+// with the w_r drawn as blocks of D orthogonal Gaussian directions whose lengths follow the chi(D)
+// distribution of a Gaussian vector's norm. The estimate sharpens as m grows; the mixing then runs as in
+// linear attention (O(T m D), causal through prefix sums). Stabilisers keep the exponentials in range and
+// cancel exactly in the ratio (see features()).
+// Features come from the kernel's own seeded generator and are redrawn every `redraw_interval` training
+// forwards (0: never).
+//
+// Legend: B batch, H heads, T tokens, D head dim, m features.
+#include <cmath>
+
+#include "framework/attention/feature_attention.hpp"
+#include "framework/io/config_node.hpp"
+
+namespace attnlab {
+namespace {
+
+struct PerformerKernelConfig {
+  std::size_t features = 256;       // m
+  std::size_t redraw_interval = 0;  // training forwards between redraws; 0: fixed features
+  double eps = 1e-4;                // added to every feature (keeps them positive) as in the reference code
+};
+
+// m x d rows: blocks of d orthonormal directions (Gram-Schmidt on Gaussian draws, in double) scaled by
+// the norms of independent Gaussian d-vectors.
+Tensor orthogonal_features(std::size_t m, std::size_t d, Generator& gen) {
+  std::vector<double> w(m * d);
+  for (std::size_t block = 0; block * d < m; ++block) {
+    const std::size_t rows = std::min(d, m - block * d);
+    std::vector<double> basis(d * d);
+    for (auto& x : basis) x = gen.next_normal();
+    for (std::size_t r = 0; r < d; ++r) {
+      double* row = basis.data() + r * d;
+      for (std::size_t p = 0; p < r; ++p) {
+        const double* prev = basis.data() + p * d;
+        double dot = 0;
+        for (std::size_t c = 0; c < d; ++c) dot += row[c] * prev[c];
+        for (std::size_t c = 0; c < d; ++c) row[c] -= dot * prev[c];
+      }
+      double norm = 0;
+      for (std::size_t c = 0; c < d; ++c) norm += row[c] * row[c];
+      norm = std::sqrt(norm);
+      for (std::size_t c = 0; c < d; ++c) row[c] /= norm;
+    }
+    for (std::size_t r = 0; r < rows; ++r) {
+      double length = 0;
+      for (std::size_t c = 0; c < d; ++c) {
+        const double g = gen.next_normal();
+        length += g * g;
+      }
+      length = std::sqrt(length);
+      for (std::size_t c = 0; c < d; ++c) w[(block * d + r) * d + c] = basis[r * d + c] * length;
+    }
+  }
+  return from_vector(w, {m, d}, DType::float64);
+}
+
+class PerformerKernel : public AttentionKernel {
+ public:
+  PerformerKernel(const KernelSpec& spec, const PerformerKernelConfig& config, Generator& gen)
+      : config_(config), head_dim_(spec.head_dim), gen_(gen.split()) {
+    draw_features();
+  }
+  std::string name() const override { return "performer"; }
+  KernelCapabilities capabilities() const override { return KernelCapabilities{}; }
+
+  AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
+    if (is_training() && config_.redraw_interval > 0 && calls_++ % config_.redraw_interval == 0 && calls_ > 1) draw_features();
+    return feature_attention(features(q, true), features(k, false), v, context, 1e-12, "performer");
+  }
+
+ private:
+  // x [B, H, T, D] -> phi(x) [B, H, T, m], as c * (exp(w . x' - |x'|^2 / 2) + eps) with c = exp(-stabiliser):
+  // per query row the largest exponent (c cancels in that row's ratio, exactly, eps included), for keys
+  // the bound max_r |w_r|^2 / 2 of every key's exponent (a constant: no key depends on another, so no
+  // future key leaks into a causal output).
+  Tensor features(const Tensor& x, bool is_query) const {
+    const double m = static_cast<double>(config_.features);
+    const Tensor scaled = mul(x, std::pow(static_cast<double>(head_dim_), -0.25));        // x'
+    const Tensor proj = matmul(scaled, projection_.to(x.dtype()), false, true);          // [B, H, T, m]
+    const Tensor half_norm = mul(sum(scaled * scaled, -1, true), 0.5);                  // [B, H, T, 1]
+    Tensor stabiliser;
+    {
+      NoGradGuard constant;
+      stabiliser = is_query ? max(proj - half_norm, -1, true) : full({}, key_bound_, x.dtype());
+    }
+    const Tensor phi = exp(proj - half_norm - stabiliser) + mul(exp(neg(stabiliser)), config_.eps);
+    return mul(phi, 1.0 / std::sqrt(m));
+  }
+
+  void draw_features() {
+    const Tensor w = orthogonal_features(config_.features, head_dim_, gen_);
+    key_bound_ = 0.5 * max(sum(w * w, -1)).item();
+    if (projection_.defined()) {
+      projection_.set_data(w.to(projection_.dtype()));
+    } else {
+      projection_ = register_buffer("projection", w.to(DType::float32));
+    }
+  }
+
+  PerformerKernelConfig config_;
+  std::size_t head_dim_;
+  Generator gen_;
+  Tensor projection_;  // [m, D]
+  double key_bound_ = 0;
+  std::size_t calls_ = 0;
+};
+
+std::shared_ptr<AttentionKernel> make_performer(const KernelSpec& spec, const YAML::Node& options, const std::string& file,
+                                                Generator& gen) {
+  ConfigNode node(options, "model.attention.options", file);
+  PerformerKernelConfig config;
+  config.features = node.get<std::size_t>("features", config.features, Range::at_least(1));
+  config.redraw_interval = node.get<std::size_t>("redraw_interval", config.redraw_interval);
+  config.eps = node.get("eps", config.eps, Range::at_least(0.0));
+  node.finish();
+  return std::make_shared<PerformerKernel>(spec, config, gen);
+}
+
+}  // namespace
+
+ATTNLAB_REGISTER_KERNEL(performer, (KernelInfo{
+    "performer",
+    "FAVOR+ positive orthogonal random features estimating softmax attention (Choromanski et al. 2020); O(n m d)",
+    KernelCapabilities{},
+    {{"features", "int >= 1", "256", "number of random features m (the estimate sharpens as m grows)"},
+     {"redraw_interval", "int >= 0", "0", "training forwards between feature redraws; 0 keeps them fixed"},
+     {"eps", "float >= 0", "1e-4", "added to every feature to keep it positive"}},
+    make_performer}));
+
+}  // namespace attnlab
