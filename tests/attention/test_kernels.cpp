@@ -118,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(Registry, KernelSuite, ::testing::ValuesIn(registered_k
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 TEST(KernelRegistry, HoldsEveryBuiltInKernel) {
-  for (const char* name : {"softmax", "linear", "sparse", "performer"}) EXPECT_TRUE(KernelRegistry::instance().contains(name)) << name;
+  for (const char* name : {"softmax", "linear", "sparse", "performer", "linformer", "cosine"}) EXPECT_TRUE(KernelRegistry::instance().contains(name)) << name;
 }
 
 TEST(KernelRegistry, UnknownNameListsWhatExists) {
