@@ -21,8 +21,8 @@ namespace attnlab {
 namespace {
 
 struct SparseKernelConfig {
-  std::size_t window = 16;        // local keys on each allowed side
-  std::size_t stride = 16;        // summary keys every `stride` positions
+  std::size_t window = 32;        // local keys on each allowed side
+  std::size_t stride = 128;       // summary keys every `stride` positions
   std::size_t global_tokens = 0;  // leading tokens that see and are seen by all
 };
 
@@ -75,6 +75,7 @@ void sparse_forward(const T* q, const T* k, const T* v, const bool* padding, std
           }
           const T* kj = k + (h * t + j) * d;
           T s = 0;
+#pragma omp simd reduction(+ : s)
           for (std::size_t c = 0; c < d; ++c) s += qi[c] * kj[c];
           pi[e] = s * static_cast<T>(scale);
           best = std::max(best, pi[e]);
@@ -91,6 +92,7 @@ void sparse_forward(const T* q, const T* k, const T* v, const bool* padding, std
         for (std::size_t e = 0; e < n; ++e) {
           pi[e] *= inv;
           const T* vj = v + (h * t + cols[e]) * d;
+#pragma omp simd
           for (std::size_t c = 0; c < d; ++c) oi[c] += pi[e] * vj[c];
         }
       }
@@ -119,10 +121,12 @@ void sparse_backward(const T* q, const T* k, const T* v, const T* probs, const T
         for (std::size_t e = 0; e < n; ++e) {
           const T* vj = v + (h * t + cols[e]) * d;
           T s = 0;
+#pragma omp simd reduction(+ : s)
           for (std::size_t c = 0; c < d; ++c) s += gi[c] * vj[c];
           dp[e] = s;
           dot += pi[e] * s;
           T* dvj = dv + (h * t + cols[e]) * d;
+#pragma omp simd
           for (std::size_t c = 0; c < d; ++c) dvj[c] += pi[e] * gi[c];
         }
         for (std::size_t e = 0; e < n; ++e) {
@@ -130,6 +134,7 @@ void sparse_backward(const T* q, const T* k, const T* v, const T* probs, const T
           if (ds == T(0)) continue;
           const T* kj = k + (h * t + cols[e]) * d;
           T* dkj = dk + (h * t + cols[e]) * d;
+#pragma omp simd
           for (std::size_t c = 0; c < d; ++c) {
             dqi[c] += ds * kj[c];
             dkj[c] += ds * qi[c];
@@ -227,8 +232,8 @@ ATTNLAB_REGISTER_KERNEL(sparse, (KernelInfo{
     "fixed factorised sparse attention: local window + strided summary keys + global tokens (Child et al. 2019); "
     "O(n (w + n/s) d)",
     sparse_capabilities(),
-    {{"window", "int >= 0", "16", "local keys on each allowed side of a query"},
-     {"stride", "int >= 1", "16", "every stride-th position is a summary key seen by all later queries"},
+    {{"window", "int >= 0", "32", "local keys on each allowed side of a query"},
+     {"stride", "int >= 1", "128", "every stride-th position is a summary key seen by all later queries"},
      {"global_tokens", "int >= 0", "0", "leading tokens that attend to and are attended by every token"}},
     make_sparse}));
 

@@ -17,17 +17,18 @@ namespace {
 
 // C [m, n] (leading dimension ldc) = op(A) op(B), with explicit leading dimensions so that a block of
 // rows or columns of a larger product can be computed in place.
+// beta 1 adds the product into C instead of overwriting it.
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda,
-          const float* b, std::size_t ldb, float* c, std::size_t ldc) {
+          const float* b, std::size_t ldb, float* c, std::size_t ldc, float beta = 0.0f) {
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), 0.0f, c,
+              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
               static_cast<int>(ldc));
 }
 
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const double* a, std::size_t lda,
-          const double* b, std::size_t ldb, double* c, std::size_t ldc) {
+          const double* b, std::size_t ldb, double* c, std::size_t ldc, double beta = 0.0) {
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0, a, static_cast<int>(lda), b, static_cast<int>(ldb), 0.0, c,
+              static_cast<int>(n), static_cast<int>(k), 1.0, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
               static_cast<int>(ldc));
 }
 
@@ -52,6 +53,22 @@ void product(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, cons
 }
 
 Shape batch_of(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
+
+// sum_i op(A_i) op(B_i) over a batch of contiguous matrices into one [m, n] result: the gradient of an
+// operand that was broadcast over the batch, without materialising one product per batch element.
+Tensor batch_sum_product(const Tensor& a, const Tensor& b, bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k) {
+  const std::size_t count = a.numel() / (m * k);
+  Tensor out = zeros({m, n}, a.dtype());
+  dispatch_floating(a.dtype(), "matmul_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* pc = out.data<T>();
+    for (std::size_t i = 0; i < count; ++i)
+      gemm(ta, tb, m, n, k, pa + i * m * k, ta ? m : k, pb + i * k * n, tb ? k : n, pc, n, T(1));
+  });
+  return out;
+}
 
 // Element offsets of each batch matrix of an operand with batch shape `own`, for every index of the
 // broadcast batch shape `full`.
@@ -147,9 +164,15 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
             rb = b.requires_grad()](const Tensor& g) {
              Tensor ga, gb;
              if (ra) {
-               // dA = dC op(B)^T, or its transpose when A is stored transposed.
-               ga = ta ? matmul(b, g, tb, true) : matmul(g, b, false, !tb);
-               ga = sum_to(ga, a.shape());
+               if (a.dim() == 2 && b.dim() > 2 && b.numel() / (b.size(-1) * b.size(-2)) == g.numel() / (g.size(-1) * g.size(-2))) {
+                 // A plain matrix against a batch (Linformer's projection): accumulate over the batch.
+                 ga = ta ? batch_sum_product(b, g, tb, true, a.size(0), a.size(1), g.size(-1))
+                         : batch_sum_product(g, b, false, !tb, a.size(0), a.size(1), g.size(-1));
+               } else {
+                 // dA = dC op(B)^T, or its transpose when A is stored transposed.
+                 ga = ta ? matmul(b, g, tb, true) : matmul(g, b, false, !tb);
+                 ga = sum_to(ga, a.shape());
+               }
              }
              if (rb) {
                const bool fold = b.dim() == 2 && a.dim() > 2 && !ta;

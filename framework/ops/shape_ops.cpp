@@ -186,6 +186,7 @@ Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_
   start = std::clamp<std::int64_t>(start, 0, n);
   end = std::clamp<std::int64_t>(end, 0, n);
   const std::size_t count = end > start ? static_cast<std::size_t>((end - start + step - 1) / step) : 0;
+  if (start == 0 && step == 1 && count == static_cast<std::size_t>(n)) return x;  // the whole axis: no copy
   Shape out_shape = x.shape();
   out_shape[a] = count;
   Tensor out = empty(out_shape, x.dtype());

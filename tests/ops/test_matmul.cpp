@@ -115,6 +115,16 @@ TEST(MatmulGradcheck, BatchBroadcast) {
                                {param({2, 1, 3, 4}, 1), param({3, 4, 2}, 2)}));
   EXPECT_TRUE(gradcheck_passes([](const auto& in) { return matmul(in[0], in[1]); }, {param({3, 4}, 3), param({2, 4, 2}, 4)}));
 }
+TEST(MatmulGradcheck, PlainMatrixAgainstABatchWithTransposes) {
+  // The gradient of the plain matrix is accumulated over the batch in place.
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      const Tensor a = param(ta ? Shape{4, 3} : Shape{3, 4}, 1);
+      const Tensor b = param(tb ? Shape{2, 2, 5, 4} : Shape{2, 2, 4, 5}, 2);
+      EXPECT_TRUE(gradcheck_passes([=](const auto& in) { return matmul(in[0], in[1], ta, tb); }, {a, b}))
+          << "ta " << ta << " tb " << tb;
+    }
+}
 
 }  // namespace
 }  // namespace attnlab
