@@ -157,6 +157,7 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
         for (std::size_t i = 0; i < n; ++i) oo[i] += gg[i];
       } else {
         T acc = 0;
+#pragma omp simd reduction(+ : acc)
         for (std::size_t i = 0; i < n; ++i) acc += gg[i];
         *oo += acc;
       }

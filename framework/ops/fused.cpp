@@ -23,9 +23,12 @@ auto row_view(T* data, std::size_t n) {
   return xt::adapt(data, n, xt::no_ownership(), std::array<std::size_t, 1>{n});
 }
 
+// Row reductions as OpenMP simd reductions: without -ffast-math the compiler may not reorder a
+// floating-point reduction by itself, and a serial chain of adds is bound by their latency.
 template <class T>
 T row_max(const T* x, std::size_t n) {
   T m = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : m)
   for (std::size_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
   return m;
 }
@@ -33,7 +36,16 @@ T row_max(const T* x, std::size_t n) {
 template <class T>
 T row_sum(const T* x, std::size_t n) {
   T s = 0;
+#pragma omp simd reduction(+ : s)
   for (std::size_t i = 0; i < n; ++i) s += x[i];
+  return s;
+}
+
+template <class T>
+T row_dot(const T* x, const T* y, std::size_t n) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (std::size_t i = 0; i < n; ++i) s += x[i] * y[i];
   return s;
 }
 
@@ -94,8 +106,7 @@ Tensor softmax(const Tensor& x) {
             const T* yr = py + r * cols;
             const T* gr = pg + r * cols;
             T* dr = pd + r * cols;
-            T dot = 0;
-            for (std::size_t i = 0; i < cols; ++i) dot += gr[i] * yr[i];
+            const T dot = row_dot(gr, yr, cols);
             for (std::size_t i = 0; i < cols; ++i) dr[i] = yr[i] * (gr[i] - dot);
           }
         });
@@ -176,8 +187,7 @@ Tensor scaled_masked_softmax(const Tensor& x, double scale, const Tensor& mask, 
             const T* yr = py + r * cols;
             const T* gr = pg + r * cols;
             T* dr = pd + r * cols;
-            T dot = 0;
-            for (std::size_t i = 0; i < cols; ++i) dot += gr[i] * yr[i];
+            const T dot = row_dot(gr, yr, cols);
             for (std::size_t i = 0; i < cols; ++i) dr[i] = s * yr[i] * (gr[i] - dot);
           }
         });
@@ -268,6 +278,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
       T* yr = py + r * cols;
       const T mu = row_sum(xr, cols) / static_cast<T>(cols);
       T v = 0;
+#pragma omp simd reduction(+ : v)
       for (std::size_t i = 0; i < cols; ++i) v += (xr[i] - mu) * (xr[i] - mu);
       const T rstd = T(1) / std::sqrt(v / static_cast<T>(cols) + static_cast<T>(eps));
       ps[r] = rstd;
@@ -316,6 +327,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                    const T* hr = ph + r * cols;
                    const T* gr = pg + r * cols;
                    T mean_dh = 0, mean_dh_h = 0;
+#pragma omp simd reduction(+ : mean_dh, mean_dh_h)
                    for (std::size_t i = 0; i < cols; ++i) {
                      const T dh = pw ? gr[i] * pw[i] : gr[i];
                      mean_dh += dh;

@@ -63,7 +63,9 @@ Tensor sum(const Tensor& x) {
     using T = typename decltype(tag)::type;
     const T* p = x.data<T>();
     T acc = 0;
-    for (std::size_t i = 0, n = x.numel(); i < n; ++i) acc += p[i];
+    const std::size_t n = x.numel();
+#pragma omp simd reduction(+ : acc)
+    for (std::size_t i = 0; i < n; ++i) acc += p[i];
     *out.data<T>() = acc;
   });
   if (needs_grad({&x})) {
