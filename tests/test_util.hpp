@@ -29,6 +29,13 @@ inline Tensor param_uniform(const Shape& shape, std::uint64_t seed, double low, 
   return t;
 }
 
+// `inputs` followed by every parameter of `module`, for gradchecks over both.
+template <class M>
+std::vector<Tensor> with_parameters(std::vector<Tensor> inputs, const M& module) {
+  for (const auto& p : module.parameters()) inputs.push_back(p);
+  return inputs;
+}
+
 inline ::testing::AssertionResult gradcheck_passes(const GradcheckFunction& f, const std::vector<Tensor>& inputs) {
   const GradcheckResult r = gradcheck(f, inputs);
   if (r.ok) return ::testing::AssertionSuccess();

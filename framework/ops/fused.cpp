@@ -61,6 +61,29 @@ T exp_shifted(const T* x, T* y, std::size_t n, T m) {
 // Rows per parallel chunk: enough work (about 16K elements) to pay for a thread.
 std::size_t row_grain(std::size_t cols) { return std::max<std::size_t>(1, (std::size_t{1} << 14) / std::max<std::size_t>(cols, 1)); }
 
+// dx = scale * y * (g - sum(g * y)) per row: the backward of softmax (scale 1) and of
+// scaled_masked_softmax (masked entries have y = 0 and get 0).
+Tensor softmax_rows_backward(const Tensor& y, const Tensor& g, std::size_t rows, std::size_t cols, double scale) {
+  Tensor grad = empty(y.shape(), y.dtype());
+  dispatch_floating(y.dtype(), "softmax_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* py = y.data<T>();
+    const T* pg = g.data<T>();
+    T* pd = grad.data<T>();
+    const T s = static_cast<T>(scale);
+    parallel_for(rows, row_grain(cols), [&](std::size_t r0, std::size_t r1) {
+      for (std::size_t r = r0; r < r1; ++r) {
+        const T* yr = py + r * cols;
+        const T* gr = pg + r * cols;
+        T* dr = pd + r * cols;
+        const T dot = row_dot(gr, yr, cols);
+        for (std::size_t i = 0; i < cols; ++i) dr[i] = s * yr[i] * (gr[i] - dot);
+      }
+    });
+  });
+  return grad;
+}
+
 void check_last_axis(const Tensor& x, const char* op) {
   if (x.dim() == 0) throw std::invalid_argument(std::string(op) + ": needs a tensor of rank >= 1");
 }
@@ -94,24 +117,7 @@ Tensor softmax(const Tensor& x) {
   });
   if (needs_grad({&x})) {
     record(out, "softmax", {x}, [y = out.detach(), rows, cols](const Tensor& g) {
-      // dx = y * (g - sum(g * y)) per row
-      Tensor grad = empty(y.shape(), y.dtype());
-      dispatch_floating(y.dtype(), "softmax_backward", [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        const T* py = y.data<T>();
-        const T* pg = g.data<T>();
-        T* pd = grad.data<T>();
-        parallel_for(rows, row_grain(cols), [&](std::size_t r0, std::size_t r1) {
-          for (std::size_t r = r0; r < r1; ++r) {
-            const T* yr = py + r * cols;
-            const T* gr = pg + r * cols;
-            T* dr = pd + r * cols;
-            const T dot = row_dot(gr, yr, cols);
-            for (std::size_t i = 0; i < cols; ++i) dr[i] = yr[i] * (gr[i] - dot);
-          }
-        });
-      });
-      return std::vector<Tensor>{grad};
+      return std::vector<Tensor>{softmax_rows_backward(y, g, rows, cols, 1.0)};
     });
   }
   return out;
@@ -174,25 +180,7 @@ Tensor scaled_masked_softmax(const Tensor& x, double scale, const Tensor& mask, 
   });
   if (needs_grad({&x})) {
     record(out, "scaled_masked_softmax", {x}, [y = out.detach(), rows, cols, scale](const Tensor& g) {
-      // dx = scale * y * (g - sum(g * y)); masked entries have y = 0 and get 0
-      Tensor grad = empty(y.shape(), y.dtype());
-      dispatch_floating(y.dtype(), "scaled_masked_softmax_backward", [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        const T* py = y.data<T>();
-        const T* pg = g.data<T>();
-        T* pd = grad.data<T>();
-        const T s = static_cast<T>(scale);
-        parallel_for(rows, row_grain(cols), [&](std::size_t r0, std::size_t r1) {
-          for (std::size_t r = r0; r < r1; ++r) {
-            const T* yr = py + r * cols;
-            const T* gr = pg + r * cols;
-            T* dr = pd + r * cols;
-            const T dot = row_dot(gr, yr, cols);
-            for (std::size_t i = 0; i < cols; ++i) dr[i] = s * yr[i] * (gr[i] - dot);
-          }
-        });
-      });
-      return std::vector<Tensor>{grad};
+      return std::vector<Tensor>{softmax_rows_backward(y, g, rows, cols, scale)};
     });
   }
   return out;

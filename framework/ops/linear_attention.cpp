@@ -20,18 +20,22 @@ struct Dims {
   std::size_t heads = 0, tokens = 0, dk = 0, dv = 0;  // heads = B * H
 };
 
+// S += k_i v_i^T, z += k_i: one step of the running state.
+template <class T>
+void accumulate_state(const T* ki, const T* vi, const Dims& d, std::vector<double>& s, std::vector<double>& z) {
+  for (std::size_t a = 0; a < d.dk; ++a) {
+    z[a] += ki[a];
+    double* row = s.data() + a * d.dv;
+    for (std::size_t c = 0; c < d.dv; ++c) row[c] += static_cast<double>(ki[a]) * vi[c];
+  }
+}
+
 // out (and the denominators) for one (batch, head).
 template <class T>
 void forward_head(const T* q, const T* k, const T* v, T* out, T* den, const Dims& d, double eps) {
   std::vector<double> s(d.dk * d.dv, 0.0), z(d.dk, 0.0);
   for (std::size_t i = 0; i < d.tokens; ++i) {
-    const T* ki = k + i * d.dk;
-    const T* vi = v + i * d.dv;
-    for (std::size_t a = 0; a < d.dk; ++a) {
-      z[a] += ki[a];
-      double* row = s.data() + a * d.dv;
-      for (std::size_t c = 0; c < d.dv; ++c) row[c] += static_cast<double>(ki[a]) * vi[c];
-    }
+    accumulate_state(k + i * d.dk, v + i * d.dv, d, s, z);
     const T* qi = q + i * d.dk;
     double denominator = eps;
     for (std::size_t a = 0; a < d.dk; ++a) denominator += qi[a] * z[a];
@@ -61,13 +65,7 @@ void backward_head(const T* q, const T* k, const T* v, const T* out, const T* de
   // Forward sweep: dq_i = S_i dnum_i + dden_i z_i.
   std::vector<double> s(d.dk * d.dv, 0.0), z(d.dk, 0.0);
   for (std::size_t i = 0; i < d.tokens; ++i) {
-    const T* ki = k + i * d.dk;
-    const T* vi = v + i * d.dv;
-    for (std::size_t a = 0; a < d.dk; ++a) {
-      z[a] += ki[a];
-      double* row = s.data() + a * d.dv;
-      for (std::size_t c = 0; c < d.dv; ++c) row[c] += static_cast<double>(ki[a]) * vi[c];
-    }
+    accumulate_state(k + i * d.dk, v + i * d.dv, d, s, z);
     for (std::size_t a = 0; a < d.dk; ++a) {
       double acc = dden[i] * z[a];
       const double* row = s.data() + a * d.dv;

@@ -15,10 +15,7 @@ std::shared_ptr<MultiHeadAttention> make_mha(std::size_t d, std::size_t heads, b
   return std::make_shared<MultiHeadAttention>(d, heads, kernel, bias, gen);
 }
 
-std::vector<Tensor> with_parameters(std::vector<Tensor> inputs, const Module& module) {
-  for (const auto& p : module.parameters()) inputs.push_back(p);
-  return inputs;
-}
+using testing::with_parameters;
 
 TEST(MultiHeadAttention, ShapesAndNames) {
   auto mha = make_mha(8, 2, false);

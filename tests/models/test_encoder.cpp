@@ -20,10 +20,7 @@ EncoderConfig tiny(bool causal, NormPlacement norm) {
   return c;
 }
 
-std::vector<Tensor> with_parameters(std::vector<Tensor> inputs, const Module& module) {
-  for (const auto& p : module.parameters()) inputs.push_back(p);
-  return inputs;
-}
+using testing::with_parameters;
 
 TEST(Encoder, ShapesNamesAndPatterns) {
   Generator gen(0);

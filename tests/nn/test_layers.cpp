@@ -14,11 +14,7 @@ namespace {
 using testing::gradcheck_passes;
 using testing::param;
 
-// Inputs followed by every parameter of `module`, for gradchecks over both.
-std::vector<Tensor> with_parameters(std::vector<Tensor> inputs, const Module& module) {
-  for (const auto& p : module.parameters()) inputs.push_back(p);
-  return inputs;
-}
+using testing::with_parameters;
 
 TEST(Linear, ComputesXWTransposePlusBias) {
   Generator gen(0);
