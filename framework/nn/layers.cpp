@@ -68,6 +68,12 @@ FeedForward::FeedForward(std::size_t dim, std::size_t hidden, Activation activat
   drop = register_module("drop", std::make_shared<Dropout>(p, gen));
 }
 
-Tensor FeedForward::forward(const Tensor& x) { return drop->forward(fc2->forward(activate(fc1->forward(x), activation))); }
+Tensor FeedForward::forward(const Tensor& x) {
+  const Tensor hidden = fc1->forward(x);
+  // GELU and fc2 as one op, which keeps only `hidden` for backward (recomputing the activation).
+  const Tensor out = activation == Activation::gelu ? gelu_linear(hidden, fc2->weight, fc2->bias)
+                                                    : fc2->forward(activate(hidden, activation));
+  return drop->forward(out);
+}
 
 }  // namespace attnlab

@@ -348,15 +348,41 @@ Tensor gelu(const Tensor& x) {
     return static_cast<T>(0.5) * v * (static_cast<T>(1) + xt::erf(v * static_cast<T>(M_SQRT1_2)));
   });
   if (needs_grad({&x})) {
-    record(out, "gelu", {x}, [x = x.detach()](const Tensor& g) {
-      // d/dx [x Phi(x)] = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
-      return std::vector<Tensor>{map_binary(x, g, "gelu_backward", [](const auto& v, const auto& gv, auto t) {
-        using T = decltype(t);
-        // Constants as prvalues: xtensor keeps a reference to a named local, which would dangle.
-        return gv * (static_cast<T>(0.5) * (static_cast<T>(1) + xt::erf(v * static_cast<T>(M_SQRT1_2))) +
-                     v * xt::exp(static_cast<T>(-0.5) * v * v) * static_cast<T>(0.5 * M_2_SQRTPI * M_SQRT1_2));
-      })};
-    });
+    record(out, "gelu", {x}, [x = x.detach()](const Tensor& g) { return std::vector<Tensor>{gelu_backward(x, g)}; });
+  }
+  return out;
+}
+
+Tensor gelu_backward(const Tensor& x, const Tensor& grad) {
+  // d/dx [x Phi(x)] = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
+  return map_binary(x, grad, "gelu_backward", [](const auto& v, const auto& gv, auto t) {
+    using T = decltype(t);
+    // Constants as prvalues: xtensor keeps a reference to a named local, which would dangle.
+    return gv * (static_cast<T>(0.5) * (static_cast<T>(1) + xt::erf(v * static_cast<T>(M_SQRT1_2))) +
+                 v * xt::exp(static_cast<T>(-0.5) * v * v) * static_cast<T>(0.5 * M_2_SQRTPI * M_SQRT1_2));
+  });
+}
+
+Tensor gelu_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = matmul(gelu(x), weight, false, true);  // the activation is freed right away
+    if (bias.defined()) out = out + bias;
+  }
+  if (needs_grad({&x, &weight, &bias})) {
+    record(out, "gelu_linear", {x, weight, bias},
+           [x = x.detach(), w = weight.detach(), rx = x.requires_grad(),
+            rw = weight.requires_grad(), rb = bias.defined() && bias.requires_grad()](const Tensor& g) {
+             const Tensor h = gelu(x);  // recomputed: [..., in]
+             const auto rows = static_cast<std::int64_t>(h.numel() / h.size(-1));
+             Tensor gx, gw, gb;
+             if (rw) gw = matmul(reshape(g, {rows, static_cast<std::int64_t>(g.size(-1))}),
+                                 reshape(h, {rows, static_cast<std::int64_t>(h.size(-1))}), true, false);  // [out, in]
+             if (rb) gb = sum_to(g, {g.size(-1)});
+             if (rx) gx = gelu_backward(x, matmul(g, w));  // [..., in]
+             return std::vector<Tensor>{gx, gw, gb};
+           });
   }
   return out;
 }

@@ -187,3 +187,23 @@ TEST(ElementwiseGradcheck, BroadcastToAndSumTo) {
 }
 }  // namespace
 }  // namespace attnlab
+
+namespace attnlab {
+namespace {
+
+TEST(Elementwise, GeluLinearEqualsGeluThenLinear) {
+  Generator gen(4);
+  const Tensor x = randn({2, 3, 5}, gen, DType::float64), w = randn({4, 5}, gen, DType::float64), b = randn({4}, gen, DType::float64);
+  const auto fused = gelu_linear(x, w, b).to_vector(), plain = (matmul(gelu(x), w, false, true) + b).to_vector();
+  for (std::size_t i = 0; i < fused.size(); ++i) EXPECT_NEAR(fused[i], plain[i], 1e-12);
+}
+
+TEST(ElementwiseGradcheck, GeluLinear) {
+  EXPECT_TRUE(testing::gradcheck_passes([](const auto& in) { return gelu_linear(in[0], in[1], in[2]); },
+                                        {testing::param({2, 3, 5}, 1), testing::param({4, 5}, 2), testing::param({4}, 3)}));
+  EXPECT_TRUE(testing::gradcheck_passes([](const auto& in) { return gelu_linear(in[0], in[1], Tensor()); },
+                                        {testing::param({3, 5}, 4), testing::param({2, 5}, 5)}));
+}
+
+}  // namespace
+}  // namespace attnlab
