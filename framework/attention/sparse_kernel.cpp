@@ -6,7 +6,9 @@
 //   - global tokens: the first `global_tokens` positions see and are seen by every token,
 // and never to a later key when causal. Scores, softmax and the weighted sum run over the allowed keys
 // only, stored as compressed rows: O(T (window + T / stride) D) time and O(T (window + T / stride))
-// memory, with exact zeros outside the pattern.
+// memory, with exact zeros outside the pattern. By default (stride 0) the stride grows with the sequence,
+// ceil(T / summaries), so every query sees at most `summaries` summary keys and the cost stays linear in
+// T; a fixed stride gives Child et al.'s O(T^2 / stride) summary term.
 //
 // Legend: B batch, H heads, T tokens, D head dim, nnz allowed (query, key) pairs.
 #include <algorithm>
@@ -22,7 +24,8 @@ namespace {
 
 struct SparseKernelConfig {
   std::size_t window = 32;        // local keys on each allowed side
-  std::size_t stride = 128;       // summary keys every `stride` positions
+  std::size_t stride = 0;         // summary keys every `stride` positions; 0: ceil(T / summaries)
+  std::size_t summaries = 16;     // with stride 0, the number of summary positions over the sequence
   std::size_t global_tokens = 0;  // leading tokens that see and are seen by all
 };
 
@@ -32,7 +35,8 @@ struct SparsePattern {
   std::vector<std::size_t> keys;     // [nnz]
 };
 
-SparsePattern build_pattern(std::size_t t, bool causal, const SparseKernelConfig& c) {
+SparsePattern build_pattern(std::size_t t, bool causal, SparseKernelConfig c) {
+  if (c.stride == 0) c.stride = std::max<std::size_t>(1, (t + c.summaries - 1) / c.summaries);
   SparsePattern p;
   p.offsets.push_back(0);
   std::vector<std::size_t> row;
@@ -213,7 +217,8 @@ std::shared_ptr<AttentionKernel> make_sparse(const KernelSpec& spec, const YAML:
   ConfigNode node(options, "model.attention.options", file);
   SparseKernelConfig config;
   config.window = node.get<std::size_t>("window", config.window);
-  config.stride = node.get<std::size_t>("stride", config.stride, Range::at_least(1));
+  config.stride = node.get<std::size_t>("stride", config.stride);
+  config.summaries = node.get<std::size_t>("summaries", config.summaries, Range::at_least(1));
   config.global_tokens = node.get<std::size_t>("global_tokens", config.global_tokens);
   node.finish();
   return std::make_shared<SparseKernel>(spec, config);
@@ -230,10 +235,11 @@ KernelCapabilities sparse_capabilities() {
 ATTNLAB_REGISTER_KERNEL(sparse, (KernelInfo{
     "sparse",
     "fixed factorised sparse attention: local window + strided summary keys + global tokens (Child et al. 2019); "
-    "O(n (w + n/s) d)",
+    "O(n (w + n/s) d), linear with the default stride",
     sparse_capabilities(),
     {{"window", "int >= 0", "32", "local keys on each allowed side of a query"},
-     {"stride", "int >= 1", "128", "every stride-th position is a summary key seen by all later queries"},
+     {"stride", "int >= 0", "0", "every stride-th position is a summary key seen by all later queries; 0: ceil(n / summaries)"},
+     {"summaries", "int >= 1", "16", "with stride 0, how many summary positions the sequence has"},
      {"global_tokens", "int >= 0", "0", "leading tokens that attend to and are attended by every token"}},
     make_sparse}));
 

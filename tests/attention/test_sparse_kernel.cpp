@@ -47,11 +47,22 @@ TEST(SparseKernel, PatternIsWindowPlusSummaryPlusGlobalWithExactZerosElsewhere) 
     }
 }
 
+TEST(SparseKernel, DefaultStrideKeepsTheSummaryKeysFixed) {
+  // window 0, 4 summaries over 32 tokens: stride 8, so the last query sees itself and keys 7, 15, 23, 31.
+  Generator gen(5);
+  const Tensor x = randn({1, 1, 32, 4}, gen);
+  const AttentionResult r = kernel("sparse", true, "{window: 0, summaries: 4}")->forward(x, x, x, AttentionContext{true, Tensor(), true});
+  std::vector<std::size_t> seen;
+  for (std::size_t j = 0; j < 32; ++j)
+    if (r.pattern.at({0, 0, 31, j}) > 0) seen.push_back(j);
+  EXPECT_EQ(seen, (std::vector<std::size_t>{7, 15, 23, 31}));
+}
+
 TEST(SparseKernel, RejectsCrossAttentionAndBadOptions) {
   Generator gen(3);
   EXPECT_THROW(kernel("sparse", false)->forward(randn({1, 2, 3, 4}, gen), randn({1, 2, 5, 4}, gen), randn({1, 2, 5, 4}, gen), {}),
                std::invalid_argument);
-  EXPECT_THROW(kernel("sparse", false, "stride: 0"), std::exception);
+  EXPECT_THROW(kernel("sparse", false, "summaries: 0"), std::exception);
   EXPECT_THROW(kernel("sparse", false, "widow: 3"), std::exception);
 }
 
