@@ -1,4 +1,4 @@
-// The attnlab command. Subcommands so far: `bench gpt`, `bench attention`. (The experiment runner adds train, eval, sample,
+// The attnlab command. Subcommands so far: `list`, `gradcheck`, `bench gpt`, `bench attention`. (The experiment runner adds train, eval, sample,
 // list, gradcheck and compare.)
 #include <CLI/CLI.hpp>
 
@@ -7,12 +7,19 @@
 
 #include "experiments/bench/bench_attention.hpp"
 #include "experiments/bench/bench_gpt.hpp"
+#include "experiments/inspect.hpp"
 #include "framework/ops/blas.hpp"
 
 int main(int argc, char** argv) {
   attnlab::reexec_with_blas_core(argv);
   CLI::App app{"attnlab: train mini transformers and compare attention mechanisms"};
   app.require_subcommand(1);
+
+  CLI::App* list_cmd = app.add_subcommand("list", "the registered attention kernels, their capabilities and options");
+  std::string check_kernel = "all";
+  CLI::App* gradcheck_cmd = app.add_subcommand(
+      "gradcheck", "float64 gradient check of registered attention kernels in every mode they support");
+  gradcheck_cmd->add_option("--kernel", check_kernel, "a kernel name, or all")->capture_default_str();
 
   CLI::App* bench = app.add_subcommand("bench", "benchmarks against the PyTorch references in shared/bench");
   bench->require_subcommand(1);
@@ -43,6 +50,8 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   try {
+    if (*list_cmd) return attnlab::list_kernels();
+    if (*gradcheck_cmd) return attnlab::gradcheck_kernels(check_kernel);
     if (*gpt_cmd) return attnlab::bench::run_gpt_bench(gpt);
     if (*attention_cmd) return attnlab::bench::run_attention_bench(attention);
   } catch (const std::exception& e) {

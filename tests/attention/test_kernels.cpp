@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "framework/attention/kernel.hpp"
+#include "framework/attention/kernel_check.hpp"
 #include "tests/test_util.hpp"
 
 namespace attnlab {
@@ -93,23 +94,10 @@ TEST_P(KernelSuite, PaddedKeysAreIgnored) {
 }
 
 TEST_P(KernelSuite, GradcheckInputsAndParameters) {
-  for (bool causal : causal_modes())
-    for (bool padded : {false, true}) {
-      if (padded && !info().capabilities.padding_mask) continue;
-      auto kernel = build(GetParam(), causal);
-      kernel->to(DType::float64);
-      kernel->eval();  // no dropout: the function must be deterministic
-      const Tensor padding = padded ? from_mask({false, false, true, false, false, false, false, false, false, false, false, true},
-                                                {kB, kT})
-                                    : Tensor();
-      std::vector<Tensor> inputs = {testing::param({kB, kH, kT, kD}, 1, 0.5), testing::param({kB, kH, kT, kD}, 2, 0.5),
-                                    testing::param({kB, kH, kT, kD}, 3)};
-      for (const auto& p : kernel->parameters()) inputs.push_back(p);
-      EXPECT_TRUE(testing::gradcheck_passes(
-          [&](const auto& in) { return kernel->forward(in[0], in[1], in[2], AttentionContext{causal, padding, false}).output; },
-          inputs))
-          << "causal " << causal << " padded " << padded;
-    }
+  // The same check `attnlab gradcheck --kernel NAME` runs, in every mode the kernel supports.
+  const auto checks = check_kernel_gradients(GetParam());
+  EXPECT_FALSE(checks.empty());
+  for (const auto& check : checks) EXPECT_TRUE(check.result.ok) << check.describe();
 }
 
 std::vector<std::string> registered_kernels() { return KernelRegistry::instance().names(); }

@@ -1,0 +1,15 @@
+// `attnlab list` and `attnlab gradcheck`: what the registry holds, and whether its kernels' gradients
+// are right.
+#pragma once
+
+#include <string>
+
+namespace attnlab {
+
+// Prints every registered attention kernel with its description, capabilities and options. Returns 0.
+int list_kernels();
+// Runs the float64 gradient check of one kernel (or "all") in every mode it supports; prints one line
+// per check. Returns 0 when all pass, 1 when any fails, 2 for an unknown kernel.
+int gradcheck_kernels(const std::string& name);
+
+}  // namespace attnlab

@@ -1,0 +1,24 @@
+// The float64 gradient check of a registered attention kernel, in every mode it supports (causal or
+// not, with and without a key padding mask), over q, k, v and the kernel's own parameters. Used by the
+// registry-driven test suite and by `attnlab gradcheck`, for people adding kernels.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "framework/autograd/gradcheck.hpp"
+
+namespace attnlab {
+
+struct KernelCheck {
+  std::string kernel;
+  bool causal = false;
+  bool padded = false;
+  GradcheckResult result;
+  std::string describe() const;  // "softmax causal padded: ok" plus the per-input report when it fails
+};
+
+// One check per supported mode, on q, k, v of shape [2, 2, 6, 4] drawn from `seed`.
+std::vector<KernelCheck> check_kernel_gradients(const std::string& name, std::uint64_t seed = 1);
+
+}  // namespace attnlab
