@@ -1,0 +1,71 @@
+// Character-level text: vocabulary, encoding round trip, non-overlapping splits, seeded batches of
+// shifted windows, and errors for missing files and short splits.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "datasets/char_text.hpp"
+
+namespace attnlab::data {
+namespace {
+
+TEST(CharText, VocabularyIsTheSortedDistinctCharacters) {
+  const CharVocabulary v = CharVocabulary::from_text("hello world");
+  EXPECT_EQ(v.chars(), " dehlorw");
+  EXPECT_EQ(v.encode("low"), (std::vector<std::int64_t>{4, 5, 7}));  // " dehlorw"
+  EXPECT_EQ(v.decode(v.encode("hello world")), "hello world");
+  EXPECT_THROW(v.encode("hex"), std::invalid_argument);
+  EXPECT_THROW(v.decode({8}), std::invalid_argument);
+  EXPECT_EQ(CharVocabulary::from_chars(v.chars()).encode("wo"), v.encode("wo"));
+}
+
+TEST(CharText, SplitsArePositionalAndDoNotOverlap) {
+  std::string text;
+  for (int i = 0; i < 1000; ++i) text.push_back(static_cast<char>('a' + i % 26));
+  const CharTextDataset d = CharTextDataset::from_text(text, 0.9);
+  EXPECT_EQ(d.size(Split::train), 900u);
+  EXPECT_EQ(d.size(Split::validation), 100u);
+  EXPECT_EQ(d.vocabulary().size(), 26u);
+}
+
+TEST(CharText, BatchesAreShiftedWindowsAndSeeded) {
+  std::string text;
+  for (int i = 0; i < 500; ++i) text.push_back(static_cast<char>('a' + (i * 7) % 26));
+  const CharTextDataset d = CharTextDataset::from_text(text);
+  Generator g1(3), g2(3);
+  const TokenBatch a = d.batch(Split::train, 4, 16, g1), b = d.batch(Split::train, 4, 16, g2);
+  EXPECT_EQ(a.input.shape(), (Shape{4, 16}));
+  EXPECT_EQ(a.input.to_vector(), b.input.to_vector());
+  for (std::size_t r = 0; r < 4; ++r)
+    for (std::size_t t = 0; t + 1 < 16; ++t) EXPECT_EQ(a.target.at({r, t}), a.input.at({r, t + 1}));
+  // Each window is a stretch of the training text: consecutive characters step by 7 letters.
+  for (std::size_t r = 0; r < 4; ++r)
+    for (std::size_t t = 0; t + 1 < 16; ++t)
+      EXPECT_EQ((static_cast<int>(a.input.at({r, t + 1})) - static_cast<int>(a.input.at({r, t})) + 26) % 26, 7);
+  Generator g3(3);
+  EXPECT_THROW(d.batch(Split::validation, 1, 64, g3), std::invalid_argument);  // 50 validation characters
+}
+
+TEST(CharText, AMissingFileSaysHowToGetTheText) {
+  try {
+    CharTextDataset d("/nonexistent/shakespeare.txt");
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("scripts/get_data.sh"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CharText, ReadsAFile) {
+  const std::string path = ::testing::TempDir() + "attnlab_char_text.txt";
+  {
+    std::ofstream out(path);
+    out << "to be or not to be\n";
+  }
+  const CharTextDataset d(path, 0.5);
+  EXPECT_EQ(d.vocabulary().chars(), "\n benort");
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace attnlab::data
