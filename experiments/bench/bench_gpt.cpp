@@ -66,9 +66,10 @@ int run_gpt_bench(const GptBenchOptions& o) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double step_s = seconds / static_cast<double>(std::max<std::size_t>(o.steps, 1));
   std::printf("{\"impl\": \"attnlab\", \"threads\": %d, \"params\": %zu, \"step_ms\": %.3f, \"tokens_per_s\": %.1f, "
-              "\"peak_rss_mb\": %.1f, \"base_rss_mb\": %.1f, \"tensor_peak_mb\": %.1f, \"openblas_core\": \"%s\"}\n",
+              "\"peak_rss_mb\": %.1f, \"base_rss_mb\": %.1f, \"tensor_peak_mb\": %.1f, \"cached_mb\": %.1f, \"openblas_core\": \"%s\"}\n",
               o.threads, model.parameter_count(), step_s * 1e3, static_cast<double>(o.batch * o.block) / step_s,
-              peak_rss_mb(), base_rss, static_cast<double>(Storage::peak_bytes()) / (1 << 20), blas_core_name().c_str());
+              peak_rss_mb(), base_rss, static_cast<double>(Storage::peak_bytes()) / (1 << 20),
+              static_cast<double>(Storage::cached_bytes()) / (1 << 20), blas_core_name().c_str());
   return 0;
 }
 

@@ -1,11 +1,13 @@
 #include "framework/tensor/storage.hpp"
 
+#include <sys/mman.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <new>
-#include <unordered_map>
+#include <map>
 #include <vector>
 
 namespace attnlab {
@@ -14,52 +16,79 @@ std::atomic<std::size_t> g_live_bytes{0};
 std::atomic<std::size_t> g_peak_bytes{0};
 constexpr std::size_t kAlignment = 64;
 
-// A cache of freed large blocks, by exact (page-rounded) size. A training step allocates the same
-// sequence of sizes every time, so nearly every large block is reused: no page faults from fresh
-// memory, and no heap growth from the allocator's fragmentation. Small blocks go to malloc directly.
+// Large blocks (64 KiB and up) are mapped from the OS directly and, once freed, kept in a cache by
+// page-rounded size: a training step allocates the same sequence of sizes every time, so nearly every
+// large block is reused, without page faults on fresh memory and without the heap growth of a
+// general-purpose allocator. A request takes the smallest cached block that fits it and is at most
+// twice its size (best fit, so one size's freed blocks serve its neighbours and the footprint stays
+// near the live peak). When a request misses, cached blocks beyond a budget are unmapped first.
+// ATTNLAB_CACHE_MB sets the budget (default 64). Small blocks go to malloc.
 class BlockCache {
  public:
   static constexpr std::size_t kMinCached = std::size_t{1} << 16;
   static constexpr std::size_t kPage = 4096;
-  static constexpr std::size_t kLimit = std::size_t{1} << 30;  // cached bytes at most
+
+  BlockCache() {
+    const char* env = std::getenv("ATTNLAB_CACHE_MB");
+    budget_ = (env ? static_cast<std::size_t>(std::strtoull(env, nullptr, 10)) : 64) << 20;
+  }
 
   static std::size_t block_size(std::size_t bytes) {
     if (bytes < kMinCached) return ((bytes + kAlignment - 1) / kAlignment) * kAlignment + kAlignment * (bytes == 0);
     return ((bytes + kPage - 1) / kPage) * kPage;
   }
 
-  void* acquire(std::size_t size) {
-    if (size >= kMinCached) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      auto it = free_.find(size);
-      if (it != free_.end() && !it->second.empty()) {
-        void* p = it->second.back();
-        it->second.pop_back();
-        cached_ -= size;
-        return p;
-      }
+  // A block of at least `size` bytes; its real size is returned in `block` (to give back on release).
+  void* acquire(std::size_t size, std::size_t& block) {
+    block = size;
+    if (size < kMinCached) {
+      void* p = std::aligned_alloc(kAlignment, size);
+      if (!p) throw std::bad_alloc();
+      return p;
     }
-    void* p = std::aligned_alloc(size >= kMinCached ? kPage : kAlignment, size);
-    if (!p) throw std::bad_alloc();
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = free_.lower_bound(size);
+    if (it != free_.end() && it->first <= 2 * size) {
+      void* p = it->second.back();
+      block = it->first;
+      it->second.pop_back();
+      if (it->second.empty()) free_.erase(it);
+      cached_ -= block;
+      return p;
+    }
+    // A miss: give back what the cache holds beyond its budget (largest blocks first) before mapping more.
+    while (cached_ > budget_ && !free_.empty()) {
+      auto largest = std::prev(free_.end());
+      munmap(largest->second.back(), largest->first);
+      cached_ -= largest->first;
+      largest->second.pop_back();
+      if (largest->second.empty()) free_.erase(largest);
+    }
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
     return p;
   }
 
+  std::size_t cached() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return cached_;
+  }
+
   void release(void* p, std::size_t size) {
-    if (size >= kMinCached) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (cached_ + size <= kLimit) {
-        free_[size].push_back(p);
-        cached_ += size;
-        return;
-      }
+    if (size < kMinCached) {
+      std::free(p);
+      return;
     }
-    std::free(p);
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_[size].push_back(p);
+    cached_ += size;
   }
 
  private:
   std::mutex mutex_;
-  std::unordered_map<std::size_t, std::vector<void*>> free_;
+  std::map<std::size_t, std::vector<void*>> free_;  // block size -> free blocks
   std::size_t cached_ = 0;
+  std::size_t budget_ = 0;
 };
 
 BlockCache& block_cache() {
@@ -70,9 +99,8 @@ BlockCache& block_cache() {
 
 Storage::Storage(DType dtype, std::size_t numel, bool zero) : dtype_(dtype), numel_(numel), data_(nullptr) {
   const std::size_t bytes = nbytes();
-  const std::size_t padded = BlockCache::block_size(bytes);
-  data_ = block_cache().acquire(padded);
-  if (zero) std::memset(data_, 0, padded);
+  data_ = block_cache().acquire(BlockCache::block_size(bytes), capacity_);
+  if (zero) std::memset(data_, 0, capacity_);
   const std::size_t live = g_live_bytes += bytes;
   std::size_t peak = g_peak_bytes.load();
   while (live > peak && !g_peak_bytes.compare_exchange_weak(peak, live)) {
@@ -81,11 +109,12 @@ Storage::Storage(DType dtype, std::size_t numel, bool zero) : dtype_(dtype), num
 
 Storage::~Storage() {
   g_live_bytes -= nbytes();
-  block_cache().release(data_, BlockCache::block_size(nbytes()));
+  block_cache().release(data_, capacity_);
 }
 
 std::size_t Storage::live_bytes() { return g_live_bytes.load(); }
 std::size_t Storage::peak_bytes() { return g_peak_bytes.load(); }
 void Storage::reset_peak_bytes() { g_peak_bytes = g_live_bytes.load(); }
+std::size_t Storage::cached_bytes() { return block_cache().cached(); }
 
 }  // namespace attnlab

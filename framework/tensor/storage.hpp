@@ -27,10 +27,13 @@ class Storage {
   // The most live_bytes() has been since the last reset_peak_bytes() (for memory benchmarks).
   static std::size_t peak_bytes();
   static void reset_peak_bytes();
+  // Bytes of freed large blocks kept for reuse (see storage.cpp), and the most it has held.
+  static std::size_t cached_bytes();
 
  private:
   DType dtype_;
   std::size_t numel_;
+  std::size_t capacity_ = 0;  // bytes of the block behind data_ (at least nbytes())
   void* data_;
 };
 

@@ -116,6 +116,18 @@ TEST(Generator, NormalAndUniformHaveTheRightMoments) {
   for (int i = 0; i < 1000; ++i) EXPECT_LT(g.next_below(7), 7u);
 }
 
+TEST(Storage, FreedLargeBlocksAreReusedBySimilarSizes) {
+  const void* first;
+  {
+    Tensor a = empty({40000});  // 160 kB: a cached size
+    first = a.storage()->data();
+  }
+  Tensor b = empty({30000});  // smaller, within 2x: takes the same block
+  EXPECT_EQ(b.storage()->data(), first);
+  Tensor c = zeros({30000});  // a fresh or reused block, zeroed all the same
+  EXPECT_EQ(sum(c).item(), 0.0);
+}
+
 TEST(Tensor, StorageBytesAreCounted) {
   const std::size_t before = Storage::live_bytes();
   {
