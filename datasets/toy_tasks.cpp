@@ -1,0 +1,263 @@
+#include "datasets/toy_tasks.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+
+namespace attnlab::data {
+namespace {
+
+std::vector<std::int64_t> random_symbols(std::size_t n, std::size_t symbols, Generator& gen) {
+  std::vector<std::int64_t> out(n);
+  for (auto& t : out) t = kFirstSymbol + static_cast<std::int64_t>(gen.next_below(symbols));
+  return out;
+}
+
+// copy, reverse and sort: the answer is a function of the source, token for token.
+class TransformTask : public SequenceTask {
+ public:
+  enum class Kind { copy, reverse, sort };
+  TransformTask(Kind kind, const ToyTaskOptions& o) : SequenceTask(o.held_out_fraction), kind_(kind), o_(o) {}
+  std::string name() const override { return kind_ == Kind::copy ? "copy" : kind_ == Kind::reverse ? "reverse" : "sort"; }
+  std::size_t vocab_size() const override { return static_cast<std::size_t>(kFirstSymbol) + o_.symbols; }
+  std::vector<TaskFormat> formats() const override { return {TaskFormat::tagging, TaskFormat::causal_lm}; }
+  Problem problem(Generator& gen) const override {
+    Problem p;
+    p.source = random_symbols(o_.length, o_.symbols, gen);
+    p.answer = p.source;
+    if (kind_ == Kind::reverse) std::reverse(p.answer.begin(), p.answer.end());
+    if (kind_ == Kind::sort) std::sort(p.answer.begin(), p.answer.end());
+    return p;
+  }
+
+ protected:
+  std::size_t source_length() const override { return o_.length; }
+  std::size_t answer_length() const override { return o_.length; }
+
+ private:
+  Kind kind_;
+  ToyTaskOptions o_;
+};
+
+// Multi-query associative recall (Arora et al. 2023, Zoology): key-value pairs, then queries of some
+// of the keys, each to be answered with its value. Keys and values come from separate symbol ranges.
+class RecallTask : public SequenceTask {
+ public:
+  explicit RecallTask(const ToyTaskOptions& o) : SequenceTask(o.held_out_fraction), o_(o) {
+    if (o_.queries == 0) o_.queries = o_.pairs;
+  }
+  std::string name() const override { return "mqar"; }
+  std::size_t vocab_size() const override { return static_cast<std::size_t>(kFirstSymbol) + 2 * o_.symbols; }
+  std::vector<TaskFormat> formats() const override { return {TaskFormat::causal_lm}; }
+  Problem problem(Generator& gen) const override {
+    std::vector<std::int64_t> keys(o_.symbols);
+    for (std::size_t i = 0; i < o_.symbols; ++i) keys[i] = kFirstSymbol + static_cast<std::int64_t>(i);
+    for (std::size_t i = 0; i < o_.pairs; ++i) std::swap(keys[i], keys[i + gen.next_below(o_.symbols - i)]);  // distinct keys
+    std::vector<std::int64_t> values(o_.pairs);
+    Problem p;
+    for (std::size_t i = 0; i < o_.pairs; ++i) {
+      values[i] = kFirstSymbol + static_cast<std::int64_t>(o_.symbols + gen.next_below(o_.symbols));
+      p.source.push_back(keys[i]);
+      p.source.push_back(values[i]);
+    }
+    for (std::size_t q = 0; q < o_.queries; ++q) {
+      const std::size_t i = gen.next_below(o_.pairs);
+      p.answer.push_back(keys[i]);
+      p.answer.push_back(values[i]);
+      p.scored.push_back(false);  // the query key is given
+      p.scored.push_back(true);   // its value is to be recalled
+    }
+    return p;
+  }
+
+ protected:
+  std::size_t source_length() const override { return 2 * o_.pairs; }
+  std::size_t answer_length() const override { return 2 * o_.queries; }
+
+ private:
+  ToyTaskOptions o_;
+};
+
+// Induction heads: a random segment, then the same segment again; every token of the repeat but the
+// first can be predicted by finding the earlier occurrence of the current token and copying its successor.
+class InductionTask : public SequenceTask {
+ public:
+  explicit InductionTask(const ToyTaskOptions& o) : SequenceTask(o.held_out_fraction), o_(o) {}
+  std::string name() const override { return "induction"; }
+  std::size_t vocab_size() const override { return static_cast<std::size_t>(kFirstSymbol) + o_.symbols; }
+  std::vector<TaskFormat> formats() const override { return {TaskFormat::causal_lm}; }
+  Problem problem(Generator& gen) const override {
+    Problem p;
+    p.source = random_symbols(o_.length, o_.symbols, gen);
+    p.answer = p.source;
+    p.scored.assign(o_.length, true);
+    p.scored[0] = false;  // nothing earlier says what follows the separator
+    return p;
+  }
+
+ protected:
+  std::size_t source_length() const override { return o_.length; }
+  std::size_t answer_length() const override { return o_.length; }
+
+ private:
+  ToyTaskOptions o_;
+};
+
+// Majority: which symbol occurs most often in the sequence (ties: the smallest).
+class MajorityTask : public SequenceTask {
+ public:
+  explicit MajorityTask(const ToyTaskOptions& o) : SequenceTask(o.held_out_fraction), o_(o) {}
+  std::string name() const override { return "majority"; }
+  std::size_t vocab_size() const override { return static_cast<std::size_t>(kFirstSymbol) + o_.symbols; }
+  std::size_t num_classes() const override { return o_.symbols; }
+  std::vector<TaskFormat> formats() const override { return {TaskFormat::classification}; }
+  Problem problem(Generator& gen) const override {
+    Problem p;
+    p.source = random_symbols(o_.length, o_.symbols, gen);
+    std::vector<std::size_t> counts(o_.symbols, 0);
+    for (std::int64_t t : p.source) ++counts[static_cast<std::size_t>(t - kFirstSymbol)];
+    p.label = static_cast<std::int64_t>(std::max_element(counts.begin(), counts.end()) - counts.begin());
+    return p;
+  }
+
+ protected:
+  std::size_t source_length() const override { return o_.length; }
+  std::size_t answer_length() const override { return 0; }
+
+ private:
+  ToyTaskOptions o_;
+};
+
+}  // namespace
+
+const char* task_format_name(TaskFormat format) {
+  switch (format) {
+    case TaskFormat::tagging: return "tagging";
+    case TaskFormat::causal_lm: return "causal_lm";
+    case TaskFormat::classification: return "classification";
+  }
+  return "?";
+}
+
+bool SequenceTask::in_held_out(const std::vector<std::int64_t>& source) const {
+  std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over the tokens
+  for (std::int64_t t : source) {
+    h ^= static_cast<std::uint64_t>(t);
+    h *= 1099511628211ULL;
+  }
+  return static_cast<double>(h % 1000000) < held_out_fraction_ * 1000000.0;
+}
+
+SequenceExample SequenceTask::example(TaskSplit split, TaskFormat format, Generator& gen) const {
+  const auto supported = formats();
+  if (std::find(supported.begin(), supported.end(), format) == supported.end()) {
+    std::string list;
+    for (TaskFormat f : supported) list += (list.empty() ? "" : ", ") + std::string(task_format_name(f));
+    throw std::invalid_argument("task '" + name() + "' has no " + task_format_name(format) + " format; it has [" + list + "]");
+  }
+  for (int attempt = 0; attempt < 100000; ++attempt) {
+    Problem p = problem(gen);
+    if (in_held_out(p.source) != (split == TaskSplit::held_out)) continue;
+    SequenceExample e;
+    if (format == TaskFormat::tagging) {
+      e.input = p.source;
+      e.target = p.answer;
+    } else if (format == TaskFormat::classification) {
+      e.input = p.source;
+      e.target = {p.label};
+    } else {
+      // source SEP answer, each token predicting the next; only the scored answer tokens count.
+      std::vector<std::int64_t> sequence = p.source;
+      sequence.push_back(kSep);
+      sequence.insert(sequence.end(), p.answer.begin(), p.answer.end());
+      e.input.assign(sequence.begin(), sequence.end() - 1);
+      e.target.assign(e.input.size(), kIgnore);
+      for (std::size_t i = 0; i < p.answer.size(); ++i)
+        if (p.scored.empty() || p.scored[i]) e.target[p.source.size() + i] = p.answer[i];
+    }
+    return e;
+  }
+  throw std::runtime_error("task '" + name() + "': no " + (split == TaskSplit::train ? "training" : "held-out") +
+                           " example found in 100000 draws; the task has too few distinct sequences for this split "
+                           "(raise length or symbols, or change held_out_fraction)");
+}
+
+std::size_t SequenceTask::max_length(TaskFormat format) const {
+  return format == TaskFormat::causal_lm ? source_length() + answer_length() : source_length();
+}
+
+SequenceBatch SequenceTask::batch(TaskSplit split, TaskFormat format, std::size_t size, Generator& gen) const {
+  std::vector<std::int64_t> input, target;
+  std::size_t length = 0, target_length = 0;
+  for (std::size_t b = 0; b < size; ++b) {
+    SequenceExample e = example(split, format, gen);
+    length = e.input.size();
+    target_length = e.target.size();
+    input.insert(input.end(), e.input.begin(), e.input.end());
+    target.insert(target.end(), e.target.begin(), e.target.end());
+  }
+  SequenceBatch batch;
+  batch.input = from_indices(input, {size, length});
+  batch.target = format == TaskFormat::classification ? from_indices(target, {size}) : from_indices(target, {size, target_length});
+  return batch;
+}
+
+std::vector<std::string> toy_task_names() { return {"copy", "induction", "majority", "mqar", "reverse", "sort"}; }
+
+std::unique_ptr<SequenceTask> make_toy_task(const ToyTaskOptions& o) {
+  if (o.length == 0 && o.name != "mqar") throw std::invalid_argument("task.length must be at least 1");
+  if (o.symbols < 2) throw std::invalid_argument("task.symbols must be at least 2, got " + std::to_string(o.symbols));
+  if (!(o.held_out_fraction > 0.0 && o.held_out_fraction < 1.0)) {
+    throw std::invalid_argument("task.held_out_fraction must be in (0, 1), got " + std::to_string(o.held_out_fraction));
+  }
+  if (o.name == "copy") return std::make_unique<TransformTask>(TransformTask::Kind::copy, o);
+  if (o.name == "reverse") return std::make_unique<TransformTask>(TransformTask::Kind::reverse, o);
+  if (o.name == "sort") return std::make_unique<TransformTask>(TransformTask::Kind::sort, o);
+  if (o.name == "induction") return std::make_unique<InductionTask>(o);
+  if (o.name == "majority") return std::make_unique<MajorityTask>(o);
+  if (o.name == "mqar") {
+    if (o.pairs == 0 || o.pairs > o.symbols) {
+      throw std::invalid_argument("task.pairs (" + std::to_string(o.pairs) + ") must be between 1 and task.symbols (" +
+                                  std::to_string(o.symbols) + "): keys are distinct symbols");
+    }
+    return std::make_unique<RecallTask>(o);
+  }
+  std::string list;
+  for (const auto& n : toy_task_names()) list += (list.empty() ? "" : ", ") + n;
+  throw std::invalid_argument("task '" + o.name + "' is not among [" + list + "]");
+}
+
+SequenceMetrics sequence_metrics(const Tensor& logits, const Tensor& target) {
+  const std::size_t classes = logits.size(-1);
+  if (logits.numel() / std::max<std::size_t>(classes, 1) != target.numel()) {
+    throw std::invalid_argument("sequence_metrics: logits " + shape_str(logits.shape()) + " do not match targets " +
+                                shape_str(target.shape()));
+  }
+  const std::vector<double> scores = logits.to_vector(), t = target.to_vector();
+  std::vector<double> p(t.size());
+  for (std::size_t i = 0; i < t.size(); ++i) {  // argmax, first maximum on ties
+    const auto row = scores.begin() + static_cast<std::ptrdiff_t>(i * classes);
+    p[i] = static_cast<double>(std::max_element(row, row + static_cast<std::ptrdiff_t>(classes)) - row);
+  }
+  const std::size_t rows = target.size(0), per_row = t.size() / std::max<std::size_t>(rows, 1);
+  SequenceMetrics m;
+  std::size_t correct = 0, exact = 0;
+  for (std::size_t r = 0; r < rows; ++r) {
+    bool all = true;
+    for (std::size_t i = r * per_row; i < (r + 1) * per_row; ++i) {
+      if (t[i] == static_cast<double>(kIgnore)) continue;
+      ++m.scored_tokens;
+      if (p[i] == t[i]) {
+        ++correct;
+      } else {
+        all = false;
+      }
+    }
+    exact += all;
+  }
+  m.token_accuracy = m.scored_tokens ? static_cast<double>(correct) / static_cast<double>(m.scored_tokens) : 0.0;
+  m.exact_match = rows ? static_cast<double>(exact) / static_cast<double>(rows) : 0.0;
+  return m;
+}
+
+}  // namespace attnlab::data

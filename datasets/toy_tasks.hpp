@@ -1,0 +1,101 @@
+// Toy sequence tasks, generated in memory from a seed: copy, reverse, sort (with duplicates),
+// multi-query associative recall (Zoology's MQAR), induction heads, and majority. Each example is a
+// source sequence and its answer, laid out for a model kind:
+//   tagging         (bidirectional encoder, one label per token) input = source, target = answer
+//   causal_lm       (decoder) input = source SEP answer[:-1], each position predicting the next token;
+//                   only the answer's scored tokens count (the rest are kIgnore)
+//   classification  (sequence classifier) input = source, target = one label
+// Held-out examples are those whose source hashes into the held-out share; training draws reject them,
+// so the two splits never share a source.
+//
+// Token ids: 0 is PAD, 1 is SEP, task symbols start at 2.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/tensor/random.hpp"
+#include "framework/tensor/tensor.hpp"
+
+namespace attnlab::data {
+
+constexpr std::int64_t kPad = 0;
+constexpr std::int64_t kSep = 1;
+constexpr std::int64_t kFirstSymbol = 2;
+constexpr std::int64_t kIgnore = -100;  // targets not scored (cross_entropy's ignore_index)
+
+enum class TaskFormat { tagging, causal_lm, classification };
+const char* task_format_name(TaskFormat format);
+
+enum class TaskSplit { train, held_out };
+
+struct SequenceExample {
+  std::vector<std::int64_t> input;
+  std::vector<std::int64_t> target;  // same length as input (kIgnore where not scored); one label for classification
+};
+
+struct SequenceBatch {
+  Tensor input;             // [B, T] int64
+  Tensor target;            // [B, T] int64 (kIgnore where not scored), or [B] for classification
+  Tensor key_padding_mask;  // [B, T] bool where lengths vary; undefined otherwise
+};
+
+class SequenceTask {
+ public:
+  virtual ~SequenceTask() = default;
+  virtual std::string name() const = 0;
+  // Every token id the task uses, specials included.
+  virtual std::size_t vocab_size() const = 0;
+  // The number of classes for the classification format (0 when the task has none).
+  virtual std::size_t num_classes() const { return 0; }
+  virtual std::vector<TaskFormat> formats() const = 0;
+  // One source and its answer (answer empty for classification, label instead).
+  struct Problem {
+    std::vector<std::int64_t> source, answer;
+    std::int64_t label = 0;
+    std::vector<bool> scored;  // causal_lm: which answer tokens are scored (empty: all)
+  };
+  virtual Problem problem(Generator& gen) const = 0;
+
+  // An example of the split, laid out for `format` (which must be among formats()).
+  SequenceExample example(TaskSplit split, TaskFormat format, Generator& gen) const;
+  // `size` examples as tensors.
+  SequenceBatch batch(TaskSplit split, TaskFormat format, std::size_t size, Generator& gen) const;
+  // The longest input of the format (the block size a model needs).
+  std::size_t max_length(TaskFormat format) const;
+
+ protected:
+  explicit SequenceTask(double held_out_fraction) : held_out_fraction_(held_out_fraction) {}
+  virtual std::size_t source_length() const = 0;
+  virtual std::size_t answer_length() const = 0;
+
+ private:
+  bool in_held_out(const std::vector<std::int64_t>& source) const;
+  double held_out_fraction_;
+};
+
+struct ToyTaskOptions {
+  std::string name = "reverse";  // copy | reverse | sort | mqar | induction | majority
+  std::size_t length = 8;        // source tokens (copy, reverse, sort, majority); segment length (induction)
+  std::size_t symbols = 10;      // distinct symbols
+  std::size_t pairs = 4;         // mqar: key-value pairs
+  std::size_t queries = 0;       // mqar: queries (0: one per pair)
+  double held_out_fraction = 0.1;
+};
+
+// Builds a task; errors name the bad option and the valid range.
+std::unique_ptr<SequenceTask> make_toy_task(const ToyTaskOptions& options);
+std::vector<std::string> toy_task_names();
+
+// Metrics over logits [B, T, V] (or [B, K]) and targets from a batch: the share of scored tokens
+// predicted right, and the share of sequences whose every scored token is right.
+struct SequenceMetrics {
+  double token_accuracy = 0;
+  double exact_match = 0;
+  std::size_t scored_tokens = 0;
+};
+SequenceMetrics sequence_metrics(const Tensor& logits, const Tensor& target);
+
+}  // namespace attnlab::data
