@@ -1,4 +1,4 @@
-// The attnlab command. Subcommands so far: `list`, `gradcheck`, `bench gpt`, `bench attention`. (The experiment runner adds train, eval, sample,
+// The attnlab command. Subcommands so far: `train`, `list`, `gradcheck`, `bench gpt`, `bench attention`. (The experiment runner adds train, eval, sample,
 // list, gradcheck and compare.)
 #include <CLI/CLI.hpp>
 
@@ -8,12 +8,22 @@
 #include "experiments/bench/bench_attention.hpp"
 #include "experiments/bench/bench_gpt.hpp"
 #include "experiments/inspect.hpp"
+#include "experiments/runner/train.hpp"
+#include "framework/io/config_node.hpp"
 #include "framework/ops/blas.hpp"
 
 int main(int argc, char** argv) {
   attnlab::reexec_with_blas_core(argv);
   CLI::App app{"attnlab: train mini transformers and compare attention mechanisms"};
   app.require_subcommand(1);
+
+  std::string config_path;
+  std::vector<std::string> overrides;
+  int train_threads = 1;
+  CLI::App* train_cmd = app.add_subcommand("train", "train the experiment a YAML config describes; writes a run folder");
+  train_cmd->add_option("config", config_path, "the experiment's YAML file")->required()->check(CLI::ExistingFile);
+  train_cmd->add_option("overrides", overrides, "key=value settings over the file, e.g. model.attention.name=linear");
+  train_cmd->add_option("--threads", train_threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
 
   CLI::App* list_cmd = app.add_subcommand("list", "the registered attention kernels, their capabilities and options");
   std::string check_kernel = "all";
@@ -50,6 +60,20 @@ int main(int argc, char** argv) {
 
   CLI11_PARSE(app, argc, argv);
   try {
+    if (*train_cmd) {
+      attnlab::ExperimentConfig config;
+      try {
+        config = attnlab::load_config(config_path, overrides);
+      } catch (const attnlab::ConfigError& e) {
+        std::fprintf(stderr, "attnlab: config error: %s\n", e.what());
+        return 2;
+      } catch (const std::invalid_argument& e) {
+        std::fprintf(stderr, "attnlab: config error in %s: %s\n", config_path.c_str(), e.what());
+        return 2;
+      }
+      attnlab::train_experiment(config, train_threads);
+      return 0;
+    }
     if (*list_cmd) return attnlab::list_kernels();
     if (*gradcheck_cmd) return attnlab::gradcheck_kernels(check_kernel);
     if (*gpt_cmd) return attnlab::bench::run_gpt_bench(gpt);

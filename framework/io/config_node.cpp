@@ -70,8 +70,13 @@ std::string nearest(const std::string& word, const std::vector<std::string>& can
     }
   }
   // Close enough to be a typo: at most a third of the word's letters differ (and at least one may).
-  if (best.empty() || best_distance > std::max<std::size_t>(1, word.size() / 3 + 1)) return "";
-  return best;
+  if (!best.empty() && best_distance <= std::max<std::size_t>(1, word.size() / 3 + 1)) return best;
+  // Or a part of a longer name ("cosine" for "warmup_cosine").
+  if (word.size() >= 3) {
+    for (const auto& c : candidates)
+      if (c.find(word) != std::string::npos) return c;
+  }
+  return "";
 }
 
 void fail_at(const YAML::Node& node, const std::string& file, const std::string& message) {
@@ -170,7 +175,7 @@ void ConfigNode::finish() const {
     std::string list;
     for (const auto& k : valid) list += (list.empty() ? "" : ", ") + k;
     fail_at(it->first, file_,
-            "unknown key '" + dotted(key) + "'" + (guess.empty() ? "" : "; did you mean '" + guess + "'?") +
+            "unknown key '" + dotted(key) + "'" + (guess.empty() ? "" : "; did you mean '" + dotted(guess) + "'?") +
                 " (valid keys: " + (list.empty() ? "none" : list) + ")");
   }
 }

@@ -46,6 +46,7 @@ struct Range {
   static Range greater_than(double low) { return {low, std::numeric_limits<double>::infinity(), true, false}; }
   static Range closed(double low, double high) { return {low, high, false, false}; }
   static Range closed_open(double low, double high) { return {low, high, false, true}; }
+  static Range open(double low, double high) { return {low, high, true, true}; }
   bool contains(double v) const;
   std::string describe() const;
 };

@@ -151,6 +151,7 @@ SequenceClassifier::SequenceClassifier(const ClassifierConfig& config, Generator
     NoGradGuard no_grad;
     cls = register_parameter("cls", randn({1, 1, config_.encoder.d_model}, gen, {}, 0.0, 0.02), ParamKind::embedding);
   }
+  gpt_init(*this, config_.encoder.n_layers, gen);  // BERT and GPT-2 alike: N(0, 0.02) for tokens and positions
 }
 
 Tensor SequenceClassifier::forward(const Tensor& ids, const Tensor& key_padding_mask, EncoderOutput* encoded, bool need_patterns) {
@@ -185,6 +186,7 @@ TokenClassifier::TokenClassifier(const ClassifierConfig& config, Generator& gen)
   encoder.causal = false;
   body = register_module("body", std::make_shared<TokenEncoder>(config.vocab_size, config.positional, encoder, gen));
   head = register_module("head", std::make_shared<Linear>(encoder.d_model, config.num_classes, true, gen));
+  gpt_init(*this, encoder.n_layers, gen);
 }
 
 Tensor TokenClassifier::forward(const Tensor& ids, const Tensor& key_padding_mask, EncoderOutput* encoded, bool need_patterns) {

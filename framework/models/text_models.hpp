@@ -12,7 +12,7 @@
 
 namespace attnlab {
 
-// Re-initialises a model as GPT-2 / nanoGPT do: weights N(0, 0.02), projections into the residual stream
+// Re-initialises a model as GPT-2 / nanoGPT (and BERT) do; every text model here starts this way: weights N(0, 0.02), projections into the residual stream
 // (attention output, second feed-forward layer) N(0, 0.02 / sqrt(2 n_layers)), biases 0, embeddings
 // N(0, 0.02), norms 1 and 0. Attention kernels' own parameters keep their kernel's initialisation.
 void gpt_init(Module& model, std::size_t n_layers, Generator& gen);

@@ -94,7 +94,7 @@ TEST(SoftmaxKernel, UnknownOptionIsAConfigError) {
   } catch (const std::exception& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("exp.yaml:1:1"), std::string::npos) << m;
-    EXPECT_NE(m.find("did you mean 'dropout'"), std::string::npos) << m;
+    EXPECT_NE(m.find("did you mean 'model.attention.options.dropout'"), std::string::npos) << m;
   }
 }
 

@@ -47,7 +47,7 @@ TEST(ConfigNode, ErrorsCarryPositionAndAdvice) {
     n.allow("warmup");
     n.finish();
   });
-  EXPECT_EQ(unknown, "x.yaml:3:1: unknown key 'train.warmpu'; did you mean 'warmup'? (valid keys: kind, lr, steps, warmup)");
+  EXPECT_EQ(unknown, "x.yaml:3:1: unknown key 'train.warmpu'; did you mean 'train.warmup'? (valid keys: kind, lr, steps, warmup)");
 }
 
 TEST(ConfigNode, RangesAreEnforced) {

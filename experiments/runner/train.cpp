@@ -1,0 +1,236 @@
+#include "experiments/runner/train.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+
+#include "datasets/char_text.hpp"
+#include "framework/models/text_models.hpp"
+#include "framework/ops/parallel.hpp"
+#include "framework/optim/optimizer.hpp"
+
+namespace attnlab {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The source of batches: a toy task or a text file, behind one interface.
+class BatchSource {
+ public:
+  explicit BatchSource(const ExperimentConfig& c) : format_(task_format(c.model)), batch_size_(c.train.batch_size) {
+    if (c.task.name == "char_text") {
+      text_ = std::make_unique<data::CharTextDataset>(c.task.path, c.task.train_fraction);
+      block_size_ = c.task.block_size;
+    } else {
+      task_ = data::make_toy_task(c.task.toy);
+    }
+  }
+  std::size_t vocab_size() const { return task_ ? task_->vocab_size() : text_->vocabulary().size(); }
+  std::size_t num_classes() const { return task_ ? task_->num_classes() : 0; }
+  data::SequenceBatch next(bool held_out, Generator& gen) const {
+    if (task_) return task_->batch(held_out ? data::TaskSplit::held_out : data::TaskSplit::train, format_, batch_size_, gen);
+    const data::TokenBatch b = text_->batch(held_out ? data::Split::validation : data::Split::train, batch_size_, block_size_, gen);
+    return {b.input, b.target, Tensor()};
+  }
+
+ private:
+  data::TaskFormat format_;
+  std::size_t batch_size_, block_size_ = 0;
+  std::unique_ptr<data::SequenceTask> task_;
+  std::unique_ptr<data::CharTextDataset> text_;
+};
+
+// The model a config names, with one forward from token ids to logits.
+class Model {
+ public:
+  Model(const ExperimentConfig& c, const BatchSource& source, Generator& gen) {
+    if (c.model.kind == "causal_lm") {
+      CausalLMConfig lm;
+      lm.vocab_size = source.vocab_size();
+      lm.positional = c.model.positional;
+      lm.encoder = c.model.encoder;
+      causal_ = std::make_shared<CausalLM>(lm, gen);
+      module_ = causal_.get();
+    } else {
+      ClassifierConfig cc;
+      cc.vocab_size = source.vocab_size();
+      cc.positional = c.model.positional;
+      cc.pooling = c.model.pooling;
+      cc.encoder = c.model.encoder;
+      if (c.model.kind == "token_tagger") {
+        cc.num_classes = source.vocab_size();
+        tagger_ = std::make_shared<TokenClassifier>(cc, gen);
+        module_ = tagger_.get();
+      } else {
+        cc.num_classes = source.num_classes();
+        classifier_ = std::make_shared<SequenceClassifier>(cc, gen);
+        module_ = classifier_.get();
+      }
+    }
+  }
+  Tensor forward(const data::SequenceBatch& b) {
+    if (causal_) return causal_->forward(b.input);
+    if (tagger_) return tagger_->forward(b.input, b.key_padding_mask);
+    return classifier_->forward(b.input, b.key_padding_mask);
+  }
+  Module& module() { return *module_; }
+
+ private:
+  std::shared_ptr<CausalLM> causal_;
+  std::shared_ptr<TokenClassifier> tagger_;
+  std::shared_ptr<SequenceClassifier> classifier_;
+  Module* module_ = nullptr;
+};
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o, Module& model) {
+  if (o.name == "sgd") {
+    SGDOptions s;
+    s.lr = o.lr;
+    s.momentum = o.momentum;
+    s.weight_decay = o.weight_decay;
+    return std::make_unique<SGD>(model.named_parameters(), s);
+  }
+  if (o.name == "adam") {
+    AdamOptions a;
+    a.lr = o.lr, a.beta1 = o.beta1, a.beta2 = o.beta2, a.eps = o.eps, a.weight_decay = o.weight_decay;
+    return std::make_unique<Adam>(model.named_parameters(), a);
+  }
+  AdamWOptions a;
+  a.lr = o.lr, a.beta1 = o.beta1, a.beta2 = o.beta2, a.eps = o.eps, a.weight_decay = o.weight_decay;
+  return std::make_unique<AdamW>(model.named_parameters(), a);
+}
+
+// A fresh folder log.dir/name, or name-2, name-3, ... when taken.
+std::string make_run_dir(const ExperimentConfig& c) {
+  fs::create_directories(c.log.dir);
+  fs::path dir = fs::path(c.log.dir) / c.name;
+  for (int i = 2; fs::exists(dir); ++i) dir = fs::path(c.log.dir) / (c.name + "-" + std::to_string(i));
+  fs::create_directory(dir);
+  return dir.string();
+}
+
+std::string clock_time() {
+  const std::time_t now = std::time(nullptr);
+  char buffer[16];
+  std::strftime(buffer, sizeof buffer, "%H:%M:%S", std::localtime(&now));
+  return buffer;
+}
+
+struct Evaluation {
+  double loss = 0;
+  data::SequenceMetrics metrics;
+};
+
+Evaluation evaluate(Model& model, const BatchSource& source, std::size_t batches, std::uint64_t seed) {
+  NoGradGuard no_grad;
+  model.module().eval();
+  Generator gen(seed);  // the same held-out batches at every evaluation
+  Evaluation e;
+  double correct = 0, exact = 0, rows = 0;
+  for (std::size_t i = 0; i < batches; ++i) {
+    const data::SequenceBatch b = source.next(true, gen);
+    const Tensor logits = model.forward(b);
+    e.loss += cross_entropy(logits, b.target, data::kIgnore).item() / static_cast<double>(batches);
+    const data::SequenceMetrics m = data::sequence_metrics(logits, b.target);
+    correct += m.token_accuracy * static_cast<double>(m.scored_tokens);
+    e.metrics.scored_tokens += m.scored_tokens;
+    exact += m.exact_match * static_cast<double>(b.input.size(0));
+    rows += static_cast<double>(b.input.size(0));
+  }
+  e.metrics.token_accuracy = e.metrics.scored_tokens ? correct / static_cast<double>(e.metrics.scored_tokens) : 0;
+  e.metrics.exact_match = rows ? exact / rows : 0;
+  model.module().train();
+  return e;
+}
+
+}  // namespace
+
+TrainResult train_experiment(const ExperimentConfig& c, int threads) {
+  set_num_threads(threads);
+  BatchSource source(c);  // data first: a missing text file fails before a run folder exists
+  Generator init(c.seed), data_gen(c.seed + 1);
+  Model model(c, source, init);
+  std::unique_ptr<Optimizer> optimizer = make_optimizer(c.train.optimizer, model.module());
+  ScheduleOptions schedule_options = c.train.schedule;
+  schedule_options.lr = c.train.optimizer.lr;
+  const LrSchedule schedule(schedule_options);
+
+  TrainResult result;
+  result.run_dir = make_run_dir(c);
+  std::ofstream(result.run_dir + "/config.yaml") << config_to_yaml(c);
+  std::ofstream jsonl(result.run_dir + "/metrics.jsonl"), csv(result.run_dir + "/metrics.csv");
+  csv << "step,split,loss,token_accuracy,exact_match,lr,tokens_per_s,elapsed_s\n";
+  std::printf("attnlab: training %s (%zu parameters) for %zu steps; run folder %s\n", c.name.c_str(),
+              model.module().parameter_count(), c.train.steps, result.run_dir.c_str());
+  std::fflush(stdout);
+
+  const auto start = std::chrono::steady_clock::now();
+  std::size_t tokens = 0;
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  auto log_row = [&](std::size_t step, const char* split, double loss, const data::SequenceMetrics* m, double lr) {
+    const double seconds = elapsed(), rate = seconds > 0 ? static_cast<double>(tokens) / seconds : 0;
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "{\"step\": %zu, \"split\": \"%s\", \"loss\": %.6g, \"token_accuracy\": %s, \"exact_match\": %s, "
+                  "\"lr\": %.6g, \"tokens_per_s\": %.1f, \"elapsed_s\": %.3f}",
+                  step, split, loss, m ? std::to_string(m->token_accuracy).c_str() : "null",
+                  m ? std::to_string(m->exact_match).c_str() : "null", lr, rate, seconds);
+    jsonl << line << "\n";
+    csv << step << "," << split << "," << loss << "," << (m ? std::to_string(m->token_accuracy) : "") << ","
+        << (m ? std::to_string(m->exact_match) : "") << "," << lr << "," << rate << "," << seconds << "\n";
+    jsonl.flush();
+    csv.flush();
+  };
+
+  double running = 0;
+  std::size_t running_count = 0;
+  for (std::size_t step = 1; step <= c.train.steps; ++step) {
+    const double lr = schedule.lr_at(step - 1);
+    optimizer->set_lr(lr);
+    const data::SequenceBatch batch = source.next(false, data_gen);
+    Tensor loss = cross_entropy(model.forward(batch), batch.target, data::kIgnore);
+    optimizer->zero_grad();
+    loss.backward();
+    if (c.train.grad_clip > 0) clip_grad_norm(model.module().parameters(), c.train.grad_clip);
+    optimizer->step();
+    const double value = loss.item();
+    if (!std::isfinite(value)) {
+      throw std::runtime_error("the loss became " + std::to_string(value) + " at step " + std::to_string(step) +
+                               "; lower train.optimizer.lr or set train.grad_clip");
+    }
+    tokens += batch.input.numel();
+    running += value;
+    ++running_count;
+    result.final_train_loss = value;
+    if (step % c.log.interval == 0 || step == c.train.steps) {
+      const double mean_loss = running / static_cast<double>(running_count);
+      log_row(step, "train", mean_loss, nullptr, lr);
+      const double seconds = elapsed();
+      std::printf("[%s] step %zu/%zu  loss %.4f  lr %.3g  %.0f tok/s  eta %.0fs\n", clock_time().c_str(), step,
+                  c.train.steps, mean_loss, lr, static_cast<double>(tokens) / seconds,
+                  seconds / static_cast<double>(step) * static_cast<double>(c.train.steps - step));
+      std::fflush(stdout);
+      running = 0;
+      running_count = 0;
+    }
+    if (step % c.train.eval_interval == 0 || step == c.train.steps) {
+      const Evaluation e = evaluate(model, source, c.train.eval_batches, c.seed + 2);
+      log_row(step, "eval", e.loss, &e.metrics, lr);
+      std::printf("[%s] eval at step %zu: loss %.4f  token accuracy %.2f%%  exact match %.2f%%\n", clock_time().c_str(), step,
+                  e.loss, 100 * e.metrics.token_accuracy, 100 * e.metrics.exact_match);
+      std::fflush(stdout);
+      result.final_eval_loss = e.loss;
+      result.final_token_accuracy = e.metrics.token_accuracy;
+      result.final_exact_match = e.metrics.exact_match;
+    }
+  }
+  std::printf("attnlab: done in %.1fs; results in %s\n", elapsed(), result.run_dir.c_str());
+  return result;
+}
+
+}  // namespace attnlab

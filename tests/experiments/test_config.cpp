@@ -1,0 +1,83 @@
+// Experiment configs: defaults, overrides, the resolved config round trip, the documentation of every
+// key, and a table of bad configs with the position and message each must give.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "experiments/runner/config.hpp"
+#include "framework/io/config_node.hpp"
+
+namespace attnlab {
+namespace {
+
+TEST(Config, DefaultsOverridesAndRoundTrip) {
+  const ExperimentConfig c = parse_config("name: t\ntask:\n  name: sort\n", "t.yaml",
+                                          {"model.attention.name=linear", "train.steps=7", "model.attention.options={eps: 0.001}"});
+  EXPECT_EQ(c.task.name, "sort");
+  EXPECT_EQ(c.model.encoder.attention, "linear");
+  EXPECT_EQ(c.train.steps, 7u);
+  EXPECT_EQ(c.model.encoder.d_model, 64u);
+  EXPECT_EQ(c.model.encoder.max_len, 8u);  // the task's sequence length
+  const ExperimentConfig again = parse_config(config_to_yaml(c), "resolved.yaml");
+  EXPECT_EQ(config_to_yaml(again), config_to_yaml(c));
+}
+
+TEST(Config, EveryKeyIsDocumented) {
+  std::ifstream in(std::string(ATTNLAB_SOURCE_DIR) + "/docs/configs.md");
+  ASSERT_TRUE(in) << "docs/configs.md is missing";
+  std::stringstream text;
+  text << in.rdbuf();
+  for (const std::string& key : config_keys())
+    EXPECT_NE(text.str().find("`" + key + "`"), std::string::npos) << key << " is read by the config but not in docs/configs.md";
+}
+
+struct BadConfig {
+  const char* yaml;
+  std::vector<std::string> overrides;
+  const char* position;  // "line:column", or "" when the error has no position in the file
+  const char* message;   // a fragment of the message
+};
+
+class BadConfigs : public ::testing::TestWithParam<BadConfig> {};
+
+TEST_P(BadConfigs, FailWithPositionAndAdvice) {
+  const BadConfig& b = GetParam();
+  try {
+    parse_config(b.yaml, "bad.yaml", b.overrides);
+    FAIL() << "no error for:\n" << b.yaml;
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    if (*b.position) {
+      EXPECT_NE(what.find(std::string("bad.yaml:") + b.position + ":"), std::string::npos) << what;
+    }
+    EXPECT_NE(what.find(b.message), std::string::npos) << what;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, BadConfigs,
+    ::testing::Values(
+        BadConfig{"name: x\nmodle:\n  d_model: 32\n", {}, "2:1", "unknown key 'modle'; did you mean 'model'?"},
+        BadConfig{"model:\n  d_modl: 32\n", {}, "2:3", "unknown key 'model.d_modl'; did you mean 'model.d_model'?"},
+        BadConfig{"seed: 1\nseed: 2\n", {}, "2:1", "duplicate key 'seed'"},
+        BadConfig{"train:\n  steps: abc\n", {}, "2:10", "'train.steps' must be an integer, got 'abc'"},
+        BadConfig{"model:\n  dropout: 1.5\n", {}, "2:12", "'model.dropout' must be [0, 1), got 1.5"},
+        BadConfig{"model:\n  d_model: 64\n  n_heads: 3\n", {}, "3:12", "model.n_heads (3) must divide model.d_model (64)"},
+        BadConfig{"model:\n  kind: causal_lm\n  attention:\n    name: linformer\n", {}, "4:11",
+                  "linformer does not support causal attention"},
+        BadConfig{"model:\n  attention:\n    name: sofmax\n", {}, "3:11", "did you mean 'softmax'?"},
+        BadConfig{"model:\n  attention:\n    name: softmax\n    options:\n      dropot: 0.1\n", {}, "5:7",
+                  "unknown key 'model.attention.options.dropot'; did you mean 'model.attention.options.dropout'?"},
+        BadConfig{"task:\n  name: mqar\n", {}, "", "task 'mqar' cannot train a token_tagger; use model.kind causal_lm"},
+        BadConfig{"task:\n\tname: copy\n", {}, "2:6", "YAML indents with spaces only"},
+        BadConfig{"name: x\n", {"train.stesp=5"}, "", "unknown key 'train.stesp'; did you mean 'train.steps'?"},
+        BadConfig{"name: x\n", {"train.steps"}, "", "must look like key=value"},
+        BadConfig{"task:\n  name: char_text\n", {}, "", "task.path is required for char_text"},
+        BadConfig{"task:\n  name: mqar\n  pairs: 12\n  symbols: 8\nmodel:\n  kind: causal_lm\n", {}, "3:10",
+                  "task.pairs (12) must not exceed task.symbols (8)"},
+        BadConfig{"train:\n  schedule:\n    kind: cosine\n", {}, "3:11", "did you mean 'warmup_cosine'?"},
+        BadConfig{"- a\n- b\n", {}, "1:1", "the config must be a mapping"}));
+
+}  // namespace
+}  // namespace attnlab

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# End-to-end runs of `attnlab train` on tiny configs: every task with a model kind that trains it,
+# every model kind, a bad config (exit 2, no run folder), and a resolved config that runs again.
+# Usage: train_cli.sh ATTNLAB_BINARY SOURCE_DIR WORK_DIR
+set -uo pipefail
+attnlab=$1 source=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+config="$source/configs/reverse.yaml"
+tiny=(train.steps=6 train.batch_size=4 train.eval_interval=3 train.eval_batches=1 log.interval=3
+      train.schedule.kind=constant train.schedule.warmup_steps=0 model.d_model=16 model.n_layers=1 model.n_heads=2)
+failures=0
+check() {  # name, then the command
+  local name=$1; shift
+  if "$@" > "$work/$name.log" 2>&1; then echo "ok: $name"; else echo "FAILED: $name"; cat "$work/$name.log"; failures=$((failures + 1)); fi
+}
+for case in "copy token_tagger" "reverse token_tagger" "sort causal_lm" "mqar causal_lm" "induction causal_lm" "majority sequence_classifier"; do
+  set -- $case
+  check "train_$1_$2" "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name="$1-$2" task.name="$1" model.kind="$2"
+  for f in config.yaml metrics.jsonl metrics.csv; do
+    [ -s "$work/runs/$1-$2/$f" ] || { echo "FAILED: $1-$2 has no $f"; failures=$((failures + 1)); }
+  done
+  grep -q '"split": "eval"' "$work/runs/$1-$2/metrics.jsonl" || { echo "FAILED: $1-$2 logged no evaluation"; failures=$((failures + 1)); }
+done
+printf 'to be or not to be, that is the question\n%.0s' {1..40} > "$work/text.txt"
+check train_char_text "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name=text task.name=char_text \
+  task.path="$work/text.txt" task.block_size=16 model.kind=causal_lm
+check train_from_resolved_config "$attnlab" train "$work/runs/sort-causal_lm/config.yaml" log.dir="$work/again"
+
+# A bad config: exit status 2, a positioned message, and nothing written.
+"$attnlab" train "$config" log.dir="$work/bad" model.n_heads=3 > "$work/bad.log" 2>&1
+status=$?
+if [ $status -eq 2 ] && grep -q "must divide" "$work/bad.log" && [ ! -e "$work/bad" ]; then
+  echo "ok: bad config exits 2 and writes nothing"
+else
+  echo "FAILED: bad config (status $status)"; cat "$work/bad.log"; failures=$((failures + 1))
+fi
+"$attnlab" train "$config" log.dir="$work/bad" task.name=char_text task.path="$work/missing.txt" model.kind=causal_lm > "$work/missing.log" 2>&1
+status=$?
+if [ $status -ne 0 ] && grep -q "get_data.sh" "$work/missing.log" && [ ! -e "$work/bad" ]; then
+  echo "ok: a missing text file says how to get it and writes nothing"
+else
+  echo "FAILED: missing text file (status $status)"; cat "$work/missing.log"; failures=$((failures + 1))
+fi
+echo "$failures failures"
+[ $failures -eq 0 ]
