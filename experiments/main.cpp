@@ -17,12 +17,13 @@ int main(int argc, char** argv) {
   CLI::App app{"attnlab: train mini transformers and compare attention mechanisms"};
   app.require_subcommand(1);
 
-  std::string config_path;
-  std::vector<std::string> overrides;
+  std::vector<std::string> train_args;
+  std::string resume_dir;
   int train_threads = 1;
-  CLI::App* train_cmd = app.add_subcommand("train", "train the experiment a YAML config describes; writes a run folder");
-  train_cmd->add_option("config", config_path, "the experiment's YAML file")->required()->check(CLI::ExistingFile);
-  train_cmd->add_option("overrides", overrides, "key=value settings over the file, e.g. model.attention.name=linear");
+  CLI::App* train_cmd = app.add_subcommand(
+      "train", "train the experiment a YAML config describes (CONFIG [key=value ...]), or --resume RUN [key=value ...]");
+  train_cmd->add_option("args", train_args, "the experiment's YAML file, then key=value overrides (e.g. model.attention.name=linear)");
+  train_cmd->add_option("--resume", resume_dir, "continue the run in this folder from its last.ckpt")->check(CLI::ExistingDirectory);
   train_cmd->add_option("--threads", train_threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
 
   CLI::App* list_cmd = app.add_subcommand("list", "the registered attention kernels, their capabilities and options");
@@ -61,6 +62,16 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (*train_cmd) {
+      std::string config_path = resume_dir.empty() ? "" : resume_dir + "/config.yaml";
+      std::vector<std::string> overrides = train_args;
+      if (resume_dir.empty()) {
+        if (train_args.empty() || train_args[0].find('=') != std::string::npos) {
+          std::fprintf(stderr, "attnlab train: give a config file (attnlab train CONFIG [key=value ...]) or --resume RUN\n");
+          return 2;
+        }
+        config_path = train_args[0];
+        overrides.erase(overrides.begin());
+      }
       attnlab::ExperimentConfig config;
       try {
         config = attnlab::load_config(config_path, overrides);
@@ -71,8 +82,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "attnlab: config error in %s: %s\n", config_path.c_str(), e.what());
         return 2;
       }
-      attnlab::train_experiment(config, train_threads);
-      return 0;
+      const attnlab::TrainResult result = attnlab::train_experiment(config, train_threads, resume_dir);
+      return result.interrupted ? 130 : 0;
     }
     if (*list_cmd) return attnlab::list_kernels();
     if (*gradcheck_cmd) return attnlab::gradcheck_kernels(check_kernel);

@@ -139,6 +139,7 @@ ExperimentConfig read(const YAML::Node& root, const std::string& file, std::vect
   c.train.grad_clip = train.get("grad_clip", c.train.grad_clip, Range::at_least(0.0));
   c.train.eval_interval = train.get<std::size_t>("eval_interval", c.train.eval_interval, Range::at_least(1));
   c.train.eval_batches = train.get<std::size_t>("eval_batches", c.train.eval_batches, Range::at_least(1));
+  c.train.checkpoint_interval = train.get<std::size_t>("checkpoint_interval", c.train.checkpoint_interval);
   Section opt(train.child("optimizer"), "train.optimizer", file, keys);
   OptimizerConfig& o = c.train.optimizer;
   o.name = opt.choice("name", o.name, {"adamw", "adam", "sgd"});
@@ -282,6 +283,7 @@ std::string config_to_yaml(const ExperimentConfig& c) {
   out << YAML::Key << "grad_clip" << YAML::Value << t.grad_clip;
   out << YAML::Key << "eval_interval" << YAML::Value << t.eval_interval;
   out << YAML::Key << "eval_batches" << YAML::Value << t.eval_batches;
+  out << YAML::Key << "checkpoint_interval" << YAML::Value << t.checkpoint_interval;
   out << YAML::Key << "optimizer" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << t.optimizer.name;
   out << YAML::Key << "lr" << YAML::Value << t.optimizer.lr;

@@ -46,6 +46,7 @@ struct TrainConfig {
   double grad_clip = 1.0;       // 0: no clipping
   std::size_t eval_interval = 100;
   std::size_t eval_batches = 4;
+  std::size_t checkpoint_interval = 0;  // also write last.ckpt every this many steps; 0: only at the end
 };
 
 struct LogConfig {

@@ -1,6 +1,10 @@
 #include "experiments/runner/train.hpp"
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
+#include <limits>
+#include <map>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -10,6 +14,7 @@
 #include <stdexcept>
 
 #include "datasets/char_text.hpp"
+#include "framework/io/checkpoint.hpp"
 #include "framework/models/text_models.hpp"
 #include "framework/ops/parallel.hpp"
 #include "framework/optim/optimizer.hpp"
@@ -148,9 +153,33 @@ Evaluation evaluate(Model& model, const BatchSource& source, std::size_t batches
   return e;
 }
 
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_interrupt(int) { g_interrupted = true; }
+
+// Everything a run needs to continue exactly where it stopped.
+Checkpoint make_checkpoint(const ExperimentConfig& c, Module& model, const Optimizer& optimizer, const Generator& data_gen,
+                           std::size_t step, double running, std::size_t running_count, double best_eval) {
+  Checkpoint ck;
+  for (const auto& [name, t] : model.state_dict()) ck.tensors["model." + name] = t;
+  for (const auto& [name, t] : optimizer.state_dict()) ck.tensors["optim." + name] = t;
+  const std::vector<std::int64_t> rng = data_gen.state();
+  ck.tensors["rng.data"] = from_indices(rng, {rng.size()});
+  ck.tensors["step"] = from_indices({static_cast<std::int64_t>(step)}, {});
+  ck.tensors["running_loss"] = from_vector({running, static_cast<double>(running_count), best_eval}, {3}, DType::float64);
+  ck.texts["config"] = config_to_yaml(c);
+  return ck;
+}
+
+std::map<std::string, Tensor> with_prefix(const Checkpoint& ck, const std::string& prefix) {
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, t] : ck.tensors)
+    if (name.rfind(prefix, 0) == 0) out.emplace(name.substr(prefix.size()), t);
+  return out;
+}
+
 }  // namespace
 
-TrainResult train_experiment(const ExperimentConfig& c, int threads) {
+TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::string& resume_dir) {
   set_num_threads(threads);
   BatchSource source(c);  // data first: a missing text file fails before a run folder exists
   Generator init(c.seed), data_gen(c.seed + 1);
@@ -161,13 +190,43 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads) {
   const LrSchedule schedule(schedule_options);
 
   TrainResult result;
-  result.run_dir = make_run_dir(c);
-  std::ofstream(result.run_dir + "/config.yaml") << config_to_yaml(c);
-  std::ofstream jsonl(result.run_dir + "/metrics.jsonl"), csv(result.run_dir + "/metrics.csv");
-  csv << "step,split,loss,token_accuracy,exact_match,lr,tokens_per_s,elapsed_s\n";
-  std::printf("attnlab: training %s (%zu parameters) for %zu steps; run folder %s\n", c.name.c_str(),
-              model.module().parameter_count(), c.train.steps, result.run_dir.c_str());
+  std::size_t first_step = 1;
+  double running = 0, best_eval = std::numeric_limits<double>::infinity();
+  std::size_t running_count = 0;
+  if (!resume_dir.empty()) {
+    result.run_dir = resume_dir;
+    const Checkpoint ck = load_checkpoint(resume_dir + "/last.ckpt");
+    model.module().load_state_dict(with_prefix(ck, "model."));
+    optimizer->load_state_dict(with_prefix(ck, "optim."));
+    const Tensor rng = ck.tensors.at("rng.data");
+    data_gen.set_state(std::vector<std::int64_t>(rng.data<std::int64_t>(), rng.data<std::int64_t>() + rng.numel()));
+    first_step = static_cast<std::size_t>(ck.tensors.at("step").item()) + 1;
+    if (first_step > c.train.steps) {
+      throw std::invalid_argument("the run in " + resume_dir + " is already at step " + std::to_string(first_step - 1) +
+                                  "; to train further set train.steps above it (attnlab train --resume " + resume_dir +
+                                  " train.steps=N)");
+    }
+    const auto saved = ck.tensors.at("running_loss").to_vector();
+    running = saved[0];
+    running_count = static_cast<std::size_t>(saved[1]);
+    best_eval = saved[2];
+    std::ofstream(result.run_dir + "/config.yaml") << config_to_yaml(c);  // with any new overrides (train.steps)
+  } else {
+    result.run_dir = make_run_dir(c);
+    std::ofstream(result.run_dir + "/config.yaml") << config_to_yaml(c);
+    std::ofstream(result.run_dir + "/metrics.csv") << "step,split,loss,token_accuracy,exact_match,lr,tokens_per_s,elapsed_s\n";
+  }
+  std::ofstream jsonl(result.run_dir + "/metrics.jsonl", std::ios::app), csv(result.run_dir + "/metrics.csv", std::ios::app);
+  std::printf("attnlab: %s %s (%zu parameters) %s step %zu to %zu; run folder %s\n", resume_dir.empty() ? "training" : "resuming",
+              c.name.c_str(), model.module().parameter_count(), resume_dir.empty() ? "from" : "at", first_step, c.train.steps,
+              result.run_dir.c_str());
   std::fflush(stdout);
+  auto save = [&](const std::string& file, std::size_t step) {
+    save_checkpoint(result.run_dir + "/" + file,
+                    make_checkpoint(c, model.module(), *optimizer, data_gen, step, running, running_count, best_eval));
+  };
+  g_interrupted = false;
+  auto previous_handler = std::signal(SIGINT, on_interrupt);
 
   const auto start = std::chrono::steady_clock::now();
   std::size_t tokens = 0;
@@ -187,9 +246,7 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads) {
     csv.flush();
   };
 
-  double running = 0;
-  std::size_t running_count = 0;
-  for (std::size_t step = 1; step <= c.train.steps; ++step) {
+  for (std::size_t step = first_step; step <= c.train.steps; ++step) {
     const double lr = schedule.lr_at(step - 1);
     optimizer->set_lr(lr);
     const data::SequenceBatch batch = source.next(false, data_gen);
@@ -220,6 +277,10 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads) {
     }
     if (step % c.train.eval_interval == 0 || step == c.train.steps) {
       const Evaluation e = evaluate(model, source, c.train.eval_batches, c.seed + 2);
+      if (e.loss < best_eval) {
+        best_eval = e.loss;
+        save("best.ckpt", step);
+      }
       log_row(step, "eval", e.loss, &e.metrics, lr);
       std::printf("[%s] eval at step %zu: loss %.4f  token accuracy %.2f%%  exact match %.2f%%\n", clock_time().c_str(), step,
                   e.loss, 100 * e.metrics.token_accuracy, 100 * e.metrics.exact_match);
@@ -228,7 +289,17 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads) {
       result.final_token_accuracy = e.metrics.token_accuracy;
       result.final_exact_match = e.metrics.exact_match;
     }
+    if (step == c.train.steps || (c.train.checkpoint_interval && step % c.train.checkpoint_interval == 0)) save("last.ckpt", step);
+    if (g_interrupted && step < c.train.steps) {
+      save("last.ckpt", step);
+      std::signal(SIGINT, previous_handler);
+      std::printf("attnlab: interrupted after step %zu; checkpoint written. Resume with: attnlab train --resume %s\n", step,
+                  result.run_dir.c_str());
+      result.interrupted = true;
+      return result;
+    }
   }
+  std::signal(SIGINT, previous_handler);
   std::printf("attnlab: done in %.1fs; results in %s\n", elapsed(), result.run_dir.c_str());
   return result;
 }

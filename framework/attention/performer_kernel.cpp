@@ -62,12 +62,17 @@ class PerformerKernel : public AttentionKernel {
   PerformerKernel(const KernelSpec& spec, const PerformerKernelConfig& config, Generator& gen)
       : config_(config), head_dim_(spec.head_dim), gen_(gen.split()) {
     draw_features();
+    register_generator("rng", &gen_);
+    calls_ = register_buffer("calls", zeros({1}, DType::int64));  // training forwards so far (redraw schedule)
   }
   std::string name() const override { return "performer"; }
   KernelCapabilities capabilities() const override { return KernelCapabilities{}; }
 
   AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
-    if (is_training() && config_.redraw_interval > 0 && calls_++ % config_.redraw_interval == 0 && calls_ > 1) draw_features();
+    if (is_training() && config_.redraw_interval > 0) {
+      std::int64_t& calls = calls_.data<std::int64_t>()[0];
+      if (calls++ % static_cast<std::int64_t>(config_.redraw_interval) == 0 && calls > 1) draw_features();
+    }
     return feature_attention(features(q, true), features(k, false), v, context, 1e-12, "performer");
   }
 
@@ -84,7 +89,9 @@ class PerformerKernel : public AttentionKernel {
     Tensor stabiliser;
     {
       NoGradGuard constant;
-      stabiliser = is_query ? max(proj - half_norm, -1, true) : full({}, key_bound_, x.dtype());
+      // Recomputed from the buffer each time, so a loaded checkpoint's features bring their own bound.
+      const double key_bound = 0.5 * max(sum(projection_ * projection_, -1)).item();
+      stabiliser = is_query ? max(proj - half_norm, -1, true) : full({}, key_bound, x.dtype());
     }
     const Tensor phi = exp(proj - half_norm - stabiliser) + mul(exp(neg(stabiliser)), config_.eps);
     return mul(phi, 1.0 / std::sqrt(m));
@@ -92,7 +99,6 @@ class PerformerKernel : public AttentionKernel {
 
   void draw_features() {
     const Tensor w = orthogonal_features(config_.features, head_dim_, gen_);
-    key_bound_ = 0.5 * max(sum(w * w, -1)).item();
     if (projection_.defined()) {
       projection_.set_data(w.to(projection_.dtype()));
     } else {
@@ -104,8 +110,7 @@ class PerformerKernel : public AttentionKernel {
   std::size_t head_dim_;
   Generator gen_;
   Tensor projection_;  // [m, D]
-  double key_bound_ = 0;
-  std::size_t calls_ = 0;
+  Tensor calls_;  // int64 [1]
 };
 
 std::shared_ptr<AttentionKernel> make_performer(const KernelSpec& spec, const YAML::Node& options, const std::string& file,

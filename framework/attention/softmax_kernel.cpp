@@ -21,6 +21,7 @@ class SoftmaxKernel : public AttentionKernel {
   SoftmaxKernel(const KernelSpec& spec, const SoftmaxKernelConfig& config, Generator& gen)
       : config_(config), gen_(gen.split()) {
     scale_ = config.scale > 0 ? config.scale : 1.0 / std::sqrt(static_cast<double>(spec.head_dim));
+    register_generator("rng", &gen_);
   }
 
   std::string name() const override { return "softmax"; }

@@ -45,6 +45,7 @@ Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, weight, 
 
 Dropout::Dropout(double p, Generator& gen) : p_(p), gen_(gen.split()) {
   if (!(p >= 0.0 && p < 1.0)) throw std::invalid_argument("Dropout: p must be in [0, 1), got " + std::to_string(p));
+  register_generator("rng", &gen_);
 }
 
 Tensor Dropout::forward(const Tensor& x) { return dropout(x, p_, is_training(), gen_); }

@@ -25,6 +25,7 @@ void Module::check_new_name(const std::string& name) const {
   for (const auto& p : parameters_) taken |= p.name == name;
   for (const auto& b : buffers_) taken |= b.first == name;
   for (const auto& c : children_) taken |= c.first == name;
+  for (const auto& g : generators_) taken |= g.first == name;
   if (taken) throw std::invalid_argument("Module: the name '" + name + "' is registered twice");
 }
 
@@ -41,6 +42,17 @@ Tensor Module::register_buffer(const std::string& name, Tensor tensor) {
   if (!tensor.defined()) throw std::invalid_argument("Module: buffer '" + name + "' is undefined");
   buffers_.emplace_back(name, tensor);
   return tensor;
+}
+
+void Module::register_generator(const std::string& name, Generator* generator) {
+  check_new_name(name);
+  if (!generator) throw std::invalid_argument("Module: generator '" + name + "' is null");
+  generators_.emplace_back(name, generator);
+}
+
+void Module::collect_generators(const std::string& prefix, std::vector<std::pair<std::string, Generator*>>& out) const {
+  for (const auto& [name, g] : generators_) out.emplace_back(prefix + name, g);
+  for (const auto& [name, child] : children_) child->collect_generators(prefix + name + ".", out);
 }
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> module) {
@@ -103,6 +115,12 @@ std::map<std::string, Tensor> Module::state_dict() const {
   std::map<std::string, Tensor> out;
   for (const auto& p : named_parameters()) out.emplace(p.name, p.tensor.detach());
   for (const auto& [name, tensor] : named_buffers()) out.emplace(name, tensor.detach());
+  std::vector<std::pair<std::string, Generator*>> generators;
+  collect_generators("", generators);
+  for (const auto& [name, g] : generators) {
+    const std::vector<std::int64_t> state = g->state();
+    out.emplace(name, from_indices(state, {state.size()}));
+  }
   return out;
 }
 
@@ -110,6 +128,9 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state) {
   std::map<std::string, Tensor> own;
   for (const auto& p : named_parameters()) own.emplace(p.name, p.tensor);
   for (const auto& [name, tensor] : named_buffers()) own.emplace(name, tensor);
+  std::vector<std::pair<std::string, Generator*>> generators;
+  collect_generators("", generators);
+  for (const auto& [name, g] : generators) own.emplace(name, zeros({7}, DType::int64));
   std::string problems;
   for (const auto& [name, tensor] : own) {
     auto it = state.find(name);
@@ -126,6 +147,12 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state) {
     if (!own.count(name)) problems += "\n  unexpected: " + name + (tensor.defined() ? " " + shape_str(tensor.shape()) : "");
   }
   if (!problems.empty()) throw std::invalid_argument("load_state_dict: the state does not match the model:" + problems);
+  for (const auto& [name, g] : generators) {
+    const Tensor saved = state.at(name).to(DType::int64);
+    const std::int64_t* p = saved.data<std::int64_t>();
+    g->set_state(std::vector<std::int64_t>(p, p + saved.numel()));
+    own.erase(name);
+  }
   for (auto& [name, tensor] : own) {
     const Tensor source = state.at(name).to(tensor.dtype()).clone();  // clone: contiguous, exactly numel elements
     std::memcpy(tensor.storage()->data(), source.storage()->data(), source.numel() * element_size(source.dtype()));

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "framework/tensor/random.hpp"
 #include "framework/tensor/tensor.hpp"
 
 namespace attnlab {
@@ -64,7 +65,8 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
-  // Parameters and buffers by dotted name; the tensors share storage with the module's.
+  // Parameters, buffers and generator states by dotted name; parameter and buffer tensors share
+  // storage with the module's.
   std::map<std::string, Tensor> state_dict() const;
   // Copies values in by name (converting dtype when it differs). Missing, unexpected or mis-shaped
   // entries are an error naming every such entry; nothing is copied unless all entries match.
@@ -76,6 +78,9 @@ class Module {
   // Registers and returns `tensor` as a parameter (set to require grad).
   Tensor register_parameter(const std::string& name, Tensor tensor, ParamKind kind = ParamKind::weight);
   Tensor register_buffer(const std::string& name, Tensor tensor);
+  // A random generator whose state belongs to the module's state (dropout masks, feature redraws), so
+  // that a checkpoint restores it: it appears in state_dict() as an int64 tensor "<name>".
+  void register_generator(const std::string& name, Generator* generator);
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> module) {
     add_child(name, module);
@@ -87,9 +92,11 @@ class Module {
   void check_new_name(const std::string& name) const;
   void collect_parameters(const std::string& prefix, std::vector<NamedParameter>& out) const;
   void collect_buffers(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;
+  void collect_generators(const std::string& prefix, std::vector<std::pair<std::string, Generator*>>& out) const;
 
   std::vector<NamedParameter> parameters_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::vector<std::pair<std::string, Generator*>> generators_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };

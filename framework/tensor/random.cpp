@@ -1,6 +1,9 @@
 #include "framework/tensor/random.hpp"
 
 #include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
 
 namespace attnlab {
 namespace {
@@ -67,5 +70,20 @@ double Generator::next_normal() {
 }
 
 Generator Generator::split() { return Generator(next_u64()); }
+
+std::vector<std::int64_t> Generator::state() const {
+  std::int64_t spare = 0;
+  std::memcpy(&spare, &spare_normal_, sizeof spare);
+  return {static_cast<std::int64_t>(seed_), static_cast<std::int64_t>(s_[0]), static_cast<std::int64_t>(s_[1]),
+          static_cast<std::int64_t>(s_[2]), static_cast<std::int64_t>(s_[3]), has_spare_normal_ ? 1 : 0, spare};
+}
+
+void Generator::set_state(const std::vector<std::int64_t>& state) {
+  if (state.size() != 7) throw std::invalid_argument("Generator::set_state: expected 7 values, got " + std::to_string(state.size()));
+  seed_ = static_cast<std::uint64_t>(state[0]);
+  for (int i = 0; i < 4; ++i) s_[i] = static_cast<std::uint64_t>(state[1 + i]);
+  has_spare_normal_ = state[5] != 0;
+  std::memcpy(&spare_normal_, &state[6], sizeof spare_normal_);
+}
 
 }  // namespace attnlab

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace attnlab {
 
@@ -20,6 +21,9 @@ class Generator {
   double next_normal();
   // An independent generator derived from this one's stream (for dropout, data shuffling, ...).
   Generator split();
+  // The whole state as 7 integers (for checkpoints), and back; set_state checks the count.
+  std::vector<std::int64_t> state() const;
+  void set_state(const std::vector<std::int64_t>& state);
 
  private:
   std::uint64_t seed_;

@@ -41,5 +41,21 @@ if [ $status -ne 0 ] && grep -q "get_data.sh" "$work/missing.log" && [ ! -e "$wo
 else
   echo "FAILED: missing text file (status $status)"; cat "$work/missing.log"; failures=$((failures + 1))
 fi
+# Ctrl-C: the current step finishes, last.ckpt is written, the resume command is printed; resuming finishes.
+"$attnlab" train "$config" log.dir="$work/runs" name=interrupted train.steps=100000 model.d_model=16 model.n_heads=2 \
+  > "$work/interrupted.log" 2>&1 &
+pid=$!
+for _ in $(seq 50); do grep -q "step 50/" "$work/interrupted.log" 2>/dev/null && break; sleep 0.1; done
+kill -INT $pid
+wait $pid
+status=$?
+if [ $status -eq 130 ] && [ -s "$work/runs/interrupted/last.ckpt" ] && grep -q "attnlab train --resume" "$work/interrupted.log"; then
+  echo "ok: Ctrl-C writes a checkpoint and says how to resume"
+  stopped=$(sed -n 's/.*interrupted after step \([0-9]*\).*/\1/p' "$work/interrupted.log")
+  check resume_after_interrupt "$attnlab" train --resume "$work/runs/interrupted" train.steps=$((stopped + 20))
+  grep -q "resuming interrupted" "$work/resume_after_interrupt.log" || { echo "FAILED: resume did not resume"; failures=$((failures + 1)); }
+else
+  echo "FAILED: Ctrl-C (status $status)"; cat "$work/interrupted.log"; failures=$((failures + 1))
+fi
 echo "$failures failures"
 [ $failures -eq 0 ]

@@ -1,0 +1,166 @@
+#include "framework/io/checkpoint.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace attnlab {
+namespace {
+
+constexpr char kMagic[8] = {'A', 'T', 'N', 'L', 'C', 'K', 'P', 'T'};
+constexpr std::uint32_t kVersion = 1;
+
+std::uint64_t fnv1a(const std::string& bytes) {
+  std::uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+template <class T>
+void put(std::string& out, T value) {
+  out.append(reinterpret_cast<const char*>(&value), sizeof value);
+}
+
+void put_string(std::string& out, const std::string& s) {
+  put<std::uint32_t>(out, static_cast<std::uint32_t>(s.size()));
+  out.append(s);
+}
+
+// Reads from the payload with bounds checks; every shortfall is "truncated".
+class Reader {
+ public:
+  Reader(const std::string& data, const std::string& path) : data_(data), path_(path) {}
+  template <class T>
+  T get() {
+    T value;
+    need(sizeof value);
+    std::memcpy(&value, data_.data() + at_, sizeof value);
+    at_ += sizeof value;
+    return value;
+  }
+  std::string bytes(std::size_t n) {
+    need(n);
+    std::string s = data_.substr(at_, n);
+    at_ += n;
+    return s;
+  }
+  std::string text() { return bytes(get<std::uint32_t>()); }
+  bool done() const { return at_ == data_.size(); }
+
+ private:
+  void need(std::size_t n) const {
+    if (data_.size() - at_ < n) throw std::runtime_error("checkpoint " + path_ + " is truncated or corrupted (its contents end early)");
+  }
+  const std::string& data_;
+  std::string path_;
+  std::size_t at_ = 0;
+};
+
+}  // namespace
+
+void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
+  std::string payload;
+  put<std::uint32_t>(payload, static_cast<std::uint32_t>(checkpoint.tensors.size()));
+  for (const auto& [name, tensor] : checkpoint.tensors) {
+    put_string(payload, name);
+    put<std::uint8_t>(payload, static_cast<std::uint8_t>(tensor.dtype()));
+    put<std::uint32_t>(payload, static_cast<std::uint32_t>(tensor.dim()));
+    for (std::size_t d : tensor.shape()) put<std::uint64_t>(payload, d);
+    payload.append(static_cast<const char*>(tensor.storage()->data()), tensor.numel() * element_size(tensor.dtype()));
+  }
+  put<std::uint32_t>(payload, static_cast<std::uint32_t>(checkpoint.texts.size()));
+  for (const auto& [name, text] : checkpoint.texts) {
+    put_string(payload, name);
+    put<std::uint64_t>(payload, text.size());
+    payload.append(text);
+  }
+  std::string file(kMagic, sizeof kMagic);
+  put<std::uint32_t>(file, kVersion);
+  put<std::uint64_t>(file, payload.size());
+  file += payload;
+  put<std::uint64_t>(file, fnv1a(payload));
+
+  const std::string temporary = path + ".tmp";
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot write checkpoint " + temporary + ": " + std::strerror(errno));
+  std::size_t written = 0;
+  while (written < file.size()) {
+    const ssize_t n = ::write(fd, file.data() + written, file.size() - written);
+    if (n < 0) {
+      const std::string reason = std::strerror(errno);
+      ::close(fd);
+      std::remove(temporary.c_str());
+      throw std::runtime_error("cannot write checkpoint " + temporary + ": " + reason);
+    }
+    written += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    std::remove(temporary.c_str());
+    throw std::runtime_error("cannot flush checkpoint " + temporary + ": " + std::strerror(errno));
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    std::remove(temporary.c_str());
+    throw std::runtime_error("cannot move checkpoint into place at " + path + ": " + std::strerror(errno));
+  }
+}
+
+Checkpoint load_checkpoint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read checkpoint " + path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string file = buffer.str();
+  const std::size_t header = sizeof kMagic + sizeof(std::uint32_t) + sizeof(std::uint64_t);
+  if (file.size() < sizeof kMagic || std::memcmp(file.data(), kMagic, sizeof kMagic) != 0) {
+    throw std::runtime_error(path + " is not an attnlab checkpoint (wrong magic)");
+  }
+  if (file.size() < header) throw std::runtime_error("checkpoint " + path + " is truncated (no header)");
+  std::uint32_t version;
+  std::uint64_t size;
+  std::memcpy(&version, file.data() + sizeof kMagic, sizeof version);
+  std::memcpy(&size, file.data() + sizeof kMagic + sizeof version, sizeof size);
+  if (version != kVersion) {
+    throw std::runtime_error("checkpoint " + path + " has format version " + std::to_string(version) + "; this attnlab reads version " +
+                             std::to_string(kVersion));
+  }
+  if (file.size() != header + size + sizeof(std::uint64_t)) {
+    throw std::runtime_error("checkpoint " + path + " is truncated or has trailing bytes (" + std::to_string(file.size()) +
+                             " bytes, expected " + std::to_string(header + size + sizeof(std::uint64_t)) + ")");
+  }
+  const std::string payload = file.substr(header, size);
+  std::uint64_t checksum;
+  std::memcpy(&checksum, file.data() + header + size, sizeof checksum);
+  if (checksum != fnv1a(payload)) throw std::runtime_error("checkpoint " + path + " is corrupted (checksum mismatch)");
+
+  Reader r(payload, path);
+  Checkpoint c;
+  const auto tensors = r.get<std::uint32_t>();
+  for (std::uint32_t i = 0; i < tensors; ++i) {
+    const std::string name = r.text();
+    const auto dtype = static_cast<DType>(r.get<std::uint8_t>());
+    if (static_cast<int>(dtype) > static_cast<int>(DType::boolean)) throw std::runtime_error("checkpoint " + path + ": bad dtype for " + name);
+    Shape shape(r.get<std::uint32_t>());
+    for (auto& d : shape) d = r.get<std::uint64_t>();
+    Tensor t = empty(shape, dtype);
+    const std::string data = r.bytes(t.numel() * element_size(dtype));
+    std::memcpy(t.storage()->data(), data.data(), data.size());
+    c.tensors.emplace(name, t);
+  }
+  const auto texts = r.get<std::uint32_t>();
+  for (std::uint32_t i = 0; i < texts; ++i) {
+    const std::string name = r.text();
+    c.texts.emplace(name, r.bytes(r.get<std::uint64_t>()));
+  }
+  if (!r.done()) throw std::runtime_error("checkpoint " + path + " has unread bytes: corrupted");
+  return c;
+}
+
+}  // namespace attnlab

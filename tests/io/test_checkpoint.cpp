@@ -1,0 +1,97 @@
+// Checkpoints round-trip every dtype and refuse truncated, corrupted or foreign files; a failed write
+// leaves the previous checkpoint in place.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "framework/io/checkpoint.hpp"
+#include "framework/nn/layers.hpp"
+
+namespace attnlab {
+namespace {
+
+std::string temp_path(const std::string& name) { return ::testing::TempDir() + "attnlab_" + name; }
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_all(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+
+TEST(Checkpoint, RoundTripsTensorsOfEveryDtypeAndTexts) {
+  Checkpoint c;
+  c.tensors["w"] = from_vector({1.5, -2.0, 3.25, 4.0}, {2, 2});
+  c.tensors["d"] = from_vector({0.1}, {}, DType::float64);
+  c.tensors["ids"] = from_indices({7, -3}, {2});
+  c.tensors["mask"] = from_mask({true, false, true}, {3});
+  c.texts["config"] = "name: x\nseed: 3\n";
+  const std::string path = temp_path("roundtrip.ckpt");
+  save_checkpoint(path, c);
+  const Checkpoint back = load_checkpoint(path);
+  ASSERT_EQ(back.tensors.size(), 4u);
+  for (const auto& [name, t] : c.tensors) {
+    EXPECT_EQ(back.tensors.at(name).shape(), t.shape()) << name;
+    EXPECT_EQ(back.tensors.at(name).dtype(), t.dtype()) << name;
+    EXPECT_EQ(back.tensors.at(name).to_vector(), t.to_vector()) << name;
+  }
+  EXPECT_EQ(back.texts.at("config"), c.texts.at("config"));
+  std::remove(path.c_str());
+}
+
+TEST(Checkpoint, RefusesTruncatedCorruptedAndForeignFiles) {
+  Checkpoint c;
+  c.tensors["w"] = from_vector({1, 2, 3}, {3});
+  const std::string path = temp_path("bad.ckpt");
+  save_checkpoint(path, c);
+  const std::string good = read_all(path);
+  auto error_for = [&](const std::string& bytes) {
+    write_all(path, bytes);
+    try {
+      load_checkpoint(path);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(error_for(good.substr(0, good.size() - 5)).find("truncated"), std::string::npos);
+  std::string flipped = good;
+  flipped[30] ^= 0x40;
+  EXPECT_NE(error_for(flipped).find("checksum"), std::string::npos);
+  EXPECT_NE(error_for("hello, not a checkpoint").find("wrong magic"), std::string::npos);
+  std::string future = good;
+  future[8] = 9;
+  EXPECT_NE(error_for(future).find("format version 9"), std::string::npos);
+  EXPECT_THROW(load_checkpoint(temp_path("missing.ckpt")), std::runtime_error);
+  std::remove(path.c_str());
+}
+
+TEST(Checkpoint, AFailedWriteLeavesThePreviousCheckpoint) {
+  const std::string path = temp_path("keep.ckpt");
+  Checkpoint c;
+  c.tensors["w"] = from_vector({1}, {1});
+  save_checkpoint(path, c);
+  Checkpoint bad;
+  bad.tensors["w"] = from_vector({2}, {1});
+  EXPECT_THROW(save_checkpoint(temp_path("no/such/dir/keep.ckpt"), bad), std::runtime_error);
+  EXPECT_EQ(load_checkpoint(path).tensors.at("w").item(), 1.0);
+  std::remove(path.c_str());
+}
+
+TEST(Checkpoint, ModuleStateIncludesGeneratorsSoDropoutResumesExactly) {
+  Generator g1(1);
+  Dropout a(0.5, g1);
+  const Tensor x = ones({64});
+  a.forward(x);  // advance the mask stream
+  Generator g2(99);
+  Dropout b(0.5, g2);
+  b.load_state_dict(a.state_dict());
+  EXPECT_EQ(a.forward(x).to_vector(), b.forward(x).to_vector());
+}
+
+}  // namespace
+}  // namespace attnlab
