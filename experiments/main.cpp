@@ -1,4 +1,4 @@
-// The attnlab command. Subcommands so far: `train`, `list`, `gradcheck`, `bench gpt`, `bench attention`. (The experiment runner adds train, eval, sample,
+// The attnlab command: `train`, `eval`, `sample`, `list`, `gradcheck`, `bench gpt`, `bench attention`. (The experiment runner adds train, eval, sample,
 // list, gradcheck and compare.)
 #include <CLI/CLI.hpp>
 
@@ -25,6 +25,22 @@ int main(int argc, char** argv) {
   train_cmd->add_option("args", train_args, "the experiment's YAML file, then key=value overrides (e.g. model.attention.name=linear)");
   train_cmd->add_option("--resume", resume_dir, "continue the run in this folder from its last.ckpt")->check(CLI::ExistingDirectory);
   train_cmd->add_option("--threads", train_threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
+
+  std::string eval_run, eval_checkpoint = "best";
+  CLI::App* eval_cmd = app.add_subcommand("eval", "held-out loss and metrics of a run's checkpoint, as one JSON line");
+  eval_cmd->add_option("run", eval_run, "the run folder")->required()->check(CLI::ExistingDirectory);
+  eval_cmd->add_option("--checkpoint", eval_checkpoint, "best or last")->capture_default_str();
+
+  std::string sample_run_dir;
+  attnlab::SampleOptions sample;
+  CLI::App* sample_cmd = app.add_subcommand("sample", "continue a prompt with a causal LM run's model");
+  sample_cmd->add_option("run", sample_run_dir, "the run folder")->required()->check(CLI::ExistingDirectory);
+  sample_cmd->add_option("--prompt", sample.prompt, "text (character-level runs) or space-separated token ids");
+  sample_cmd->add_option("--tokens", sample.tokens, "tokens to generate")->capture_default_str();
+  sample_cmd->add_option("--temperature", sample.temperature, "0 picks the most likely token")->check(CLI::NonNegativeNumber)->capture_default_str();
+  sample_cmd->add_option("--top-k", sample.top_k, "sample among the k most likely tokens; 0: all")->capture_default_str();
+  sample_cmd->add_option("--seed", sample.seed, "sampling seed")->capture_default_str();
+  sample_cmd->add_option("--checkpoint", sample.checkpoint, "best or last")->capture_default_str();
 
   CLI::App* list_cmd = app.add_subcommand("list", "the registered attention kernels, their capabilities and options");
   std::string check_kernel = "all";
@@ -85,6 +101,8 @@ int main(int argc, char** argv) {
       const attnlab::TrainResult result = attnlab::train_experiment(config, train_threads, resume_dir);
       return result.interrupted ? 130 : 0;
     }
+    if (*eval_cmd) return attnlab::evaluate_run(eval_run, eval_checkpoint, 1);
+    if (*sample_cmd) return attnlab::sample_run(sample_run_dir, sample, 1);
     if (*list_cmd) return attnlab::list_kernels();
     if (*gradcheck_cmd) return attnlab::gradcheck_kernels(check_kernel);
     if (*gpt_cmd) return attnlab::bench::run_gpt_bench(gpt);

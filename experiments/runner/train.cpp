@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 
 #include "datasets/char_text.hpp"
@@ -37,6 +38,8 @@ class BatchSource {
   }
   std::size_t vocab_size() const { return task_ ? task_->vocab_size() : text_->vocabulary().size(); }
   std::size_t num_classes() const { return task_ ? task_->num_classes() : 0; }
+  // The characters of a text task's vocabulary in id order (empty for toy tasks).
+  std::string vocabulary() const { return text_ ? text_->vocabulary().chars() : ""; }
   data::SequenceBatch next(bool held_out, Generator& gen) const {
     if (task_) return task_->batch(held_out ? data::TaskSplit::held_out : data::TaskSplit::train, format_, batch_size_, gen);
     const data::TokenBatch b = text_->batch(held_out ? data::Split::validation : data::Split::train, batch_size_, block_size_, gen);
@@ -84,6 +87,7 @@ class Model {
     return classifier_->forward(b.input, b.key_padding_mask);
   }
   Module& module() { return *module_; }
+  CausalLM* causal() { return causal_.get(); }
 
  private:
   std::shared_ptr<CausalLM> causal_;
@@ -158,7 +162,8 @@ extern "C" void on_interrupt(int) { g_interrupted = true; }
 
 // Everything a run needs to continue exactly where it stopped.
 Checkpoint make_checkpoint(const ExperimentConfig& c, Module& model, const Optimizer& optimizer, const Generator& data_gen,
-                           std::size_t step, double running, std::size_t running_count, double best_eval) {
+                           std::size_t step, double running, std::size_t running_count, double best_eval,
+                           const std::string& vocabulary) {
   Checkpoint ck;
   for (const auto& [name, t] : model.state_dict()) ck.tensors["model." + name] = t;
   for (const auto& [name, t] : optimizer.state_dict()) ck.tensors["optim." + name] = t;
@@ -167,6 +172,7 @@ Checkpoint make_checkpoint(const ExperimentConfig& c, Module& model, const Optim
   ck.tensors["step"] = from_indices({static_cast<std::int64_t>(step)}, {});
   ck.tensors["running_loss"] = from_vector({running, static_cast<double>(running_count), best_eval}, {3}, DType::float64);
   ck.texts["config"] = config_to_yaml(c);
+  ck.texts["vocabulary"] = vocabulary;
   return ck;
 }
 
@@ -223,7 +229,8 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
   std::fflush(stdout);
   auto save = [&](const std::string& file, std::size_t step) {
     save_checkpoint(result.run_dir + "/" + file,
-                    make_checkpoint(c, model.module(), *optimizer, data_gen, step, running, running_count, best_eval));
+                    make_checkpoint(c, model.module(), *optimizer, data_gen, step, running, running_count, best_eval,
+                                    source.vocabulary()));
   };
   g_interrupted = false;
   auto previous_handler = std::signal(SIGINT, on_interrupt);
@@ -253,13 +260,28 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
     Tensor loss = cross_entropy(model.forward(batch), batch.target, data::kIgnore);
     optimizer->zero_grad();
     loss.backward();
-    if (c.train.grad_clip > 0) clip_grad_norm(model.module().parameters(), c.train.grad_clip);
-    optimizer->step();
     const double value = loss.item();
-    if (!std::isfinite(value)) {
-      throw std::runtime_error("the loss became " + std::to_string(value) + " at step " + std::to_string(step) +
-                               "; lower train.optimizer.lr or set train.grad_clip");
+    const double norm = c.train.grad_clip > 0 ? clip_grad_norm(model.module().parameters(), c.train.grad_clip)
+                                              : clip_grad_norm(model.module().parameters(), INFINITY);
+    if (!std::isfinite(value) || !std::isfinite(norm)) {
+      // Stop before the step: the parameters and last.ckpt stay as they were.
+      std::string culprit;
+      for (const auto& p : model.module().named_parameters()) {
+        const Tensor g = p.tensor.grad();
+        if (!g.defined()) continue;
+        for (double x : g.to_vector())
+          if (!std::isfinite(x)) {
+            culprit = p.name;
+            break;
+          }
+        if (!culprit.empty()) break;
+      }
+      std::signal(SIGINT, previous_handler);
+      throw std::runtime_error("training stopped at step " + std::to_string(step) + ": the loss is " + std::to_string(value) +
+                               (culprit.empty() ? "" : " and the gradient of " + culprit + " is not finite") +
+                               "; the last checkpoint is kept. Lower train.optimizer.lr or set train.grad_clip");
     }
+    optimizer->step();
     tokens += batch.input.numel();
     running += value;
     ++running_count;
@@ -302,6 +324,74 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
   std::signal(SIGINT, previous_handler);
   std::printf("attnlab: done in %.1fs; results in %s\n", elapsed(), result.run_dir.c_str());
   return result;
+}
+
+namespace {
+
+// A run's config and the chosen checkpoint, loaded into a freshly built model.
+struct LoadedRun {
+  ExperimentConfig config;
+  Checkpoint checkpoint;
+};
+
+LoadedRun load_run(const std::string& run_dir, const std::string& which) {
+  if (which != "best" && which != "last") throw std::invalid_argument("--checkpoint must be best or last, got " + which);
+  LoadedRun r;
+  r.config = load_config(run_dir + "/config.yaml");
+  r.checkpoint = load_checkpoint(run_dir + "/" + which + ".ckpt");
+  return r;
+}
+
+}  // namespace
+
+int evaluate_run(const std::string& run_dir, const std::string& which, int threads) {
+  set_num_threads(threads);
+  const LoadedRun run = load_run(run_dir, which);
+  BatchSource source(run.config);
+  Generator init(run.config.seed);
+  Model model(run.config, source, init);
+  model.module().load_state_dict(with_prefix(run.checkpoint, "model."));
+  const Evaluation e = evaluate(model, source, run.config.train.eval_batches, run.config.seed + 2);
+  std::printf("{\"run\": \"%s\", \"checkpoint\": \"%s\", \"step\": %lld, \"loss\": %.6g, \"token_accuracy\": %.6f, "
+              "\"exact_match\": %.6f}\n",
+              run_dir.c_str(), which.c_str(), static_cast<long long>(run.checkpoint.tensors.at("step").item()), e.loss,
+              e.metrics.token_accuracy, e.metrics.exact_match);
+  return 0;
+}
+
+int sample_run(const std::string& run_dir, const SampleOptions& o, int threads) {
+  set_num_threads(threads);
+  const LoadedRun run = load_run(run_dir, o.checkpoint);
+  if (run.config.model.kind != "causal_lm") {
+    throw std::invalid_argument("attnlab sample needs a causal_lm run; " + run_dir + " trained a " + run.config.model.kind);
+  }
+  const std::string chars = run.checkpoint.texts.count("vocabulary") ? run.checkpoint.texts.at("vocabulary") : "";
+  CausalLMConfig lm;
+  lm.positional = run.config.model.positional;
+  lm.encoder = run.config.model.encoder;
+  std::vector<std::int64_t> prompt;
+  data::CharVocabulary vocabulary;
+  if (!chars.empty()) {
+    vocabulary = data::CharVocabulary::from_chars(chars);
+    lm.vocab_size = vocabulary.size();
+    prompt = vocabulary.encode(o.prompt.empty() ? std::string(1, chars[0]) : o.prompt);
+  } else {
+    lm.vocab_size = data::make_toy_task(run.config.task.toy)->vocab_size();
+    std::stringstream ss(o.prompt);
+    for (std::int64_t id; ss >> id;) prompt.push_back(id);
+    if (prompt.empty()) prompt.push_back(data::kSep);
+  }
+  Generator init(run.config.seed), gen(o.seed);
+  CausalLM model(lm, init);
+  model.load_state_dict(with_prefix(run.checkpoint, "model."));
+  const std::vector<std::int64_t> out = model.generate(prompt, o.tokens, o.temperature, o.top_k, gen);
+  if (!chars.empty()) {
+    std::printf("%s%s\n", o.prompt.c_str(), vocabulary.decode(out).c_str());
+  } else {
+    for (std::size_t i = 0; i < out.size(); ++i) std::printf("%s%lld", i ? " " : "", static_cast<long long>(out[i]));
+    std::printf("\n");
+  }
+  return 0;
 }
 
 }  // namespace attnlab

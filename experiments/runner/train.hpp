@@ -24,4 +24,19 @@ struct TrainResult {
 // run in that folder from its last.ckpt (`config` is then the run's config.yaml, plus any overrides).
 TrainResult train_experiment(const ExperimentConfig& config, int threads, const std::string& resume_dir = "");
 
+// `attnlab eval RUN`: the held-out loss and metrics of a run's checkpoint ("best" or "last"), printed as
+// one JSON line. Returns 0.
+int evaluate_run(const std::string& run_dir, const std::string& checkpoint, int threads);
+
+struct SampleOptions {
+  std::string prompt;  // text for char_text runs; space-separated token ids otherwise
+  std::size_t tokens = 200;
+  double temperature = 1.0;
+  std::size_t top_k = 0;
+  std::uint64_t seed = 0;
+  std::string checkpoint = "best";
+};
+// `attnlab sample RUN`: continues a prompt with a causal LM run's model and prints the continuation.
+int sample_run(const std::string& run_dir, const SampleOptions& options, int threads);
+
 }  // namespace attnlab

@@ -24,6 +24,16 @@ done
 printf 'to be or not to be, that is the question\n%.0s' {1..40} > "$work/text.txt"
 check train_char_text "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name=text task.name=char_text \
   task.path="$work/text.txt" task.block_size=16 model.kind=causal_lm
+check eval_run "$attnlab" eval "$work/runs/sort-causal_lm"
+grep -q '"token_accuracy"' "$work/eval_run.log" || { echo "FAILED: eval printed no metrics"; failures=$((failures + 1)); }
+check sample_text "$attnlab" sample "$work/runs/text" --prompt "to be" --tokens 20 --seed 3
+[ "$(head -c 5 "$work/sample_text.log")" = "to be" ] || { echo "FAILED: sample did not continue the prompt"; failures=$((failures + 1)); }
+check sample_ids "$attnlab" sample "$work/runs/induction-causal_lm" --prompt "2 3 4" --tokens 5 --temperature 0
+if "$attnlab" sample "$work/runs/copy-token_tagger" > "$work/sample_tagger.log" 2>&1; then
+  echo "FAILED: sampling a token tagger should fail"; failures=$((failures + 1))
+else
+  grep -q "needs a causal_lm run" "$work/sample_tagger.log" && echo "ok: sampling a tagger is refused" || { cat "$work/sample_tagger.log"; failures=$((failures + 1)); }
+fi
 check train_from_resolved_config "$attnlab" train "$work/runs/sort-causal_lm/config.yaml" log.dir="$work/again"
 
 # A bad config: exit status 2, a positioned message, and nothing written.
@@ -41,6 +51,15 @@ if [ $status -ne 0 ] && grep -q "get_data.sh" "$work/missing.log" && [ ! -e "$wo
 else
   echo "FAILED: missing text file (status $status)"; cat "$work/missing.log"; failures=$((failures + 1))
 fi
+# A diverging run stops with the step and the parameter whose gradient went bad, keeping no bad checkpoint.
+"$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name=diverge train.optimizer.name=sgd train.optimizer.lr=1e30 \
+  train.grad_clip=0 > "$work/diverge.log" 2>&1
+if [ $? -ne 0 ] && grep -q "training stopped at step .* gradient of .* is not finite" "$work/diverge.log" && [ ! -e "$work/runs/diverge/last.ckpt" ]; then
+  echo "ok: a diverging run stops and names the parameter"
+else
+  echo "FAILED: diverging run"; cat "$work/diverge.log"; failures=$((failures + 1))
+fi
+
 # Ctrl-C: the current step finishes, last.ckpt is written, the resume command is printed; resuming finishes.
 "$attnlab" train "$config" log.dir="$work/runs" name=interrupted train.steps=100000 model.d_model=16 model.n_heads=2 \
   > "$work/interrupted.log" 2>&1 &
