@@ -1,6 +1,9 @@
 #include "experiments/runner/train.hpp"
 
 #include <atomic>
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <limits>
@@ -234,6 +237,14 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
   };
   g_interrupted = false;
   auto previous_handler = std::signal(SIGINT, on_interrupt);
+  const bool terminal = isatty(fileno(stdout));  // a progress bar there; timestamped lines in logs and pipes
+  double last_bar = -1;
+  bool bar_open = false;  // the cursor is at the end of the progress bar: end that line before printing
+  std::string last_metric = "held-out acc -";
+  auto end_bar = [&] {
+    if (bar_open) std::printf("\n");
+    bar_open = false;
+  };
 
   const auto start = std::chrono::steady_clock::now();
   std::size_t tokens = 0;
@@ -286,14 +297,26 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
     running += value;
     ++running_count;
     result.final_train_loss = value;
+    const double seconds = elapsed();
+    const double rate = static_cast<double>(tokens) / std::max(seconds, 1e-9);
+    const double eta = seconds / static_cast<double>(step - first_step + 1) * static_cast<double>(c.train.steps - step);
+    if (terminal && (seconds - last_bar >= 0.1 || step == c.train.steps)) {
+      // On a terminal: one line redrawn in place.
+      const int width = 24, filled = static_cast<int>(width * static_cast<double>(step) / static_cast<double>(c.train.steps));
+      std::printf("\r[%s%s] %zu/%zu  loss %.4f  %s  %.0f tok/s  eta %.0fs   ", std::string(filled, '#').c_str(),
+                  std::string(width - filled, '.').c_str(), step, c.train.steps, value, last_metric.c_str(), rate, eta);
+      std::fflush(stdout);
+      last_bar = seconds;
+      bar_open = true;
+    }
     if (step % c.log.interval == 0 || step == c.train.steps) {
       const double mean_loss = running / static_cast<double>(running_count);
       log_row(step, "train", mean_loss, nullptr, lr);
-      const double seconds = elapsed();
-      std::printf("[%s] step %zu/%zu  loss %.4f  lr %.3g  %.0f tok/s  eta %.0fs\n", clock_time().c_str(), step,
-                  c.train.steps, mean_loss, lr, static_cast<double>(tokens) / seconds,
-                  seconds / static_cast<double>(step) * static_cast<double>(c.train.steps - step));
-      std::fflush(stdout);
+      if (!terminal) {
+        std::printf("[%s] step %zu/%zu  loss %.4f  lr %.3g  %.0f tok/s  eta %.0fs\n", clock_time().c_str(), step,
+                    c.train.steps, mean_loss, lr, rate, eta);
+        std::fflush(stdout);
+      }
       running = 0;
       running_count = 0;
     }
@@ -304,8 +327,11 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
         save("best.ckpt", step);
       }
       log_row(step, "eval", e.loss, &e.metrics, lr);
-      std::printf("[%s] eval at step %zu: loss %.4f  token accuracy %.2f%%  exact match %.2f%%\n", clock_time().c_str(), step,
-                  e.loss, 100 * e.metrics.token_accuracy, 100 * e.metrics.exact_match);
+      end_bar();
+      std::printf("[%s] eval at step %zu: loss %.4f  token accuracy %.2f%%  exact match %.2f%%\n", clock_time().c_str(), step, e.loss, 100 * e.metrics.token_accuracy, 100 * e.metrics.exact_match);
+      char metric[64];
+      std::snprintf(metric, sizeof metric, "held-out acc %.1f%%", 100 * e.metrics.token_accuracy);
+      last_metric = metric;
       std::fflush(stdout);
       result.final_eval_loss = e.loss;
       result.final_token_accuracy = e.metrics.token_accuracy;
@@ -315,6 +341,7 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
     if (g_interrupted && step < c.train.steps) {
       save("last.ckpt", step);
       std::signal(SIGINT, previous_handler);
+      end_bar();
       std::printf("attnlab: interrupted after step %zu; checkpoint written. Resume with: attnlab train --resume %s\n", step,
                   result.run_dir.c_str());
       result.interrupted = true;
@@ -322,6 +349,7 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
     }
   }
   std::signal(SIGINT, previous_handler);
+  end_bar();
   std::printf("attnlab: done in %.1fs; results in %s\n", elapsed(), result.run_dir.c_str());
   return result;
 }
