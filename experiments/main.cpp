@@ -1,4 +1,4 @@
-// The attnlab command: `train`, `eval`, `sample`, `list`, `gradcheck`, `bench gpt`, `bench attention`. (The experiment runner adds train, eval, sample,
+// The attnlab command: `train`, `eval`, `sample`, `export`, `list`, `gradcheck`, `bench gpt`, `bench attention`. (The experiment runner adds train, eval, sample,
 // list, gradcheck and compare.)
 #include <CLI/CLI.hpp>
 
@@ -41,6 +41,12 @@ int main(int argc, char** argv) {
   sample_cmd->add_option("--top-k", sample.top_k, "sample among the k most likely tokens; 0: all")->capture_default_str();
   sample_cmd->add_option("--seed", sample.seed, "sampling seed")->capture_default_str();
   sample_cmd->add_option("--checkpoint", sample.checkpoint, "best or last")->capture_default_str();
+
+  std::string export_run_dir, export_dir, export_checkpoint = "best";
+  CLI::App* export_cmd = app.add_subcommand("export", "a run's weights as .npy files named by parameter, with index.json");
+  export_cmd->add_option("run", export_run_dir, "the run folder")->required()->check(CLI::ExistingDirectory);
+  export_cmd->add_option("dir", export_dir, "the folder to write")->required();
+  export_cmd->add_option("--checkpoint", export_checkpoint, "best or last")->capture_default_str();
 
   CLI::App* list_cmd = app.add_subcommand("list", "the registered attention kernels, their capabilities and options");
   std::string check_kernel = "all";
@@ -101,6 +107,7 @@ int main(int argc, char** argv) {
       const attnlab::TrainResult result = attnlab::train_experiment(config, train_threads, resume_dir);
       return result.interrupted ? 130 : 0;
     }
+    if (*export_cmd) return attnlab::export_run(export_run_dir, export_checkpoint, export_dir);
     if (*eval_cmd) return attnlab::evaluate_run(eval_run, eval_checkpoint, 1);
     if (*sample_cmd) return attnlab::sample_run(sample_run_dir, sample, 1);
     if (*list_cmd) return attnlab::list_kernels();

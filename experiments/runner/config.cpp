@@ -106,6 +106,7 @@ ExperimentConfig read(const YAML::Node& root, const std::string& file, std::vect
   e.bias = model.get("bias", true);
   c.model.positional = parse_positional_kind(model.choice("positional", "learned", {"none", "sinusoidal", "learned", "rotary"}));
   c.model.pooling = parse_pooling(model.choice("pooling", "mean", {"mean", "cls"}));
+  c.model.init_from = model.get<std::string>("init_from", "");
   if (e.d_model % e.n_heads != 0) {
     model.fail("n_heads", "model.n_heads (" + std::to_string(e.n_heads) + ") must divide model.d_model (" + std::to_string(e.d_model) + ")");
   }
@@ -267,6 +268,7 @@ std::string config_to_yaml(const ExperimentConfig& c) {
   out << YAML::Key << "bias" << YAML::Value << e.bias;
   out << YAML::Key << "positional" << YAML::Value << positional_kind_name(c.model.positional);
   out << YAML::Key << "pooling" << YAML::Value << pooling_name(c.model.pooling);
+  out << YAML::Key << "init_from" << YAML::Value << c.model.init_from;
   out << YAML::Key << "attention" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << e.attention;
   out << YAML::Key << "options" << YAML::Value;

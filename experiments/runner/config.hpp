@@ -27,6 +27,7 @@ struct ModelConfig {
   std::string kind = "token_tagger";  // causal_lm | token_tagger | sequence_classifier
   PositionalKind positional = PositionalKind::learned;
   Pooling pooling = Pooling::mean;  // sequence_classifier
+  std::string init_from;            // a weights folder (attnlab export) to start from
   EncoderConfig encoder;            // sizes, norm, dropout, activation, attention name and options
 };
 

@@ -19,6 +19,7 @@
 
 #include "datasets/char_text.hpp"
 #include "framework/io/checkpoint.hpp"
+#include "framework/io/npy.hpp"
 #include "framework/models/text_models.hpp"
 #include "framework/ops/parallel.hpp"
 #include "framework/optim/optimizer.hpp"
@@ -179,6 +180,27 @@ Checkpoint make_checkpoint(const ExperimentConfig& c, Module& model, const Optim
   return ck;
 }
 
+// Copies weights in by parameter name; every parameter must be there with its shape, and nothing else.
+void load_weights(Module& model, const std::map<std::string, Tensor>& weights, const std::string& source) {
+  std::string problems;
+  std::map<std::string, Tensor> params;
+  for (const auto& p : model.named_parameters()) params.emplace(p.name, p.tensor);
+  for (const auto& [name, t] : params) {
+    auto it = weights.find(name);
+    if (it == weights.end()) problems += "\n  missing: " + name + " " + shape_str(t.shape());
+    else if (it->second.shape() != t.shape())
+      problems += "\n  shape mismatch: " + name + " is " + shape_str(t.shape()) + " in the model, " + shape_str(it->second.shape()) + " in " + source;
+  }
+  for (const auto& [name, t] : weights)
+    if (!params.count(name)) problems += "\n  unexpected: " + name;
+  if (!problems.empty()) throw std::invalid_argument("model.init_from: " + source + " does not fit this model:" + problems);
+  NoGradGuard no_grad;
+  for (auto& [name, t] : params) {
+    const Tensor w = weights.at(name).to(t.dtype());
+    std::copy(w.data<float>(), w.data<float>() + w.numel(), t.data<float>());
+  }
+}
+
 std::map<std::string, Tensor> with_prefix(const Checkpoint& ck, const std::string& prefix) {
   std::map<std::string, Tensor> out;
   for (const auto& [name, t] : ck.tensors)
@@ -221,6 +243,7 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
     best_eval = saved[2];
     std::ofstream(result.run_dir + "/config.yaml") << config_to_yaml(c);  // with any new overrides (train.steps)
   } else {
+    if (!c.model.init_from.empty()) load_weights(model.module(), import_npy_folder(c.model.init_from), c.model.init_from);
     result.run_dir = make_run_dir(c);
     std::ofstream(result.run_dir + "/config.yaml") << config_to_yaml(c);
     std::ofstream(result.run_dir + "/metrics.csv") << "step,split,loss,token_accuracy,exact_match,lr,tokens_per_s,elapsed_s\n";
@@ -384,6 +407,17 @@ int evaluate_run(const std::string& run_dir, const std::string& which, int threa
               "\"exact_match\": %.6f}\n",
               run_dir.c_str(), which.c_str(), static_cast<long long>(run.checkpoint.tensors.at("step").item()), e.loss,
               e.metrics.token_accuracy, e.metrics.exact_match);
+  return 0;
+}
+
+int export_run(const std::string& run_dir, const std::string& which, const std::string& out_dir) {
+  const LoadedRun run = load_run(run_dir, which);
+  std::map<std::string, Tensor> weights;
+  for (const auto& [name, t] : with_prefix(run.checkpoint, "model."))
+    if (is_floating(t.dtype())) weights.emplace(name, t);
+  export_npy_folder(out_dir, weights, run.checkpoint.texts.at("config"));
+  std::printf("attnlab: %zu tensors of %s (%s checkpoint) written to %s\n", weights.size(), run_dir.c_str(), which.c_str(),
+              out_dir.c_str());
   return 0;
 }
 

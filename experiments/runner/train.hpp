@@ -36,6 +36,9 @@ struct SampleOptions {
   std::uint64_t seed = 0;
   std::string checkpoint = "best";
 };
+// `attnlab export RUN DIR`: the weights of a run's checkpoint as .npy files and index.json. Returns 0.
+int export_run(const std::string& run_dir, const std::string& checkpoint, const std::string& out_dir);
+
 // `attnlab sample RUN`: continues a prompt with a causal LM run's model and prints the continuation.
 int sample_run(const std::string& run_dir, const SampleOptions& options, int threads);
 

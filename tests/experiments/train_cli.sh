@@ -34,6 +34,10 @@ if "$attnlab" sample "$work/runs/copy-token_tagger" > "$work/sample_tagger.log" 
 else
   grep -q "needs a causal_lm run" "$work/sample_tagger.log" && echo "ok: sampling a tagger is refused" || { cat "$work/sample_tagger.log"; failures=$((failures + 1)); }
 fi
+check export_weights "$attnlab" export "$work/runs/reverse-token_tagger" "$work/weights"
+[ -s "$work/weights/index.json" ] && ls "$work/weights"/*.npy > /dev/null || { echo "FAILED: no weights folder"; failures=$((failures + 1)); }
+check train_from_weights "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name=warm task.name=reverse \
+  model.kind=token_tagger model.init_from="$work/weights"
 check train_from_resolved_config "$attnlab" train "$work/runs/sort-causal_lm/config.yaml" log.dir="$work/again"
 
 # A bad config: exit status 2, a positioned message, and nothing written.
