@@ -93,12 +93,13 @@ Tensor attention_mask(std::size_t batch, std::size_t tq, std::size_t tk, const A
   Tensor mask = zeros({rows, 1, tq, tk}, DType::boolean);
   bool* p = mask.data<bool>();
   const bool* pad = padded ? context.key_padding_mask.data<bool>() : nullptr;
-  // Causal with Tq <= Tk: query i is the token at position i + (Tk - Tq) of the key sequence.
-  const std::size_t shift = tk >= tq ? tk - tq : 0;
+  // Causal: query i is the token at position i + (Tk - Tq) of the key sequence (it sees keys up to there).
+  const auto shift = static_cast<std::int64_t>(tk) - static_cast<std::int64_t>(tq);
   for (std::size_t b = 0; b < rows; ++b)
     for (std::size_t i = 0; i < tq; ++i)
       for (std::size_t j = 0; j < tk; ++j)
-        p[(b * tq + i) * tk + j] = (context.causal && j > i + shift) || (pad && pad[b * tk + j]);
+        p[(b * tq + i) * tk + j] = (context.causal && static_cast<std::int64_t>(j) > static_cast<std::int64_t>(i) + shift) ||
+                                   (pad && pad[b * tk + j]);
   return mask;
 }
 

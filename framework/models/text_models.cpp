@@ -93,7 +93,11 @@ std::vector<std::int64_t> CausalLM::generate(const std::vector<std::int64_t>& pr
   for (std::int64_t id : prompt)
     if (id < 0 || static_cast<std::size_t>(id) >= vocab)
       throw std::invalid_argument("generate: prompt token " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(vocab));
-  const bool was_training = is_training();
+  struct RestoreMode {  // train/eval as it was, also when forward throws
+    Module& m;
+    bool training;
+    ~RestoreMode() { m.train(training); }
+  } restore{*this, is_training()};
   eval();
   NoGradGuard no_grad;
   std::vector<std::int64_t> tokens = prompt;
@@ -127,7 +131,6 @@ std::vector<std::int64_t> CausalLM::generate(const std::vector<std::int64_t>& pr
     }
     tokens.push_back(static_cast<std::int64_t>(chosen));
   }
-  train(was_training);
   return std::vector<std::int64_t>(tokens.begin() + static_cast<std::ptrdiff_t>(prompt.size()), tokens.end());
 }
 

@@ -264,6 +264,7 @@ Tensor pow(const Tensor& x, double exponent) {
   });
   if (needs_grad({&x})) {
     record(out, "pow", {x}, [x = x.detach(), exponent](const Tensor& g) {
+      if (exponent == 0.0) return std::vector<Tensor>{zeros(x.shape(), x.dtype())};  // not 0 * x^-1, NaN at 0
       return std::vector<Tensor>{map_binary(x, g, "pow_backward", [exponent](const auto& v, const auto& gv, auto t) {
         using T = decltype(t);
         return gv * static_cast<T>(exponent) * xt::pow(v, static_cast<T>(exponent - 1.0));
@@ -375,7 +376,7 @@ Tensor gelu_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
            [x = x.detach(), w = weight.detach(), rx = x.requires_grad(),
             rw = weight.requires_grad(), rb = bias.defined() && bias.requires_grad()](const Tensor& g) {
              const Tensor h = gelu(x);  // recomputed: [..., in]
-             const auto rows = static_cast<std::int64_t>(h.numel() / h.size(-1));
+             const auto rows = static_cast<std::int64_t>(shape_numel(Shape(h.shape().begin(), h.shape().end() - 1)));
              Tensor gx, gw, gb;
              if (rw) gw = matmul(reshape(g, {rows, static_cast<std::int64_t>(g.size(-1))}),
                                  reshape(h, {rows, static_cast<std::int64_t>(h.size(-1))}), true, false);  // [out, in]

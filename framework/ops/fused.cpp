@@ -3,6 +3,7 @@
 // expressions over one row) because a scalar std::exp loop does not vectorise without -ffast-math.
 //
 // Legend: R rows (every axis but the last, flattened), C the last axis.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
@@ -127,11 +128,13 @@ Tensor scaled_masked_softmax(const Tensor& x, double scale, const Tensor& mask, 
   if (x.dim() < 2) throw std::invalid_argument("scaled_masked_softmax: needs a tensor of rank >= 2, got " + shape_str(x.shape()));
   const std::size_t cols = x.size(-1), tq = x.size(-2);
   const std::size_t rows = cols ? x.numel() / cols : 0;
-  const std::size_t shift = cols >= tq ? cols - tq : 0;
+  // Row i sees columns j <= i + (Tk - Tq); with more queries than keys the first rows see nothing.
+  const auto shift = static_cast<std::int64_t>(cols) - static_cast<std::int64_t>(tq);
   // For each row of x, the offset of its mask row (mask broadcast over the leading axes).
   std::vector<std::size_t> mask_row;
   if (mask.defined()) {
     if (mask.dtype() != DType::boolean) throw std::invalid_argument("scaled_masked_softmax: the mask must be bool");
+    if (mask.dim() == 0) throw std::invalid_argument("scaled_masked_softmax: the mask needs rank >= 1 (its last axis runs over keys)");
     if (broadcast_shapes(mask.shape(), x.shape(), "scaled_masked_softmax") != x.shape()) {
       throw std::invalid_argument("scaled_masked_softmax: mask " + shape_str(mask.shape()) + " does not broadcast to " +
                                   shape_str(x.shape()));
@@ -159,7 +162,10 @@ Tensor scaled_masked_softmax(const Tensor& x, double scale, const Tensor& mask, 
       const T* xr = px + r * cols;
       T* yr = py + r * cols;
       // Visible columns: [0, limit) minus masked entries.
-      const std::size_t limit = causal ? std::min(cols, r % tq + shift + 1) : cols;
+      const std::size_t limit =
+          causal ? static_cast<std::size_t>(std::clamp<std::int64_t>(static_cast<std::int64_t>(r % tq) + shift + 1, 0,
+                                                                     static_cast<std::int64_t>(cols)))
+                 : cols;
       for (std::size_t j = 0; j < limit; ++j) yr[j] = xr[j] * s;
       for (std::size_t j = limit; j < cols; ++j) yr[j] = neg_inf;
       if (pm) {
@@ -387,7 +393,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
     *out.data<T>() = static_cast<T>(count ? total / static_cast<double>(count) : 0.0);
   });
   if (needs_grad({&logits})) {
-    record(out, "cross_entropy", {logits}, [probs, targets, ignore_index, rows, classes, count](const Tensor& g) {
+    // The targets are copied: a caller refilling its buffer before backward must not change the gradient.
+    record(out, "cross_entropy", {logits}, [probs, targets = targets.clone(), ignore_index, rows, classes, count](const Tensor& g) {
       // d loss / d logits = (softmax - one_hot(target)) / count on counted rows, 0 on ignored ones
       Tensor grad = empty(probs.shape(), probs.dtype());
       dispatch_floating(g.dtype(), "cross_entropy_backward", [&](auto tag) {

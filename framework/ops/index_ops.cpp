@@ -62,7 +62,7 @@ Tensor index_select(const Tensor& x, std::int64_t axis, const Tensor& index) {
     select_rows(x.data<T>(), out.data<T>(), s, index.data<std::int64_t>(), index.numel(), false);
   });
   if (needs_grad({&x})) {
-    record(out, "index_select", {x}, [shape = x.shape(), s, index](const Tensor& g) {
+    record(out, "index_select", {x}, [shape = x.shape(), s, index = index.clone()](const Tensor& g) {
       Tensor grad = zeros(shape, g.dtype());
       dispatch_floating(g.dtype(), "index_select_backward", [&](auto tag) {
         using T = typename decltype(tag)::type;
@@ -112,7 +112,7 @@ Tensor gather(const Tensor& x, std::int64_t axis, const Tensor& index) {
         }
   });
   if (needs_grad({&x})) {
-    record(out, "gather", {x}, [shape = x.shape(), sx, si, index](const Tensor& g) {
+    record(out, "gather", {x}, [shape = x.shape(), sx, si, index = index.clone()](const Tensor& g) {
       Tensor grad = zeros(shape, g.dtype());
       dispatch_floating(g.dtype(), "gather_backward", [&](auto tag) {
         using T = typename decltype(tag)::type;

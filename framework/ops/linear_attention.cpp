@@ -116,7 +116,7 @@ Tensor causal_linear_attention(const Tensor& phi_q, const Tensor& phi_k, const T
   d.tokens = phi_q.size(-2);
   d.dk = phi_q.size(-1);
   d.dv = v.size(-1);
-  d.heads = d.tokens ? phi_q.numel() / (d.tokens * d.dk) : 0;
+  d.heads = shape_numel(Shape(phi_q.shape().begin(), phi_q.shape().end() - 2));
   Shape out_shape = v.shape();
   Tensor out = empty(out_shape, v.dtype());
   Shape den_shape(out_shape.begin(), out_shape.end() - 1);

@@ -164,7 +164,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
             rb = b.requires_grad()](const Tensor& g) {
              Tensor ga, gb;
              if (ra) {
-               if (a.dim() == 2 && b.dim() > 2 && b.numel() / (b.size(-1) * b.size(-2)) == g.numel() / (g.size(-1) * g.size(-2))) {
+               // Batch counts from the shapes (not numel / matrix size, which divides by zero for empty matrices).
+               const Shape b_batch(b.shape().begin(), b.shape().end() - 2), g_batch(g.shape().begin(), g.shape().end() - 2);
+               if (a.dim() == 2 && b.dim() > 2 && shape_numel(b_batch) == shape_numel(g_batch)) {
                  // A plain matrix against a batch (Linformer's projection): accumulate over the batch.
                  ga = ta ? batch_sum_product(b, g, tb, true, a.size(0), a.size(1), g.size(-1))
                          : batch_sum_product(g, b, false, !tb, a.size(0), a.size(1), g.size(-1));
@@ -178,7 +180,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
                const bool fold = b.dim() == 2 && a.dim() > 2 && !ta;
                if (fold) {
                  // Batched A against a plain matrix: flatten the batch into the rows, one gemm.
-                 const auto rows = static_cast<std::int64_t>(a.numel() / a.size(-1));
+                 const auto rows = static_cast<std::int64_t>(shape_numel(Shape(a.shape().begin(), a.shape().end() - 1)));
                  const Tensor a2 = reshape(a, {rows, static_cast<std::int64_t>(a.size(-1))});
                  const Tensor g2 = reshape(g, {rows, static_cast<std::int64_t>(g.size(-1))});
                  gb = tb ? matmul(g2, a2, true, false) : matmul(a2, g2, true, false);

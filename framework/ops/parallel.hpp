@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <exception>
 
 namespace attnlab {
 
@@ -28,11 +29,19 @@ void parallel_for(std::size_t n, std::size_t grain, F&& body) {
   }
   std::size_t chunks = n / grain;
   if (chunks > static_cast<std::size_t>(threads)) chunks = static_cast<std::size_t>(threads);
+  // An exception may not leave an OpenMP region: the first one is kept and rethrown after it.
+  std::exception_ptr error;
 #pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static, 1)
   for (std::size_t c = 0; c < chunks; ++c) {
     const std::size_t begin = n * c / chunks, end = n * (c + 1) / chunks;
-    body(begin, end);
+    try {
+      body(begin, end);
+    } catch (...) {
+#pragma omp critical(attnlab_parallel_for_error)
+      if (!error) error = std::current_exception();
+    }
   }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace attnlab

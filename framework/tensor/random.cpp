@@ -80,6 +80,9 @@ std::vector<std::int64_t> Generator::state() const {
 
 void Generator::set_state(const std::vector<std::int64_t>& state) {
   if (state.size() != 7) throw std::invalid_argument("Generator::set_state: expected 7 values, got " + std::to_string(state.size()));
+  if (state[1] == 0 && state[2] == 0 && state[3] == 0 && state[4] == 0) {
+    throw std::invalid_argument("Generator::set_state: an all-zero state would only ever produce zeros");
+  }
   seed_ = static_cast<std::uint64_t>(state[0]);
   for (int i = 0; i < 4; ++i) s_[i] = static_cast<std::uint64_t>(state[1 + i]);
   has_spare_normal_ = state[5] != 0;

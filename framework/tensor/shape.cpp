@@ -1,12 +1,21 @@
 #include "framework/tensor/shape.hpp"
 
+#include <limits>
 #include <stdexcept>
 
 namespace attnlab {
 
 std::size_t shape_numel(const Shape& shape) {
   std::size_t n = 1;
-  for (std::size_t d : shape) n *= d;
+  bool empty = false;
+  for (std::size_t d : shape) empty |= d == 0;
+  if (empty) return 0;
+  for (std::size_t d : shape) {
+    if (n > std::numeric_limits<std::size_t>::max() / d) {
+      throw std::length_error("shape " + shape_str(shape) + " has more elements than fit in memory");
+    }
+    n *= d;
+  }
   return n;
 }
 

@@ -21,7 +21,7 @@ constexpr std::size_t kAlignment = 64;
 // large block is reused, without page faults on fresh memory and without the heap growth of a
 // general-purpose allocator. A request takes the smallest cached block that fits it and is at most
 // twice its size (best fit, so one size's freed blocks serve its neighbours and the footprint stays
-// near the live peak). When a request misses, cached blocks beyond a budget are unmapped first.
+// near the live peak). The cache never holds more than a budget: beyond it, the largest blocks are unmapped.
 // ATTNLAB_CACHE_MB sets the budget (default 64). Small blocks go to malloc.
 class BlockCache {
  public:
@@ -56,7 +56,14 @@ class BlockCache {
       cached_ -= block;
       return p;
     }
-    // A miss: give back what the cache holds beyond its budget (largest blocks first) before mapping more.
+    trim();
+    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    return p;
+  }
+
+  // Gives back what the cache holds beyond its budget, largest blocks first (with the mutex held).
+  void trim() {
     while (cached_ > budget_ && !free_.empty()) {
       auto largest = std::prev(free_.end());
       munmap(largest->second.back(), largest->first);
@@ -64,9 +71,6 @@ class BlockCache {
       largest->second.pop_back();
       if (largest->second.empty()) free_.erase(largest);
     }
-    void* p = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) throw std::bad_alloc();
-    return p;
   }
 
   std::size_t cached() {
@@ -82,6 +86,7 @@ class BlockCache {
     std::lock_guard<std::mutex> lock(mutex_);
     free_[size].push_back(p);
     cached_ += size;
+    trim();
   }
 
  private:

@@ -1,0 +1,67 @@
+// Edge cases found in review: empty dimensions, shapes too large to exist, causal masks with more
+// queries than keys, pow(x, 0) at 0, exceptions inside parallel regions, the storage cache's budget.
+#include <gtest/gtest.h>
+
+#include "framework/ops/parallel.hpp"
+#include "tests/test_util.hpp"
+
+namespace attnlab {
+namespace {
+
+TEST(Edges, EmptyMatricesHaveEmptyOrZeroGradients) {
+  Tensor a = zeros({2, 0}).set_requires_grad(true), b = zeros({3, 0, 4}).set_requires_grad(true);
+  sum(matmul(a, b)).backward();
+  EXPECT_EQ(a.grad().shape(), (Shape{2, 0}));
+  EXPECT_EQ(b.grad().shape(), (Shape{3, 0, 4}));
+  Tensor c = zeros({3, 2, 0}).set_requires_grad(true), d = zeros({0, 4}).set_requires_grad(true);
+  Tensor y = matmul(c, d);
+  EXPECT_EQ(y.shape(), (Shape{3, 2, 4}));
+  EXPECT_EQ(sum(y).item(), 0.0);
+  sum(y).backward();
+  EXPECT_EQ(d.grad().shape(), (Shape{0, 4}));
+  Tensor q = zeros({1, 2, 0}).set_requires_grad(true), v = zeros({1, 2, 3}).set_requires_grad(true);
+  sum(causal_linear_attention(q, q, v, 1e-6)).backward();
+  EXPECT_EQ(v.grad().shape(), (Shape{1, 2, 3}));
+  Tensor h = zeros({2, 0}).set_requires_grad(true), w = zeros({3, 0}).set_requires_grad(true);
+  sum(gelu_linear(h, w, Tensor())).backward();
+  EXPECT_EQ(w.grad().shape(), (Shape{3, 0}));
+}
+
+TEST(Edges, ShapesTooLargeToExistAreAnError) {
+  EXPECT_THROW(zeros({std::size_t{1} << 32, std::size_t{1} << 32}), std::length_error);
+  EXPECT_EQ(shape_numel({std::size_t{1} << 40, 0, std::size_t{1} << 40}), 0u);
+}
+
+TEST(Edges, CausalMaskWithMoreQueriesThanKeys) {
+  // Query i sees keys j <= i + (Tk - Tq) = i - 1: the first query sees none.
+  const Tensor y = scaled_masked_softmax(zeros({3, 2}), 1.0, Tensor(), true);
+  testing::expect_values(y, {0, 0, 1, 0, 0.5, 0.5});
+  EXPECT_THROW(scaled_masked_softmax(zeros({3, 2}), 1.0, from_mask({true}, {}), false), std::invalid_argument);
+}
+
+TEST(Edges, PowZeroHasZeroGradientEverywhere) {
+  Tensor x = from_vector({0.0, 2.0}, {2}, DType::float64).set_requires_grad(true);
+  sum(pow(x, 0.0)).backward();
+  testing::expect_values(x.grad(), {0, 0});
+}
+
+TEST(Edges, ExceptionsInsideParallelRegionsReachTheCaller) {
+  set_num_threads(2);
+  EXPECT_THROW(parallel_for(100000, 1000,
+                            [](std::size_t b, std::size_t) {
+                              if (b > 0) throw std::runtime_error("from a worker");
+                            }),
+               std::runtime_error);
+  set_num_threads(1);
+}
+
+TEST(Edges, TheStorageCacheKeepsToItsBudget) {
+  {
+    std::vector<Tensor> big;
+    for (int i = 0; i < 10; ++i) big.push_back(empty({std::size_t{4} << 20}));  // 16 MiB each
+  }
+  EXPECT_LE(Storage::cached_bytes(), std::size_t{64} << 20);
+}
+
+}  // namespace
+}  // namespace attnlab
