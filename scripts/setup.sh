@@ -12,6 +12,8 @@ packages=(
   libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev
   libyaml-cpp-dev                     # experiment configs
   libcli11-dev                        # the attnlab command line
+  zlib1g-dev                          # gzipped IDX image files
+  dataset-fashion-mnist               # Fashion-MNIST (IDX files in /usr/share/datasets/fashion-mnist)
   libgtest-dev                        # tests
   libbenchmark-dev                    # op benchmarks
 )

@@ -75,6 +75,8 @@ ExperimentConfig read(const YAML::Node& root, const std::string& file, std::vect
 
   std::vector<std::string> task_names = data::toy_task_names();
   task_names.push_back("char_text");
+  task_names.push_back("quadrants");
+  task_names.push_back("fashion_mnist");
   Section task(top.child("task"), "task", file, keys);
   c.task.name = task.choice("name", c.task.name, task_names);
   c.task.toy.name = c.task.name;
@@ -86,6 +88,9 @@ ExperimentConfig read(const YAML::Node& root, const std::string& file, std::vect
   c.task.path = task.get<std::string>("path", c.task.path);
   c.task.block_size = task.get<std::size_t>("block_size", c.task.block_size, Range::at_least(1));
   c.task.train_fraction = task.get("train_fraction", c.task.train_fraction, Range::open(0.0, 1.0));
+  c.task.image_size = task.get<std::size_t>("image_size", c.task.image_size, Range::at_least(4));
+  if (c.task.name == "quadrants" && c.task.image_size % 2 != 0) task.fail("image_size", "task.image_size must be even for quadrants");
+  if (c.task.name == "fashion_mnist" && c.task.path.empty()) c.task.path = "/usr/share/datasets/fashion-mnist";
   if (c.task.name == "char_text" && c.task.path.empty()) task.fail("path", "task.path is required for char_text: the text file to train on");
   if (c.task.name == "mqar" && c.task.toy.pairs > c.task.toy.symbols) {
     task.fail("pairs", "task.pairs (" + std::to_string(c.task.toy.pairs) + ") must not exceed task.symbols (" +
@@ -94,7 +99,8 @@ ExperimentConfig read(const YAML::Node& root, const std::string& file, std::vect
   task.finish();
 
   Section model(top.child("model"), "model", file, keys);
-  c.model.kind = model.choice("kind", c.model.kind, {"causal_lm", "token_tagger", "sequence_classifier"});
+  c.model.kind = model.choice("kind", c.model.kind, {"causal_lm", "token_tagger", "sequence_classifier", "vit"});
+  c.model.patch_size = model.get<std::size_t>("patch_size", c.model.patch_size, Range::at_least(1));
   EncoderConfig& e = c.model.encoder;
   e.d_model = model.get<std::size_t>("d_model", 64, Range::at_least(1));
   e.n_heads = model.get<std::size_t>("n_heads", 4, Range::at_least(1));
@@ -173,7 +179,16 @@ ExperimentConfig read(const YAML::Node& root, const std::string& file, std::vect
   top.finish();
 
   // The model must read what the task writes.
-  if (c.task.name != "char_text") {
+  if (is_image_task(c.task.name) || c.model.kind == "vit") {
+    if (!is_image_task(c.task.name)) model.fail("kind", "model.kind vit needs an image task (task.name quadrants or fashion_mnist)");
+    if (c.model.kind != "vit") model.fail("kind", "task '" + c.task.name + "' is made of images; set model.kind: vit");
+    const std::size_t side = c.task.name == "quadrants" ? c.task.image_size : 28;
+    if (side % c.model.patch_size != 0) {
+      model.fail("patch_size", "model.patch_size (" + std::to_string(c.model.patch_size) + ") must divide the image size (" +
+                                   std::to_string(side) + "x" + std::to_string(side) + ")");
+    }
+    e.max_len = (side / c.model.patch_size) * (side / c.model.patch_size) + 1;
+  } else if (c.task.name != "char_text") {
     const auto t = data::make_toy_task(c.task.toy);
     const auto formats = t->formats();
     const data::TaskFormat needed = task_format(c.model);
@@ -212,9 +227,11 @@ YAML::Node parse_yaml(const std::string& text, const std::string& file) {
 
 }  // namespace
 
+bool is_image_task(const std::string& name) { return name == "quadrants" || name == "fashion_mnist"; }
+
 data::TaskFormat task_format(const ModelConfig& model) {
   if (model.kind == "causal_lm") return data::TaskFormat::causal_lm;
-  if (model.kind == "sequence_classifier") return data::TaskFormat::classification;
+  if (model.kind == "sequence_classifier" || model.kind == "vit") return data::TaskFormat::classification;
   return data::TaskFormat::tagging;
 }
 
@@ -254,10 +271,12 @@ std::string config_to_yaml(const ExperimentConfig& c) {
   out << YAML::Key << "path" << YAML::Value << c.task.path;
   out << YAML::Key << "block_size" << YAML::Value << c.task.block_size;
   out << YAML::Key << "train_fraction" << YAML::Value << c.task.train_fraction;
+  out << YAML::Key << "image_size" << YAML::Value << c.task.image_size;
   out << YAML::EndMap;
   const EncoderConfig& e = c.model.encoder;
   out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "kind" << YAML::Value << c.model.kind;
+  out << YAML::Key << "patch_size" << YAML::Value << c.model.patch_size;
   out << YAML::Key << "d_model" << YAML::Value << e.d_model;
   out << YAML::Key << "n_heads" << YAML::Value << e.n_heads;
   out << YAML::Key << "n_layers" << YAML::Value << e.n_layers;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "datasets/images.hpp"
 #include "datasets/toy_tasks.hpp"
 #include "framework/models/text_models.hpp"
 #include "framework/optim/schedule.hpp"
@@ -16,15 +17,18 @@
 namespace attnlab {
 
 struct TaskConfig {
-  std::string name = "reverse";  // a toy task (copy, reverse, sort, mqar, induction, majority) or char_text
+  std::string name = "reverse";  // a toy task (copy, reverse, sort, mqar, induction, majority), char_text,
+                                 // or an image task (quadrants, fashion_mnist)
   data::ToyTaskOptions toy;      // length, symbols, pairs, queries, held_out_fraction
   std::string path;              // char_text: the text file
   std::size_t block_size = 64;   // char_text: tokens per training window
   double train_fraction = 0.9;   // char_text
+  std::size_t image_size = 16;   // quadrants: images are image_size x image_size
 };
 
 struct ModelConfig {
-  std::string kind = "token_tagger";  // causal_lm | token_tagger | sequence_classifier
+  std::string kind = "token_tagger";  // causal_lm | token_tagger | sequence_classifier | vit
+  std::size_t patch_size = 4;         // vit
   PositionalKind positional = PositionalKind::learned;
   Pooling pooling = Pooling::mean;  // sequence_classifier
   std::string init_from;            // a weights folder (attnlab export) to start from
@@ -74,6 +78,8 @@ ExperimentConfig parse_config(const std::string& yaml_text, const std::string& f
 std::string config_to_yaml(const ExperimentConfig& config);
 // Every key the config reads, dotted ("train.optimizer.lr"), for docs/configs.md's test.
 std::vector<std::string> config_keys();
+
+bool is_image_task(const std::string& name);
 
 // The layout of examples the model kind needs.
 data::TaskFormat task_format(const ModelConfig& model);

@@ -21,6 +21,7 @@
 #include "framework/io/checkpoint.hpp"
 #include "framework/io/npy.hpp"
 #include "framework/models/text_models.hpp"
+#include "framework/models/vit.hpp"
 #include "framework/ops/parallel.hpp"
 #include "framework/optim/optimizer.hpp"
 
@@ -36,16 +37,26 @@ class BatchSource {
     if (c.task.name == "char_text") {
       text_ = std::make_unique<data::CharTextDataset>(c.task.path, c.task.train_fraction);
       block_size_ = c.task.block_size;
+    } else if (c.task.name == "quadrants") {
+      images_ = data::make_quadrant_task(c.task.image_size);
+    } else if (c.task.name == "fashion_mnist") {
+      images_ = data::load_idx_dataset(c.task.path);
     } else {
       task_ = data::make_toy_task(c.task.toy);
     }
   }
-  std::size_t vocab_size() const { return task_ ? task_->vocab_size() : text_->vocabulary().size(); }
-  std::size_t num_classes() const { return task_ ? task_->num_classes() : 0; }
+  std::size_t vocab_size() const { return task_ ? task_->vocab_size() : text_ ? text_->vocabulary().size() : 0; }
+  std::size_t num_classes() const { return task_ ? task_->num_classes() : images_ ? images_->num_classes() : 0; }
+  const data::ImageDataset* images() const { return images_.get(); }
   // The characters of a text task's vocabulary in id order (empty for toy tasks).
   std::string vocabulary() const { return text_ ? text_->vocabulary().chars() : ""; }
+  // Tokens per training batch (pixels for images), for the tokens/s figure.
   data::SequenceBatch next(bool held_out, Generator& gen) const {
     if (task_) return task_->batch(held_out ? data::TaskSplit::held_out : data::TaskSplit::train, format_, batch_size_, gen);
+    if (images_) {
+      const data::ImageBatch b = images_->batch(held_out, batch_size_, gen);
+      return {b.images, b.labels, Tensor()};
+    }
     const data::TokenBatch b = text_->batch(held_out ? data::Split::validation : data::Split::train, batch_size_, block_size_, gen);
     return {b.input, b.target, Tensor()};
   }
@@ -55,13 +66,24 @@ class BatchSource {
   std::size_t batch_size_, block_size_ = 0;
   std::unique_ptr<data::SequenceTask> task_;
   std::unique_ptr<data::CharTextDataset> text_;
+  std::unique_ptr<data::ImageDataset> images_;
 };
 
 // The model a config names, with one forward from token ids to logits.
 class Model {
  public:
   Model(const ExperimentConfig& c, const BatchSource& source, Generator& gen) {
-    if (c.model.kind == "causal_lm") {
+    if (c.model.kind == "vit") {
+      ViTConfig v;
+      v.image_height = source.images()->height();
+      v.image_width = source.images()->width();
+      v.channels = source.images()->channels();
+      v.patch_size = c.model.patch_size;
+      v.num_classes = source.num_classes();
+      v.encoder = c.model.encoder;
+      vit_ = std::make_shared<ViT>(v, gen);
+      module_ = vit_.get();
+    } else if (c.model.kind == "causal_lm") {
       CausalLMConfig lm;
       lm.vocab_size = source.vocab_size();
       lm.positional = c.model.positional;
@@ -86,6 +108,7 @@ class Model {
     }
   }
   Tensor forward(const data::SequenceBatch& b) {
+    if (vit_) return vit_->forward(b.input);
     if (causal_) return causal_->forward(b.input);
     if (tagger_) return tagger_->forward(b.input, b.key_padding_mask);
     return classifier_->forward(b.input, b.key_padding_mask);
@@ -97,6 +120,7 @@ class Model {
   std::shared_ptr<CausalLM> causal_;
   std::shared_ptr<TokenClassifier> tagger_;
   std::shared_ptr<SequenceClassifier> classifier_;
+  std::shared_ptr<ViT> vit_;
   Module* module_ = nullptr;
 };
 

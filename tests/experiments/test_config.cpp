@@ -77,7 +77,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"task:\n  name: mqar\n  pairs: 12\n  symbols: 8\nmodel:\n  kind: causal_lm\n", {}, "3:10",
                   "task.pairs (12) must not exceed task.symbols (8)"},
         BadConfig{"train:\n  schedule:\n    kind: cosine\n", {}, "3:11", "did you mean 'warmup_cosine'?"},
-        BadConfig{"- a\n- b\n", {}, "1:1", "the config must be a mapping"}));
+        BadConfig{"- a\n- b\n", {}, "1:1", "the config must be a mapping"},
+        BadConfig{"task:\n  name: quadrants\n  image_size: 16\nmodel:\n  kind: vit\n  patch_size: 5\n", {}, "6:15",
+                  "model.patch_size (5) must divide the image size (16x16)"},
+        BadConfig{"model:\n  kind: vit\n", {}, "2:9", "model.kind vit needs an image task"}));
 
 }  // namespace
 }  // namespace attnlab

@@ -38,6 +38,10 @@ check export_weights "$attnlab" export "$work/runs/reverse-token_tagger" "$work/
 [ -s "$work/weights/index.json" ] && ls "$work/weights"/*.npy > /dev/null || { echo "FAILED: no weights folder"; failures=$((failures + 1)); }
 check train_from_weights "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name=warm task.name=reverse \
   model.kind=token_tagger model.init_from="$work/weights"
+check train_vit_quadrants "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name=vit task.name=quadrants \
+  task.image_size=8 model.kind=vit model.patch_size=4
+check train_vit_fashion_mnist "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name=fmnist \
+  task.name=fashion_mnist model.kind=vit model.patch_size=7
 check train_from_resolved_config "$attnlab" train "$work/runs/sort-causal_lm/config.yaml" log.dir="$work/again"
 
 # A bad config: exit status 2, a positioned message, and nothing written.

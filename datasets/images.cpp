@@ -1,0 +1,159 @@
+#include "datasets/images.hpp"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace attnlab::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::uint32_t big_endian(const unsigned char* p) {
+  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | std::uint32_t{p[3]};
+}
+
+class IdxDataset : public ImageDataset {
+ public:
+  IdxDataset(IdxArray train_images, IdxArray train_labels, IdxArray test_images, IdxArray test_labels, const std::string& dir) {
+    check_pair(train_images, train_labels, dir + " (train)");
+    check_pair(test_images, test_labels, dir + " (t10k)");
+    if (train_images.dims[1] != test_images.dims[1] || train_images.dims[2] != test_images.dims[2]) {
+      throw std::runtime_error(dir + ": train and t10k images differ in size");
+    }
+    height_ = train_images.dims[1];
+    width_ = train_images.dims[2];
+    for (std::uint8_t l : train_labels.data) classes_ = std::max<std::size_t>(classes_, l + std::size_t{1});
+    for (std::uint8_t l : test_labels.data) {
+      if (l >= classes_) throw std::runtime_error(dir + ": a t10k label (" + std::to_string(l) + ") never occurs in training");
+    }
+    split_[0] = {std::move(train_images), std::move(train_labels)};
+    split_[1] = {std::move(test_images), std::move(test_labels)};
+  }
+  std::size_t channels() const override { return 1; }
+  std::size_t height() const override { return height_; }
+  std::size_t width() const override { return width_; }
+  std::size_t num_classes() const override { return classes_; }
+  ImageBatch batch(bool held_out, std::size_t size, Generator& gen) const override {
+    const Split& s = split_[held_out ? 1 : 0];
+    const std::size_t count = s.labels.data.size(), pixels = height_ * width_;
+    Tensor images = empty({size, 1, height_, width_});
+    std::vector<std::int64_t> labels(size);
+    float* out = images.data<float>();
+    for (std::size_t b = 0; b < size; ++b) {
+      const std::size_t i = gen.next_below(count);
+      for (std::size_t p = 0; p < pixels; ++p) out[b * pixels + p] = static_cast<float>(s.images.data[i * pixels + p]) / 255.0f;
+      labels[b] = s.labels.data[i];
+    }
+    return {images, from_indices(labels, {size})};
+  }
+
+ private:
+  struct Split {
+    IdxArray images, labels;
+  };
+  static void check_pair(const IdxArray& images, const IdxArray& labels, const std::string& what) {
+    if (images.dims.size() != 3) throw std::runtime_error(what + ": images must be [N, H, W], got " + std::to_string(images.dims.size()) + " dimensions");
+    if (labels.dims.size() != 1) throw std::runtime_error(what + ": labels must be [N], got " + std::to_string(labels.dims.size()) + " dimensions");
+    if (images.dims[0] != labels.dims[0]) {
+      throw std::runtime_error(what + ": " + std::to_string(images.dims[0]) + " images but " + std::to_string(labels.dims[0]) + " labels");
+    }
+    if (images.dims[0] == 0) throw std::runtime_error(what + ": no images");
+  }
+  std::size_t height_ = 0, width_ = 0, classes_ = 0;
+  Split split_[2];
+};
+
+class QuadrantTask : public ImageDataset {
+ public:
+  explicit QuadrantTask(std::size_t size) : size_(size) {
+    if (size < 4 || size % 2 != 0) throw std::invalid_argument("task.image_size must be even and at least 4, got " + std::to_string(size));
+  }
+  std::size_t channels() const override { return 1; }
+  std::size_t height() const override { return size_; }
+  std::size_t width() const override { return size_; }
+  std::size_t num_classes() const override { return 4; }
+  ImageBatch batch(bool, std::size_t count, Generator& gen) const override {
+    const std::size_t half = size_ / 2, square = std::max<std::size_t>(1, size_ / 4);
+    Tensor images = empty({count, 1, size_, size_});
+    std::vector<std::int64_t> labels(count);
+    float* out = images.data<float>();
+    for (std::size_t b = 0; b < count; ++b) {
+      float* img = out + b * size_ * size_;
+      for (std::size_t p = 0; p < size_ * size_; ++p) img[p] = static_cast<float>(0.3 * gen.next_double());
+      const std::size_t quadrant = gen.next_below(4);
+      const std::size_t top = (quadrant / 2) * half + gen.next_below(half - square + 1);
+      const std::size_t left = (quadrant % 2) * half + gen.next_below(half - square + 1);
+      for (std::size_t y = top; y < top + square; ++y)
+        for (std::size_t x = left; x < left + square; ++x) img[y * size_ + x] = static_cast<float>(0.8 + 0.2 * gen.next_double());
+      labels[b] = static_cast<std::int64_t>(quadrant);
+    }
+    return {images, from_indices(labels, {count})};
+  }
+
+ private:
+  std::size_t size_;
+};
+
+}  // namespace
+
+IdxArray read_idx(const std::string& path) {
+  gzFile file = gzopen(path.c_str(), "rb");  // reads plain files as they are
+  if (!file) throw std::runtime_error("cannot read IDX file " + path);
+  std::vector<unsigned char> bytes;
+  unsigned char buffer[1 << 16];
+  int n;
+  while ((n = gzread(file, buffer, sizeof buffer)) > 0) bytes.insert(bytes.end(), buffer, buffer + n);
+  const bool failed = n < 0;
+  gzclose(file);
+  if (failed) throw std::runtime_error("IDX file " + path + " is corrupted (gzip error)");
+  if (bytes.size() < 4 || bytes[0] != 0 || bytes[1] != 0) throw std::runtime_error(path + " is not an IDX file (bad magic number)");
+  if (bytes[2] != 0x08) {
+    throw std::runtime_error(path + ": IDX element type 0x" + std::to_string(bytes[2]) + " is not supported (unsigned bytes, 0x08, are)");
+  }
+  IdxArray a;
+  const std::size_t rank = bytes[3];
+  if (bytes.size() < 4 + 4 * rank) throw std::runtime_error("IDX file " + path + " is truncated (in its header)");
+  std::size_t count = 1;
+  for (std::size_t i = 0; i < rank; ++i) {
+    a.dims.push_back(big_endian(bytes.data() + 4 + 4 * i));
+    count *= a.dims.back();
+  }
+  const std::size_t start = 4 + 4 * rank;
+  if (bytes.size() - start != count) {
+    throw std::runtime_error("IDX file " + path + " holds " + std::to_string(bytes.size() - start) + " values but its header says " +
+                             std::to_string(count) + (bytes.size() - start < count ? " (truncated)" : ""));
+  }
+  a.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(start), bytes.end());
+  return a;
+}
+
+void write_idx(const std::string& path, const IdxArray& a) {
+  std::ofstream out(path, std::ios::binary);
+  const unsigned char header[4] = {0, 0, 0x08, static_cast<unsigned char>(a.dims.size())};
+  out.write(reinterpret_cast<const char*>(header), 4);
+  for (std::size_t d : a.dims) {
+    const unsigned char be[4] = {static_cast<unsigned char>(d >> 24), static_cast<unsigned char>(d >> 16), static_cast<unsigned char>(d >> 8),
+                                 static_cast<unsigned char>(d)};
+    out.write(reinterpret_cast<const char*>(be), 4);
+  }
+  out.write(reinterpret_cast<const char*>(a.data.data()), static_cast<std::streamsize>(a.data.size()));
+}
+
+std::unique_ptr<ImageDataset> load_idx_dataset(const std::string& dir) {
+  auto find = [&](const std::string& base) {
+    for (const std::string& name : {base + ".gz", base})
+      if (fs::exists(dir + "/" + name)) return dir + "/" + name;
+    throw std::runtime_error("no " + base + "(.gz) in " + dir +
+                             (dir.find("fashion-mnist") != std::string::npos ? "; install Debian's dataset-fashion-mnist (scripts/setup.sh does)" : ""));
+  };
+  return std::make_unique<IdxDataset>(read_idx(find("train-images-idx3-ubyte")), read_idx(find("train-labels-idx1-ubyte")),
+                                      read_idx(find("t10k-images-idx3-ubyte")), read_idx(find("t10k-labels-idx1-ubyte")), dir);
+}
+
+std::unique_ptr<ImageDataset> make_quadrant_task(std::size_t size) { return std::make_unique<QuadrantTask>(size); }
+
+}  // namespace attnlab::data

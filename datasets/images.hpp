@@ -1,0 +1,54 @@
+// Image classification data for ViT: IDX files (LeCun's MNIST format, gzipped or not; Fashion-MNIST
+// comes as Debian's dataset-fashion-mnist in /usr/share/datasets/fashion-mnist/) and a synthetic task
+// that needs no files: which quadrant of a noisy image holds a bright square.
+//
+// Legend: B batch, C channels, H x W image size.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/tensor/random.hpp"
+#include "framework/tensor/tensor.hpp"
+
+namespace attnlab::data {
+
+// The contents of an IDX file of unsigned bytes: its dimensions and values.
+struct IdxArray {
+  std::vector<std::size_t> dims;
+  std::vector<std::uint8_t> data;
+};
+// Errors name the file and what is wrong: missing, bad magic, a type other than unsigned byte, truncated.
+IdxArray read_idx(const std::string& path);
+// Writes one (uncompressed), for tests and for users building their own data.
+void write_idx(const std::string& path, const IdxArray& array);
+
+struct ImageBatch {
+  Tensor images;  // [B, C, H, W] float32 in [0, 1]
+  Tensor labels;  // [B] int64
+};
+
+class ImageDataset {
+ public:
+  virtual ~ImageDataset() = default;
+  virtual std::size_t channels() const = 0;
+  virtual std::size_t height() const = 0;
+  virtual std::size_t width() const = 0;
+  virtual std::size_t num_classes() const = 0;
+  // `size` random examples from the training or the held-out split.
+  virtual ImageBatch batch(bool held_out, std::size_t size, Generator& gen) const = 0;
+};
+
+// train-images-idx3-ubyte(.gz), train-labels-idx1-ubyte(.gz), t10k-images-idx3-ubyte(.gz),
+// t10k-labels-idx1-ubyte(.gz) in `dir`; the t10k files are the held-out split. Counts of images and
+// labels must agree, and labels must be below num_classes (the largest label + 1).
+std::unique_ptr<ImageDataset> load_idx_dataset(const std::string& dir);
+
+// Noise images (values up to 0.3) with a bright square (0.8 to 1.0) in one quadrant; the label is the
+// quadrant (0 top left, 1 top right, 2 bottom left, 3 bottom right). Every batch is drawn from `gen`;
+// the held-out split uses a separate stream (it cannot memorise: each image is new).
+std::unique_ptr<ImageDataset> make_quadrant_task(std::size_t size);
+
+}  // namespace attnlab::data
