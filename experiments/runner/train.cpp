@@ -1,18 +1,18 @@
 #include "experiments/runner/train.hpp"
 
-#include <atomic>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
-#include <csignal>
-#include <limits>
-#include <map>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -30,7 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The source of batches: a toy task or a text file, behind one interface.
+// The source of batches: a toy task, a text file or images, behind one interface.
 class BatchSource {
  public:
   explicit BatchSource(const ExperimentConfig& c) : format_(task_format(c.model)), batch_size_(c.train.batch_size) {
@@ -50,7 +50,6 @@ class BatchSource {
   const data::ImageDataset* images() const { return images_.get(); }
   // The characters of a text task's vocabulary in id order (empty for toy tasks).
   std::string vocabulary() const { return text_ ? text_->vocabulary().chars() : ""; }
-  // Tokens per training batch (pixels for images), for the tokens/s figure.
   data::SequenceBatch next(bool held_out, Generator& gen) const {
     if (task_) return task_->batch(held_out ? data::TaskSplit::held_out : data::TaskSplit::train, format_, batch_size_, gen);
     if (images_) {
@@ -340,7 +339,8 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
                                "; the last checkpoint is kept. Lower train.optimizer.lr or set train.grad_clip");
     }
     optimizer->step();
-    tokens += batch.input.numel();
+    // Tokens the model reads: for images, the patches and the CLS token of each image.
+    tokens += source.images() ? batch.input.size(0) * c.model.encoder.max_len : batch.input.numel();
     running += value;
     ++running_count;
     result.final_train_loss = value;
