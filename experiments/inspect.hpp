@@ -6,10 +6,11 @@
 
 namespace attnlab {
 
-// Prints every registered attention kernel with its description, capabilities and options. Returns 0.
+// Prints the tasks, the model kinds, and every registered attention kernel with its description,
+// capabilities and options. Returns 0.
 int list_kernels();
-// Runs the float64 gradient check of one kernel (or "all") in every mode it supports; prints one line
-// per check. Returns 0 when all pass, 1 when any fails, 2 for an unknown kernel.
+// Runs the float64 gradient check of one kernel (or "all": every kernel, and the framework's modules)
+// in every mode it supports; prints one line per check. Returns 0 when all pass, 1 when any fails, 2 for an unknown kernel.
 int gradcheck_kernels(const std::string& name);
 
 }  // namespace attnlab

@@ -48,10 +48,10 @@ int main(int argc, char** argv) {
   export_cmd->add_option("dir", export_dir, "the folder to write")->required();
   export_cmd->add_option("--checkpoint", export_checkpoint, "best or last")->capture_default_str();
 
-  CLI::App* list_cmd = app.add_subcommand("list", "the registered attention kernels, their capabilities and options");
+  CLI::App* list_cmd = app.add_subcommand("list", "tasks, model kinds, and attention kernels with their capabilities and options");
   std::string check_kernel = "all";
   CLI::App* gradcheck_cmd = app.add_subcommand(
-      "gradcheck", "float64 gradient check of registered attention kernels in every mode they support");
+      "gradcheck", "float64 gradient check of attention kernels in every mode they support (all: and the modules)");
   gradcheck_cmd->add_option("--kernel", check_kernel, "a kernel name, or all")->capture_default_str();
 
   CLI::App* bench = app.add_subcommand("bench", "benchmarks against the PyTorch references in shared/bench");
