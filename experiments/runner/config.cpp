@@ -175,6 +175,9 @@ ExperimentConfig read(const YAML::Node& root, const std::string& file, std::vect
   Section log(top.child("log"), "log", file, keys);
   c.log.dir = log.get<std::string>("dir", c.log.dir);
   c.log.interval = log.get<std::size_t>("interval", c.log.interval, Range::at_least(1));
+  c.log.patterns = log.get("patterns", c.log.patterns);
+  c.log.pattern_interval = log.get<std::size_t>("pattern_interval", c.log.pattern_interval);
+  c.log.probes = log.get<std::size_t>("probes", c.log.probes, Range::at_least(1));
   log.finish();
   top.finish();
 
@@ -323,6 +326,9 @@ std::string config_to_yaml(const ExperimentConfig& c) {
   out << YAML::Key << "log" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "dir" << YAML::Value << c.log.dir;
   out << YAML::Key << "interval" << YAML::Value << c.log.interval;
+  out << YAML::Key << "patterns" << YAML::Value << c.log.patterns;
+  out << YAML::Key << "pattern_interval" << YAML::Value << c.log.pattern_interval;
+  out << YAML::Key << "probes" << YAML::Value << c.log.probes;
   out << YAML::EndMap << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
 }

@@ -57,6 +57,9 @@ struct TrainConfig {
 struct LogConfig {
   std::string dir = "runs";
   std::size_t interval = 50;
+  bool patterns = true;              // capture attention patterns of fixed held-out probes
+  std::size_t pattern_interval = 0;  // capture every this many steps; 0: at every evaluation
+  std::size_t probes = 4;            // probe examples
 };
 
 struct ExperimentConfig {

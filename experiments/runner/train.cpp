@@ -18,6 +18,7 @@
 #include <stdexcept>
 
 #include "datasets/char_text.hpp"
+#include "experiments/runner/patterns.hpp"
 #include "framework/io/checkpoint.hpp"
 #include "framework/io/npy.hpp"
 #include "framework/models/text_models.hpp"
@@ -50,13 +51,14 @@ class BatchSource {
   const data::ImageDataset* images() const { return images_.get(); }
   // The characters of a text task's vocabulary in id order (empty for toy tasks).
   std::string vocabulary() const { return text_ ? text_->vocabulary().chars() : ""; }
-  data::SequenceBatch next(bool held_out, Generator& gen) const {
-    if (task_) return task_->batch(held_out ? data::TaskSplit::held_out : data::TaskSplit::train, format_, batch_size_, gen);
+  data::SequenceBatch next(bool held_out, Generator& gen, std::size_t size = 0) const {
+    if (!size) size = batch_size_;
+    if (task_) return task_->batch(held_out ? data::TaskSplit::held_out : data::TaskSplit::train, format_, size, gen);
     if (images_) {
-      const data::ImageBatch b = images_->batch(held_out, batch_size_, gen);
+      const data::ImageBatch b = images_->batch(held_out, size, gen);
       return {b.images, b.labels, Tensor()};
     }
-    const data::TokenBatch b = text_->batch(held_out ? data::Split::validation : data::Split::train, batch_size_, block_size_, gen);
+    const data::TokenBatch b = text_->batch(held_out ? data::Split::validation : data::Split::train, size, block_size_, gen);
     return {b.input, b.target, Tensor()};
   }
 
@@ -114,6 +116,20 @@ class Model {
   }
   Module& module() { return *module_; }
   CausalLM* causal() { return causal_.get(); }
+  // Every layer's pattern [B, H, Tq, Tk] for a batch (no gradient; the caller sets eval mode).
+  std::vector<Tensor> patterns(const data::SequenceBatch& b) {
+    EncoderOutput out;
+    if (vit_) {
+      vit_->forward(b.input, &out, true);
+    } else if (causal_) {
+      out = causal_->forward_with_patterns(b.input, nullptr);
+    } else if (tagger_) {
+      tagger_->forward(b.input, b.key_padding_mask, &out, true);
+    } else {
+      classifier_->forward(b.input, b.key_padding_mask, &out, true);
+    }
+    return out.patterns;
+  }
 
  private:
   std::shared_ptr<CausalLM> causal_;
@@ -182,6 +198,57 @@ Evaluation evaluate(Model& model, const BatchSource& source, std::size_t batches
   e.metrics.exact_match = rows ? exact / rows : 0;
   model.module().train();
   return e;
+}
+
+// Runs the probes, saves every pattern as .npy under run_dir/patterns, and logs each head's metrics.
+void capture_patterns(Model& model, const data::SequenceBatch& probes, bool tokens_are_ids, std::size_t step,
+                      const std::string& run_dir, std::ofstream& jsonl) {
+  NoGradGuard no_grad;
+  model.module().eval();
+  const std::vector<Tensor> layers = model.patterns(probes);
+  model.module().train();
+  if (layers.empty() || !layers[0].defined()) return;  // a kernel without patterns
+  const std::string dir = run_dir + "/patterns";
+  fs::create_directories(dir);
+  const std::size_t count = layers[0].size(0), heads = layers[0].size(1), tq = layers[0].size(2), tk = layers[0].size(3);
+  const Tensor stacked = concat([&] {
+    std::vector<Tensor> v;
+    for (const Tensor& l : layers) v.push_back(unsqueeze(l.to(DType::float32), 0));
+    return v;
+  }(), 0);  // [L, B, H, Tq, Tk]
+  for (std::size_t p = 0; p < count; ++p) {
+    const Tensor probe = reshape(slice(stacked, 1, static_cast<std::int64_t>(p), static_cast<std::int64_t>(p) + 1),
+                                 {static_cast<std::int64_t>(layers.size()), static_cast<std::int64_t>(heads),
+                                  static_cast<std::int64_t>(tq), static_cast<std::int64_t>(tk)});
+    write_npy(dir + "/step_" + std::to_string(step) + "_probe_" + std::to_string(p) + ".npy", probe);
+    const std::string tokens_file = dir + "/probe_" + std::to_string(p) + "_tokens.npy";
+    if (tokens_are_ids && !fs::exists(tokens_file)) write_npy(tokens_file, slice(probes.input, 0, static_cast<std::int64_t>(p), static_cast<std::int64_t>(p) + 1));
+  }
+  std::string row = "{\"step\": " + std::to_string(step) + ", \"split\": \"patterns\", \"heads\": [";
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const std::vector<double> values = layers[l].to_vector();
+    for (std::size_t h = 0; h < heads; ++h) {
+      HeadMetrics mean;
+      for (std::size_t p = 0; p < count; ++p) {
+        std::vector<std::int64_t> tokens;
+        if (tokens_are_ids)
+          for (std::size_t t = 0; t < tk; ++t) tokens.push_back(static_cast<std::int64_t>(probes.input.at({p, t})));
+        const HeadMetrics m = head_metrics(values.data() + ((p * heads) + h) * tq * tk, tq, tk, tokens);
+        mean.entropy += m.entropy / count, mean.mean_distance += m.mean_distance / count, mean.diagonal += m.diagonal / count;
+        mean.previous_token += m.previous_token / count, mean.anti_diagonal += m.anti_diagonal / count;
+        mean.induction += m.induction / count;
+      }
+      char head[320];
+      std::snprintf(head, sizeof head,
+                    "%s{\"layer\": %zu, \"head\": %zu, \"entropy\": %.4f, \"mean_distance\": %.4f, \"diagonal\": %.4f, "
+                    "\"previous_token\": %.4f, \"anti_diagonal\": %.4f, \"induction\": %.4f}",
+                    l || h ? ", " : "", l, h, mean.entropy, mean.mean_distance, mean.diagonal, mean.previous_token,
+                    mean.anti_diagonal, mean.induction);
+      row += head;
+    }
+  }
+  jsonl << row << "]}\n";
+  jsonl.flush();
 }
 
 std::atomic<bool> g_interrupted{false};
@@ -281,6 +348,13 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
                     make_checkpoint(c, model.module(), *optimizer, data_gen, step, running, running_count, best_eval,
                                     source.vocabulary()));
   };
+  // Fixed probes from the held-out split; patterns are captured only at capture steps, never otherwise.
+  data::SequenceBatch probes;
+  if (c.log.patterns) {
+    Generator probe_gen(c.seed + 3);
+    probes = source.next(true, probe_gen, c.log.probes);
+  }
+  const bool tokens_are_ids = !source.images();
   g_interrupted = false;
   auto previous_handler = std::signal(SIGINT, on_interrupt);
   const bool terminal = isatty(fileno(stdout));  // a progress bar there; timestamped lines in logs and pipes
@@ -383,6 +457,10 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
       result.final_eval_loss = e.loss;
       result.final_token_accuracy = e.metrics.token_accuracy;
       result.final_exact_match = e.metrics.exact_match;
+    }
+    const std::size_t pattern_every = c.log.pattern_interval ? c.log.pattern_interval : c.train.eval_interval;
+    if (c.log.patterns && (step % pattern_every == 0 || step == c.train.steps)) {
+      capture_patterns(model, probes, tokens_are_ids, step, result.run_dir, jsonl);
     }
     if (step == c.train.steps || (c.train.checkpoint_interval && step % c.train.checkpoint_interval == 0)) save("last.ckpt", step);
     if (g_interrupted && step < c.train.steps) {

@@ -53,6 +53,15 @@ std::vector<std::string> indexed_names(const std::string& index_path) {
 
 }  // namespace
 
+void write_npy(const std::string& path, const Tensor& t) {
+  switch (t.dtype()) {
+    case DType::float32: dump<float>(path, t); break;
+    case DType::float64: dump<double>(path, t); break;
+    case DType::int64: dump<std::int64_t>(path, t); break;
+    default: throw std::invalid_argument("write_npy: " + std::string(dtype_name(t.dtype())) + " tensors are not written");
+  }
+}
+
 void export_npy_folder(const std::string& dir, const std::map<std::string, Tensor>& tensors, const std::string& config_yaml) {
   fs::create_directories(dir);
   std::ostringstream index;
@@ -61,8 +70,7 @@ void export_npy_folder(const std::string& dir, const std::map<std::string, Tenso
   for (const auto& [name, t] : tensors) {
     if (!is_floating(t.dtype())) continue;  // generator states and counters are not weights
     const std::string file = name + ".npy";
-    if (t.dtype() == DType::float32) dump<float>(dir + "/" + file, t);
-    else dump<double>(dir + "/" + file, t);
+    write_npy(dir + "/" + file, t);
     index << (first ? "" : ",\n") << "    {\"name\": \"" << json_escape(name) << "\", \"file\": \"" << json_escape(file)
           << "\", \"dtype\": \"" << dtype_name(t.dtype()) << "\", \"shape\": [";
     for (std::size_t i = 0; i < t.dim(); ++i) index << (i ? ", " : "") << t.shape()[i];

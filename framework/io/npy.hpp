@@ -10,6 +10,9 @@
 
 namespace attnlab {
 
+// One tensor as a .npy file (float32, float64 or int64).
+void write_npy(const std::string& path, const Tensor& tensor);
+
 // Writes dir/<name>.npy for each tensor (float32 or float64) and dir/index.json; creates dir.
 // `extra_json` is added to the index verbatim as "config": <string> when non-empty.
 void export_npy_folder(const std::string& dir, const std::map<std::string, Tensor>& tensors, const std::string& config_yaml = "");

@@ -1,0 +1,53 @@
+// Per-head pattern metrics on patterns whose answers are known.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "experiments/runner/patterns.hpp"
+
+namespace attnlab {
+namespace {
+
+std::vector<double> one_hot_rows(std::size_t n, std::size_t (*column)(std::size_t, std::size_t)) {
+  std::vector<double> p(n * n, 0.0);
+  for (std::size_t i = 0; i < n; ++i) p[i * n + column(i, n)] = 1.0;
+  return p;
+}
+
+TEST(PatternMetrics, DiagonalAntiDiagonalAndPreviousToken) {
+  const auto diagonal = one_hot_rows(4, [](std::size_t i, std::size_t) { return i; });
+  HeadMetrics m = head_metrics(diagonal.data(), 4, 4, {});
+  EXPECT_DOUBLE_EQ(m.diagonal, 1.0);
+  EXPECT_DOUBLE_EQ(m.entropy, 0.0);
+  EXPECT_DOUBLE_EQ(m.mean_distance, 0.0);
+  const auto reverse = one_hot_rows(4, [](std::size_t i, std::size_t n) { return n - 1 - i; });
+  m = head_metrics(reverse.data(), 4, 4, {});
+  EXPECT_DOUBLE_EQ(m.anti_diagonal, 1.0);
+  EXPECT_DOUBLE_EQ(m.mean_distance, (3 + 1 + 1 + 3) / 4.0);
+  const auto previous = one_hot_rows(4, [](std::size_t i, std::size_t) { return i ? i - 1 : 0; });
+  m = head_metrics(previous.data(), 4, 4, {});
+  EXPECT_DOUBLE_EQ(m.previous_token, 1.0);  // rows 1..3
+}
+
+TEST(PatternMetrics, UniformRowsHaveLogKEntropyAndMaskedRowsDoNotCount) {
+  std::vector<double> p(3 * 4, 0.25);
+  for (std::size_t j = 0; j < 4; ++j) p[2 * 4 + j] = 0.0;  // a fully masked query
+  const HeadMetrics m = head_metrics(p.data(), 3, 4, {});
+  EXPECT_NEAR(m.entropy, std::log(4.0), 1e-12);
+}
+
+TEST(PatternMetrics, InductionScoreFindsTheTokenAfterTheEarlierOccurrence) {
+  // tokens: a b c SEP a b c; from position 5 (b) the induction target is position 2 (c, after the
+  // earlier b), from 6 (c) it is 3; from 4 (a) it is 1.
+  const std::vector<std::int64_t> tokens{10, 11, 12, 1, 10, 11, 12};
+  std::vector<double> p(7 * 7, 0.0);
+  for (std::size_t i = 0; i < 7; ++i) p[i * 7 + i] = 1.0;  // self by default
+  p[4 * 7 + 4] = 0, p[4 * 7 + 1] = 1.0;
+  p[5 * 7 + 5] = 0, p[5 * 7 + 2] = 1.0;
+  p[6 * 7 + 6] = 0.5, p[6 * 7 + 3] = 0.5;
+  const HeadMetrics m = head_metrics(p.data(), 7, 7, tokens);
+  EXPECT_NEAR(m.induction, (1.0 + 1.0 + 0.5) / 3.0, 1e-12);
+}
+
+}  // namespace
+}  // namespace attnlab
