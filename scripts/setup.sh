@@ -13,6 +13,7 @@ packages=(
   libyaml-cpp-dev                     # experiment configs
   libcli11-dev                        # the attnlab command line
   zlib1g-dev                          # gzipped IDX image files
+  libstb-dev                          # PNG heatmaps (stb_image_write)
   dataset-fashion-mnist               # Fashion-MNIST (IDX files in /usr/share/datasets/fashion-mnist)
   libgtest-dev                        # tests
   libbenchmark-dev                    # op benchmarks

@@ -20,6 +20,7 @@
 #include "datasets/char_text.hpp"
 #include "experiments/runner/patterns.hpp"
 #include "framework/io/checkpoint.hpp"
+#include "framework/io/image.hpp"
 #include "framework/io/npy.hpp"
 #include "framework/models/text_models.hpp"
 #include "framework/models/vit.hpp"
@@ -220,7 +221,9 @@ void capture_patterns(Model& model, const data::SequenceBatch& probes, bool toke
     const Tensor probe = reshape(slice(stacked, 1, static_cast<std::int64_t>(p), static_cast<std::int64_t>(p) + 1),
                                  {static_cast<std::int64_t>(layers.size()), static_cast<std::int64_t>(heads),
                                   static_cast<std::int64_t>(tq), static_cast<std::int64_t>(tk)});
-    write_npy(dir + "/step_" + std::to_string(step) + "_probe_" + std::to_string(p) + ".npy", probe);
+    const std::string base = dir + "/step_" + std::to_string(step) + "_probe_" + std::to_string(p);
+    write_npy(base + ".npy", probe);
+    write_pattern_png(base + ".png", probe);
     const std::string tokens_file = dir + "/probe_" + std::to_string(p) + "_tokens.npy";
     if (tokens_are_ids && !fs::exists(tokens_file)) write_npy(tokens_file, slice(probes.input, 0, static_cast<std::int64_t>(p), static_cast<std::int64_t>(p) + 1));
   }

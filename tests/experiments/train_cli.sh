@@ -20,7 +20,7 @@ for case in "copy token_tagger" "reverse token_tagger" "sort causal_lm" "mqar ca
     [ -s "$work/runs/$1-$2/$f" ] || { echo "FAILED: $1-$2 has no $f"; failures=$((failures + 1)); }
   done
   grep -q '"split": "eval"' "$work/runs/$1-$2/metrics.jsonl" || { echo "FAILED: $1-$2 logged no evaluation"; failures=$((failures + 1)); }
-  grep -q '"split": "patterns", "heads": \[{"layer": 0' "$work/runs/$1-$2/metrics.jsonl" && ls "$work/runs/$1-$2/patterns/"step_6_probe_0.npy > /dev/null \
+  grep -q '"split": "patterns", "heads": \[{"layer": 0' "$work/runs/$1-$2/metrics.jsonl" && ls "$work/runs/$1-$2/patterns/"step_6_probe_0.npy "$work/runs/$1-$2/patterns/"step_6_probe_0.png > /dev/null \
     || { echo "FAILED: $1-$2 captured no patterns"; failures=$((failures + 1)); }
 done
 printf 'to be or not to be, that is the question\n%.0s' {1..40} > "$work/text.txt"

@@ -128,3 +128,32 @@ TEST(NpyFolder, ExportsWeightsAndImportsThemBack) {
 
 }  // namespace
 }  // namespace attnlab
+
+#include "framework/io/image.hpp"
+
+namespace attnlab {
+namespace {
+
+TEST(PatternPng, WritesAGridOfHeadsPerLayer) {
+  const std::string path = ::testing::TempDir() + "attnlab_pattern.png";
+  Tensor p = zeros({2, 3, 4, 4});
+  for (std::size_t i = 0; i < 4; ++i) p.data<float>()[i * 4 + i] = 1.0f;
+  write_pattern_png(path, p);
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(bytes.size(), 24u);
+  EXPECT_EQ(bytes.substr(1, 3), "PNG");
+  auto be32 = [&](std::size_t at) {
+    return (static_cast<unsigned>(static_cast<unsigned char>(bytes[at])) << 24) |
+           (static_cast<unsigned>(static_cast<unsigned char>(bytes[at + 1])) << 16) |
+           (static_cast<unsigned>(static_cast<unsigned char>(bytes[at + 2])) << 8) | static_cast<unsigned char>(bytes[at + 3]);
+  };
+  // 4x4 patterns scaled by 24 px per cell: 3 heads across, 2 layers down, 4 px gaps.
+  EXPECT_EQ(be32(16), 3u * 96 + 4 * 4);
+  EXPECT_EQ(be32(20), 2u * 96 + 3 * 4);
+  EXPECT_THROW(write_pattern_png(path, zeros({4, 4})), std::invalid_argument);
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace attnlab

@@ -1,0 +1,51 @@
+#include "framework/io/image.hpp"
+
+#include <stb/stb_image_write.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <vector>
+
+namespace attnlab {
+namespace {
+
+// Viridis at five stops, interpolated linearly.
+void viridis(double t, unsigned char* rgb) {
+  static const double stops[5][3] = {{68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}};
+  t = std::clamp(t, 0.0, 1.0) * 4.0;
+  const int i = std::min(3, static_cast<int>(t));
+  const double f = t - i;
+  for (int c = 0; c < 3; ++c) rgb[c] = static_cast<unsigned char>(stops[i][c] + f * (stops[i + 1][c] - stops[i][c]));
+}
+
+}  // namespace
+
+void write_pattern_png(const std::string& path, const Tensor& patterns) {
+  if (patterns.dim() != 4) throw std::invalid_argument("write_pattern_png: expected [layers, heads, queries, keys], got " + shape_str(patterns.shape()));
+  const std::size_t layers = patterns.size(0), heads = patterns.size(1), tq = patterns.size(2), tk = patterns.size(3);
+  const std::size_t scale = std::max<std::size_t>(1, 96 / std::max<std::size_t>(1, std::max(tq, tk)));  // cells of at least 1 px
+  const std::size_t gap = 4, cell_w = tk * scale, cell_h = tq * scale;
+  const std::size_t width = heads * cell_w + (heads + 1) * gap, height = layers * cell_h + (layers + 1) * gap;
+  std::vector<unsigned char> image(width * height * 3, 255);  // white background between panels
+  const std::vector<double> v = patterns.to_vector();
+  for (std::size_t l = 0; l < layers; ++l)
+    for (std::size_t h = 0; h < heads; ++h) {
+      const std::size_t x0 = gap + h * (cell_w + gap), y0 = gap + l * (cell_h + gap);
+      for (std::size_t i = 0; i < tq; ++i)
+        for (std::size_t j = 0; j < tk; ++j) {
+          unsigned char rgb[3];
+          viridis(std::sqrt(std::max(0.0, v[((l * heads + h) * tq + i) * tk + j])), rgb);
+          for (std::size_t dy = 0; dy < scale; ++dy)
+            for (std::size_t dx = 0; dx < scale; ++dx) {
+              unsigned char* px = image.data() + ((y0 + i * scale + dy) * width + x0 + j * scale + dx) * 3;
+              px[0] = rgb[0], px[1] = rgb[1], px[2] = rgb[2];
+            }
+        }
+    }
+  if (!stbi_write_png(path.c_str(), static_cast<int>(width), static_cast<int>(height), 3, image.data(), static_cast<int>(width * 3))) {
+    throw std::runtime_error("cannot write the PNG " + path);
+  }
+}
+
+}  // namespace attnlab
