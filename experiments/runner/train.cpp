@@ -227,16 +227,18 @@ void capture_patterns(Model& model, const data::SequenceBatch& probes, bool toke
     const std::string tokens_file = dir + "/probe_" + std::to_string(p) + "_tokens.npy";
     if (tokens_are_ids && !fs::exists(tokens_file)) write_npy(tokens_file, slice(probes.input, 0, static_cast<std::int64_t>(p), static_cast<std::int64_t>(p) + 1));
   }
+  std::vector<std::vector<std::int64_t>> tokens(count);  // each probe's key tokens, for the induction score
+  if (tokens_are_ids) {
+    const std::int64_t* ids = probes.input.data<std::int64_t>();
+    for (std::size_t p = 0; p < count; ++p) tokens[p].assign(ids + p * tk, ids + (p + 1) * tk);
+  }
   std::string row = "{\"step\": " + std::to_string(step) + ", \"split\": \"patterns\", \"heads\": [";
   for (std::size_t l = 0; l < layers.size(); ++l) {
     const std::vector<double> values = layers[l].to_vector();
     for (std::size_t h = 0; h < heads; ++h) {
       HeadMetrics mean;
       for (std::size_t p = 0; p < count; ++p) {
-        std::vector<std::int64_t> tokens;
-        if (tokens_are_ids)
-          for (std::size_t t = 0; t < tk; ++t) tokens.push_back(static_cast<std::int64_t>(probes.input.at({p, t})));
-        const HeadMetrics m = head_metrics(values.data() + ((p * heads) + h) * tq * tk, tq, tk, tokens);
+        const HeadMetrics m = head_metrics(values.data() + ((p * heads) + h) * tq * tk, tq, tk, tokens[p]);
         mean.entropy += m.entropy / count, mean.mean_distance += m.mean_distance / count, mean.diagonal += m.diagonal / count;
         mean.previous_token += m.previous_token / count, mean.anti_diagonal += m.anti_diagonal / count;
         mean.induction += m.induction / count;
@@ -271,27 +273,6 @@ Checkpoint make_checkpoint(const ExperimentConfig& c, Module& model, const Optim
   ck.texts["config"] = config_to_yaml(c);
   ck.texts["vocabulary"] = vocabulary;
   return ck;
-}
-
-// Copies weights in by parameter name; every parameter must be there with its shape, and nothing else.
-void load_weights(Module& model, const std::map<std::string, Tensor>& weights, const std::string& source) {
-  std::string problems;
-  std::map<std::string, Tensor> params;
-  for (const auto& p : model.named_parameters()) params.emplace(p.name, p.tensor);
-  for (const auto& [name, t] : params) {
-    auto it = weights.find(name);
-    if (it == weights.end()) problems += "\n  missing: " + name + " " + shape_str(t.shape());
-    else if (it->second.shape() != t.shape())
-      problems += "\n  shape mismatch: " + name + " is " + shape_str(t.shape()) + " in the model, " + shape_str(it->second.shape()) + " in " + source;
-  }
-  for (const auto& [name, t] : weights)
-    if (!params.count(name)) problems += "\n  unexpected: " + name;
-  if (!problems.empty()) throw std::invalid_argument("model.init_from: " + source + " does not fit this model:" + problems);
-  NoGradGuard no_grad;
-  for (auto& [name, t] : params) {
-    const Tensor w = weights.at(name).to(t.dtype());
-    std::copy(w.data<float>(), w.data<float>() + w.numel(), t.data<float>());
-  }
 }
 
 std::map<std::string, Tensor> with_prefix(const Checkpoint& ck, const std::string& prefix) {
@@ -336,7 +317,13 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
     best_eval = saved[2];
     std::ofstream(result.run_dir + "/config.yaml") << config_to_yaml(c);  // with any new overrides (train.steps)
   } else {
-    if (!c.model.init_from.empty()) load_weights(model.module(), import_npy_folder(c.model.init_from), c.model.init_from);
+    if (!c.model.init_from.empty()) {
+      try {
+        model.module().load_parameters(import_npy_folder(c.model.init_from));
+      } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument("model.init_from " + c.model.init_from + ": " + e.what());
+      }
+    }
     result.run_dir = make_run_dir(c);
     std::ofstream(result.run_dir + "/config.yaml") << config_to_yaml(c);
     std::ofstream(result.run_dir + "/metrics.csv") << "step,split,loss,token_accuracy,exact_match,lr,tokens_per_s,elapsed_s\n";
@@ -359,7 +346,10 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
   }
   const bool tokens_are_ids = !source.images();
   g_interrupted = false;
-  auto previous_handler = std::signal(SIGINT, on_interrupt);
+  struct SigintHandler {  // Ctrl-C finishes the step; the previous handler comes back however we leave
+    void (*previous)(int) = std::signal(SIGINT, on_interrupt);
+    ~SigintHandler() { std::signal(SIGINT, previous); }
+  } sigint;
   const bool terminal = isatty(fileno(stdout));  // a progress bar there; timestamped lines in logs and pipes
   double last_bar = -1;
   bool bar_open = false;  // the cursor is at the end of the progress bar: end that line before printing
@@ -410,7 +400,6 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
           }
         if (!culprit.empty()) break;
       }
-      std::signal(SIGINT, previous_handler);
       throw std::runtime_error("training stopped at step " + std::to_string(step) + ": the loss is " + std::to_string(value) +
                                (culprit.empty() ? "" : " and the gradient of " + culprit + " is not finite") +
                                "; the last checkpoint is kept. Lower train.optimizer.lr or set train.grad_clip");
@@ -468,7 +457,6 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
     if (step == c.train.steps || (c.train.checkpoint_interval && step % c.train.checkpoint_interval == 0)) save("last.ckpt", step);
     if (g_interrupted && step < c.train.steps) {
       save("last.ckpt", step);
-      std::signal(SIGINT, previous_handler);
       end_bar();
       std::printf("attnlab: interrupted after step %zu; checkpoint written. Resume with: attnlab train --resume %s\n", step,
                   result.run_dir.c_str());
@@ -476,7 +464,6 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
       return result;
     }
   }
-  std::signal(SIGINT, previous_handler);
   end_bar();
   std::printf("attnlab: done in %.1fs; results in %s\n", elapsed(), result.run_dir.c_str());
   return result;

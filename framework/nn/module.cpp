@@ -124,13 +124,19 @@ std::map<std::string, Tensor> Module::state_dict() const {
   return out;
 }
 
-void Module::load_state_dict(const std::map<std::string, Tensor>& state) {
+void Module::load_state_dict(const std::map<std::string, Tensor>& state) { load(state, true); }
+
+void Module::load_parameters(const std::map<std::string, Tensor>& parameters) { load(parameters, false); }
+
+void Module::load(const std::map<std::string, Tensor>& state, bool everything) {
   std::map<std::string, Tensor> own;
   for (const auto& p : named_parameters()) own.emplace(p.name, p.tensor);
-  for (const auto& [name, tensor] : named_buffers()) own.emplace(name, tensor);
   std::vector<std::pair<std::string, Generator*>> generators;
-  collect_generators("", generators);
-  for (const auto& [name, g] : generators) own.emplace(name, zeros({7}, DType::int64));
+  if (everything) {
+    for (const auto& [name, tensor] : named_buffers()) own.emplace(name, tensor);
+    collect_generators("", generators);
+    for (const auto& [name, g] : generators) own.emplace(name, zeros({7}, DType::int64));
+  }
   std::string problems;
   for (const auto& [name, tensor] : own) {
     auto it = state.find(name);
@@ -146,7 +152,10 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state) {
   for (const auto& [name, tensor] : state) {
     if (!own.count(name)) problems += "\n  unexpected: " + name + (tensor.defined() ? " " + shape_str(tensor.shape()) : "");
   }
-  if (!problems.empty()) throw std::invalid_argument("load_state_dict: the state does not match the model:" + problems);
+  if (!problems.empty()) {
+    throw std::invalid_argument(std::string(everything ? "load_state_dict" : "load_parameters") +
+                                ": the state does not match the model:" + problems);
+  }
   for (const auto& [name, g] : generators) {
     const Tensor saved = state.at(name).to(DType::int64);
     const std::int64_t* p = saved.data<std::int64_t>();

@@ -71,6 +71,9 @@ class Module {
   // Copies values in by name (converting dtype when it differs). Missing, unexpected or mis-shaped
   // entries are an error naming every such entry; nothing is copied unless all entries match.
   void load_state_dict(const std::map<std::string, Tensor>& state);
+  // The same for parameters alone (weights exchanged with other tools): buffers and generator states
+  // keep their values.
+  void load_parameters(const std::map<std::string, Tensor>& parameters);
   // Converts every parameter and buffer in place (float64 for gradient checks); gradients are dropped.
   void to(DType dtype);
 
@@ -89,6 +92,7 @@ class Module {
 
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
+  void load(const std::map<std::string, Tensor>& state, bool everything);
   void check_new_name(const std::string& name) const;
   void collect_parameters(const std::string& prefix, std::vector<NamedParameter>& out) const;
   void collect_buffers(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;

@@ -127,6 +127,19 @@ TEST(Module, StateDictRoundTripsAndReportsMismatches) {
   }
 }
 
+TEST(Module, LoadParametersLeavesBuffersAndChecksNames) {
+  Generator g1(1), g2(2);
+  Net a(g1), b(g2);
+  std::map<std::string, Tensor> weights;
+  for (const auto& p : a.named_parameters()) weights.emplace(p.name, p.tensor.detach());
+  b.blocks[0]->scale.data<float>()[0] = 5.0f;
+  b.load_parameters(weights);  // no buffers or generator states needed
+  EXPECT_EQ(b.head.to_vector(), a.head.to_vector());
+  EXPECT_EQ(b.blocks[0]->scale.item(), 5.0);
+  weights.erase("head");
+  EXPECT_THROW(b.load_parameters(weights), std::invalid_argument);
+}
+
 TEST(Module, ToFloat64ConvertsInPlace) {
   Generator gen(0);
   Net net(gen);
