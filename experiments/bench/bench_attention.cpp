@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "experiments/bench/bench_gpt.hpp"
+#include "experiments/runner/process_stats.hpp"
 #include "framework/attention/kernel.hpp"
 #include "framework/ops/parallel.hpp"
 

@@ -1,32 +1,16 @@
 #include "experiments/bench/bench_gpt.hpp"
 
-#include <sys/resource.h>
-
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <string>
 
+#include "experiments/runner/process_stats.hpp"
 #include "framework/models/text_models.hpp"
 #include "framework/ops/blas.hpp"
 #include "framework/ops/parallel.hpp"
 #include "framework/optim/optimizer.hpp"
 
 namespace attnlab::bench {
-
-double current_rss_mb() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-  return 0.0;
-}
-
-double peak_rss_mb() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_maxrss) / 1024.0;
-}
 
 int run_gpt_bench(const GptBenchOptions& o) {
   const double base_rss = current_rss_mb();

@@ -16,8 +16,4 @@ struct GptBenchOptions {
 // Runs the benchmark and prints its JSON line to stdout; returns the process exit status.
 int run_gpt_bench(const GptBenchOptions& options);
 
-// Resident set size now and at its peak, in MiB (from /proc/self/status and getrusage).
-double current_rss_mb();
-double peak_rss_mb();
-
 }  // namespace attnlab::bench

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace attnlab {
-namespace {
 
 // Viridis at five stops, interpolated linearly.
 void viridis(double t, unsigned char* rgb) {
@@ -18,8 +18,6 @@ void viridis(double t, unsigned char* rgb) {
   const double f = t - i;
   for (int c = 0; c < 3; ++c) rgb[c] = static_cast<unsigned char>(stops[i][c] + f * (stops[i + 1][c] - stops[i][c]));
 }
-
-}  // namespace
 
 void write_pattern_png(const std::string& path, const Tensor& patterns) {
   if (patterns.dim() != 4) throw std::invalid_argument("write_pattern_png: expected [layers, heads, queries, keys], got " + shape_str(patterns.shape()));
@@ -46,6 +44,20 @@ void write_pattern_png(const std::string& path, const Tensor& patterns) {
   if (!stbi_write_png(path.c_str(), static_cast<int>(width), static_cast<int>(height), 3, image.data(), static_cast<int>(width * 3))) {
     throw std::runtime_error("cannot write the PNG " + path);
   }
+}
+
+std::string encode_pattern_png(const double* pattern, std::size_t rows, std::size_t cols) {
+  std::vector<unsigned char> image(rows * cols * 3);
+  for (std::size_t i = 0; i < rows * cols; ++i) viridis(std::sqrt(std::max(0.0, pattern[i])), image.data() + 3 * i);
+  std::string png;
+  auto append = [](void* context, void* data, int size) {
+    static_cast<std::string*>(context)->append(static_cast<const char*>(data), static_cast<std::size_t>(size));
+  };
+  if (!stbi_write_png_to_func(append, &png, static_cast<int>(cols), static_cast<int>(rows), 3, image.data(),
+                              static_cast<int>(cols * 3))) {
+    throw std::runtime_error("cannot encode a " + std::to_string(rows) + "x" + std::to_string(cols) + " pattern as PNG");
+  }
+  return png;
 }
 
 }  // namespace attnlab

@@ -12,4 +12,11 @@ namespace attnlab {
 // so that small weights stay visible. Throws on a write failure.
 void write_pattern_png(const std::string& path, const Tensor& patterns);
 
+// One pattern (rows x cols, row-major) as PNG bytes, a pixel per cell, same colour scale; for reports
+// that embed it and draw their own axes.
+std::string encode_pattern_png(const double* pattern, std::size_t rows, std::size_t cols);
+
+// The viridis colour of t in [0, 1] (clamped) as rgb[0..2].
+void viridis(double t, unsigned char* rgb);
+
 }  // namespace attnlab

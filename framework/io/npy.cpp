@@ -83,25 +83,40 @@ void export_npy_folder(const std::string& dir, const std::map<std::string, Tenso
   std::ofstream(dir + "/index.json") << index.str();
 }
 
+Tensor read_npy(const std::string& path) {
+  if (!fs::exists(path)) throw std::runtime_error("cannot read " + path + ": no such file");
+  // xtensor's loader checks the stored dtype against the one asked for; try the three we write.
+  try {
+    const auto a = xt::load_npy<float>(path);
+    Tensor t = empty(Shape(a.shape().begin(), a.shape().end()), DType::float32);
+    std::copy(a.begin(), a.end(), t.data<float>());
+    return t;
+  } catch (const std::runtime_error&) {
+  }
+  try {
+    const auto a = xt::load_npy<double>(path);
+    Tensor t = empty(Shape(a.shape().begin(), a.shape().end()), DType::float64);
+    std::copy(a.begin(), a.end(), t.data<double>());
+    return t;
+  } catch (const std::runtime_error&) {
+  }
+  try {
+    const auto a = xt::load_npy<std::int64_t>(path);
+    Tensor t = empty(Shape(a.shape().begin(), a.shape().end()), DType::int64);
+    std::copy(a.begin(), a.end(), t.data<std::int64_t>());
+    return t;
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error("cannot read " + path + " as a float32, float64 or int64 .npy: " + e.what());
+  }
+}
+
 std::map<std::string, Tensor> import_npy_folder(const std::string& dir) {
   std::map<std::string, Tensor> out;
   for (const std::string& name : indexed_names(dir + "/index.json")) {
     const std::string path = dir + "/" + name + ".npy";
     if (!fs::exists(path)) throw std::runtime_error("weights folder " + dir + ": " + name + ".npy is listed in index.json but missing");
-    Tensor t;
-    try {
-      const auto a = xt::load_npy<float>(path);
-      t = empty(Shape(a.shape().begin(), a.shape().end()), DType::float32);
-      std::copy(a.begin(), a.end(), t.data<float>());
-    } catch (const std::runtime_error&) {
-      try {
-        const auto a = xt::load_npy<double>(path);
-        t = empty(Shape(a.shape().begin(), a.shape().end()), DType::float64);
-        std::copy(a.begin(), a.end(), t.data<double>());
-      } catch (const std::runtime_error& e) {
-        throw std::runtime_error("cannot read " + path + " as float32 or float64 .npy: " + e.what());
-      }
-    }
+    Tensor t = read_npy(path);
+    if (!is_floating(t.dtype())) throw std::runtime_error("weights folder " + dir + ": " + name + ".npy is not float32 or float64");
     out.emplace(name, t);
   }
   return out;

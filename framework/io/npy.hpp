@@ -12,6 +12,8 @@ namespace attnlab {
 
 // One tensor as a .npy file (float32, float64 or int64).
 void write_npy(const std::string& path, const Tensor& tensor);
+// One .npy file (float32, float64 or int64, C order) as a tensor of that dtype. Errors name the file.
+Tensor read_npy(const std::string& path);
 
 // Writes dir/<name>.npy for each tensor (float32 or float64) and dir/index.json; creates dir.
 // `extra_json` is added to the index verbatim as "config": <string> when non-empty.
