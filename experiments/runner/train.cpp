@@ -19,6 +19,8 @@
 
 #include "datasets/char_text.hpp"
 #include "experiments/runner/patterns.hpp"
+#include "experiments/runner/process_stats.hpp"
+#include "experiments/runner/report.hpp"
 #include "framework/io/checkpoint.hpp"
 #include "framework/io/image.hpp"
 #include "framework/io/npy.hpp"
@@ -52,6 +54,16 @@ class BatchSource {
   const data::ImageDataset* images() const { return images_.get(); }
   // The characters of a text task's vocabulary in id order (empty for toy tasks).
   std::string vocabulary() const { return text_ ? text_->vocabulary().chars() : ""; }
+  // How token `id` at `position` reads on a heatmap's axis: its character for text (whitespace made
+  // visible), its id for toy tasks (pad and sep named), "cls" and the patch index for images.
+  std::string token_label(std::int64_t id, std::size_t position) const {
+    if (images_) return position == 0 ? "cls" : "p" + std::to_string(position - 1);
+    if (text_) {
+      const char ch = text_->vocabulary().chars().at(static_cast<std::size_t>(id));
+      return ch == ' ' ? "\u2423" : ch == '\n' ? "\\n" : ch == '\t' ? "\\t" : std::string(1, ch);
+    }
+    return id == data::kPad ? "pad" : id == data::kSep ? "sep" : std::to_string(id);
+  }
   data::SequenceBatch next(bool held_out, Generator& gen, std::size_t size = 0) const {
     if (!size) size = batch_size_;
     if (task_) return task_->batch(held_out ? data::TaskSplit::held_out : data::TaskSplit::train, format_, size, gen);
@@ -202,8 +214,9 @@ Evaluation evaluate(Model& model, const BatchSource& source, std::size_t batches
 }
 
 // Runs the probes, saves every pattern as .npy under run_dir/patterns, and logs each head's metrics.
-void capture_patterns(Model& model, const data::SequenceBatch& probes, bool tokens_are_ids, std::size_t step,
+void capture_patterns(Model& model, const BatchSource& source, const data::SequenceBatch& probes, std::size_t step,
                       const std::string& run_dir, std::ofstream& jsonl) {
+  const bool tokens_are_ids = !source.images();
   NoGradGuard no_grad;
   model.module().eval();
   const std::vector<Tensor> layers = model.patterns(probes);
@@ -226,6 +239,12 @@ void capture_patterns(Model& model, const data::SequenceBatch& probes, bool toke
     write_pattern_png(base + ".png", probe);
     const std::string tokens_file = dir + "/probe_" + std::to_string(p) + "_tokens.npy";
     if (tokens_are_ids && !fs::exists(tokens_file)) write_npy(tokens_file, slice(probes.input, 0, static_cast<std::int64_t>(p), static_cast<std::int64_t>(p) + 1));
+    const std::string labels_file = dir + "/probe_" + std::to_string(p) + "_labels.txt";
+    if (!fs::exists(labels_file)) {  // the axis labels of the reports, one per key position
+      std::ofstream labels(labels_file);
+      for (std::size_t i = 0; i < tk; ++i)
+        labels << source.token_label(tokens_are_ids ? probes.input.data<std::int64_t>()[p * tk + i] : 0, i) << "\n";
+    }
   }
   std::vector<std::vector<std::int64_t>> tokens(count);  // each probe's key tokens, for the induction score
   if (tokens_are_ids) {
@@ -262,17 +281,35 @@ extern "C" void on_interrupt(int) { g_interrupted = true; }
 // Everything a run needs to continue exactly where it stopped.
 Checkpoint make_checkpoint(const ExperimentConfig& c, Module& model, const Optimizer& optimizer, const Generator& data_gen,
                            std::size_t step, double running, std::size_t running_count, double best_eval,
-                           const std::string& vocabulary) {
+                           double train_seconds, const std::string& vocabulary) {
   Checkpoint ck;
   for (const auto& [name, t] : model.state_dict()) ck.tensors["model." + name] = t;
   for (const auto& [name, t] : optimizer.state_dict()) ck.tensors["optim." + name] = t;
   const std::vector<std::int64_t> rng = data_gen.state();
   ck.tensors["rng.data"] = from_indices(rng, {rng.size()});
   ck.tensors["step"] = from_indices({static_cast<std::int64_t>(step)}, {});
-  ck.tensors["running_loss"] = from_vector({running, static_cast<double>(running_count), best_eval}, {3}, DType::float64);
+  ck.tensors["running_loss"] = from_vector({running, static_cast<double>(running_count), best_eval, train_seconds}, {4}, DType::float64);
   ck.texts["config"] = config_to_yaml(c);
   ck.texts["vocabulary"] = vocabulary;
   return ck;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
+// The run's report.html; a failure to write it is reported and does not fail the run.
+void write_report(const std::string& run_dir) {
+  try {
+    write_run_report(run_dir);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "attnlab: warning: report.html not written: %s\n", e.what());
+  }
 }
 
 std::map<std::string, Tensor> with_prefix(const Checkpoint& ck, const std::string& prefix) {
@@ -297,6 +334,7 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
   TrainResult result;
   std::size_t first_step = 1;
   double running = 0, best_eval = std::numeric_limits<double>::infinity();
+  double earlier_seconds = 0;  // training time before a resume
   std::size_t running_count = 0;
   if (!resume_dir.empty()) {
     result.run_dir = resume_dir;
@@ -315,7 +353,9 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
     running = saved[0];
     running_count = static_cast<std::size_t>(saved[1]);
     best_eval = saved[2];
+    if (saved.size() > 3) earlier_seconds = saved[3];
     std::ofstream(result.run_dir + "/config.yaml") << config_to_yaml(c);  // with any new overrides (train.steps)
+    fs::remove(result.run_dir + "/summary.json");  // unfinished again until the new last step
   } else {
     if (!c.model.init_from.empty()) {
       try {
@@ -333,10 +373,14 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
               c.name.c_str(), model.module().parameter_count(), resume_dir.empty() ? "from" : "at", first_step, c.train.steps,
               result.run_dir.c_str());
   std::fflush(stdout);
+  const auto start = std::chrono::steady_clock::now();
+  // Seconds of this session, and of the whole run across resumes.
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  auto run_seconds = [&] { return earlier_seconds + elapsed(); };
   auto save = [&](const std::string& file, std::size_t step) {
     save_checkpoint(result.run_dir + "/" + file,
                     make_checkpoint(c, model.module(), *optimizer, data_gen, step, running, running_count, best_eval,
-                                    source.vocabulary()));
+                                    run_seconds(), source.vocabulary()));
   };
   // Fixed probes from the held-out split; patterns are captured only at capture steps, never otherwise.
   data::SequenceBatch probes;
@@ -344,7 +388,6 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
     Generator probe_gen(c.seed + 3);
     probes = source.next(true, probe_gen, c.log.probes);
   }
-  const bool tokens_are_ids = !source.images();
   g_interrupted = false;
   struct SigintHandler {  // Ctrl-C finishes the step; the previous handler comes back however we leave
     void (*previous)(int) = std::signal(SIGINT, on_interrupt);
@@ -359,11 +402,9 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
     bar_open = false;
   };
 
-  const auto start = std::chrono::steady_clock::now();
-  std::size_t tokens = 0;
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  std::size_t tokens = 0;  // read by the model in this session
   auto log_row = [&](std::size_t step, const char* split, double loss, const data::SequenceMetrics* m, double lr) {
-    const double seconds = elapsed(), rate = seconds > 0 ? static_cast<double>(tokens) / seconds : 0;
+    const double rate = elapsed() > 0 ? static_cast<double>(tokens) / elapsed() : 0, seconds = run_seconds();
     char line[512];
     std::snprintf(line, sizeof line,
                   "{\"step\": %zu, \"split\": \"%s\", \"loss\": %.6g, \"token_accuracy\": %s, \"exact_match\": %s, "
@@ -452,7 +493,7 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
     }
     const std::size_t pattern_every = c.log.pattern_interval ? c.log.pattern_interval : c.train.eval_interval;
     if (c.log.patterns && (step % pattern_every == 0 || step == c.train.steps)) {
-      capture_patterns(model, probes, tokens_are_ids, step, result.run_dir, jsonl);
+      capture_patterns(model, source, probes, step, result.run_dir, jsonl);
     }
     if (step == c.train.steps || (c.train.checkpoint_interval && step % c.train.checkpoint_interval == 0)) save("last.ckpt", step);
     if (g_interrupted && step < c.train.steps) {
@@ -461,11 +502,23 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
       std::printf("attnlab: interrupted after step %zu; checkpoint written. Resume with: attnlab train --resume %s\n", step,
                   result.run_dir.c_str());
       result.interrupted = true;
+      write_report(result.run_dir);
       return result;
     }
   }
   end_bar();
-  std::printf("attnlab: done in %.1fs; results in %s\n", elapsed(), result.run_dir.c_str());
+  // summary.json marks the run finished (attnlab compare reads it); the report is rebuilt from the folder.
+  char summary[768];
+  std::snprintf(summary, sizeof summary,
+                "{\"name\": \"%s\", \"status\": \"finished\", \"steps\": %zu, \"params\": %zu, \"train_seconds\": %.3f, "
+                "\"tokens_per_s\": %.1f, \"peak_rss_mb\": %.1f, \"final_eval_loss\": %.6g, \"final_token_accuracy\": %.6f, "
+                "\"final_exact_match\": %.6f, \"best_eval_loss\": %.6g}\n",
+                json_escape(c.name).c_str(), c.train.steps, model.module().parameter_count(), run_seconds(),
+                static_cast<double>(tokens) / std::max(elapsed(), 1e-9), peak_rss_mb(), result.final_eval_loss,
+                result.final_token_accuracy, result.final_exact_match, best_eval);
+  write_file_atomic(result.run_dir + "/summary.json", summary);
+  write_report(result.run_dir);
+  std::printf("attnlab: done in %.1fs; results in %s (report.html)\n", elapsed(), result.run_dir.c_str());
   return result;
 }
 
