@@ -1,5 +1,5 @@
-// The attnlab command: `train`, `eval`, `sample`, `export`, `list`, `gradcheck`, `bench gpt`, `bench attention`. (The experiment runner adds train, eval, sample,
-// list, gradcheck and compare.)
+// The attnlab command: `train`, `compare`, `report`, `eval`, `sample`, `export`, `list`, `gradcheck`,
+// `bench gpt`, `bench attention`.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -8,6 +8,8 @@
 #include "experiments/bench/bench_attention.hpp"
 #include "experiments/bench/bench_gpt.hpp"
 #include "experiments/inspect.hpp"
+#include "experiments/runner/compare.hpp"
+#include "experiments/runner/report.hpp"
 #include "experiments/runner/train.hpp"
 #include "framework/io/config_node.hpp"
 #include "framework/ops/blas.hpp"
@@ -47,6 +49,20 @@ int main(int argc, char** argv) {
   export_cmd->add_option("run", export_run_dir, "the run folder")->required()->check(CLI::ExistingDirectory);
   export_cmd->add_option("dir", export_dir, "the folder to write")->required();
   export_cmd->add_option("--checkpoint", export_checkpoint, "best or last")->capture_default_str();
+
+  std::vector<std::string> compare_args;
+  attnlab::CompareOptions compare;
+  CLI::App* compare_cmd = app.add_subcommand(
+      "compare", "train every variant x seed of a comparison file (CONFIG [key=value ...]); the same command resumes it");
+  compare_cmd->add_option("args", compare_args, "the comparison's YAML file, then key=value overrides for every run")->required();
+  compare_cmd->add_option("--jobs", compare.jobs, "runs at a time")->check(CLI::Range(1, 64))->capture_default_str();
+  compare_cmd->add_option("--threads", compare.threads, "threads per run; 0: the cores divided among the jobs")
+      ->check(CLI::Range(0, 256))
+      ->capture_default_str();
+
+  std::string report_dir;
+  CLI::App* report_cmd = app.add_subcommand("report", "(re)write a run folder's report.html");
+  report_cmd->add_option("run", report_dir, "the run folder")->required()->check(CLI::ExistingDirectory);
 
   CLI::App* list_cmd = app.add_subcommand("list", "tasks, model kinds, and attention kernels with their capabilities and options");
   std::string check_kernel = "all";
@@ -106,6 +122,24 @@ int main(int argc, char** argv) {
       }
       const attnlab::TrainResult result = attnlab::train_experiment(config, train_threads, resume_dir);
       return result.interrupted ? 130 : 0;
+    }
+    if (*compare_cmd) {
+      if (compare_args[0].find('=') != std::string::npos) {
+        std::fprintf(stderr, "attnlab compare: give a comparison file first (attnlab compare CONFIG [key=value ...])\n");
+        return 2;
+      }
+      compare.overrides.assign(compare_args.begin() + 1, compare_args.end());
+      try {
+        return attnlab::run_comparison(compare_args[0], compare);
+      } catch (const attnlab::ConfigError& e) {
+        std::fprintf(stderr, "attnlab: config error: %s\n", e.what());
+        return 2;
+      }
+    }
+    if (*report_cmd) {
+      attnlab::write_run_report(report_dir);
+      std::printf("attnlab: wrote %s/report.html\n", report_dir.c_str());
+      return 0;
     }
     if (*export_cmd) return attnlab::export_run(export_run_dir, export_checkpoint, export_dir);
     if (*eval_cmd) return attnlab::evaluate_run(eval_run, eval_checkpoint, 1);

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# End to end: `attnlab compare` on a tiny comparison (two variants x two seeds, two at a time) writes
+# every run, summary.csv/md, runs.csv and report.html; every file a report references exists; the same
+# command again reruns nothing; a changed config is refused; a bad comparison file fails with
+# file:line:column before anything is written; an interrupted comparison resumes.
+# Usage: compare_cli.sh ATTNLAB_BINARY SOURCE_DIR WORK_DIR
+set -uo pipefail
+attnlab=$1 source=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+failures=0
+fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
+cp "$source/configs/reverse.yaml" "$work/base.yaml"
+cat > "$work/tiny.yaml" <<YAML
+name: tiny
+base: base.yaml
+seeds: [0, 1]
+metric: exact_match
+set: {train.steps: 8, train.batch_size: 4, train.eval_interval: 4, train.eval_batches: 1, log.interval: 4,
+      train.schedule: {kind: constant, warmup_steps: 0}, model.d_model: 16, model.n_layers: 1, model.n_heads: 2}
+variants:
+  softmax: {}
+  linear: {model.attention.name: linear}
+dir: $work/out
+YAML
+out=$work/out/tiny
+
+# Every file a report.html links to or embeds by path exists (data: URIs and in-page anchors aside).
+check_references() {
+  local report=$1 folder
+  folder=$(dirname "$report")
+  [ -s "$report" ] || { fail "$report is missing"; return; }
+  local refs
+  refs=$(grep -o -E '(href|src)="[^"]*"' "$report" | sed -E 's/^(href|src)="//; s/"$//' | grep -v -E '^(data:|#|https?:)' | sort -u)
+  [ -n "$refs" ] || fail "$report references no files"
+  while IFS= read -r ref; do
+    [ -e "$folder/$ref" ] || fail "$report references $ref, which does not exist"
+  done <<< "$refs"
+  grep -q -E 'https?://[^"]*\.(js|css|png)' "$report" && fail "$report loads something from the network"
+}
+
+"$attnlab" compare "$work/tiny.yaml" --jobs 2 > "$work/first.log" 2>&1 || { cat "$work/first.log"; fail "the comparison did not finish"; }
+for v in softmax linear; do
+  for s in 0 1; do
+    [ -s "$out/runs/$v/seed_$s/summary.json" ] || fail "run $v/seed_$s did not finish"
+    check_references "$out/runs/$v/seed_$s/report.html"
+  done
+done
+for f in summary.csv summary.md runs.csv compare.yaml; do [ -s "$out/$f" ] || fail "no $f"; done
+check_references "$out/report.html"
+[ "$(grep -c -E '^(softmax|linear),2,' "$out/summary.csv")" = 2 ] || { cat "$out/summary.csv"; fail "summary.csv lacks a row per variant over 2 seeds"; }
+grep -q '^| softmax | 2/2 |' "$out/summary.md" || { cat "$out/summary.md"; fail "summary.md lacks the softmax row"; }
+grep -q 'heatmap' "$out/report.html" || fail "the comparison report shows no heatmaps"
+label=$(head -n 1 "$out/runs/softmax/seed_0/patterns/probe_0_labels.txt")
+grep -q "rotate(-90)\">$label</text>" "$out/runs/softmax/seed_0/report.html" || fail "the run report's heatmaps carry no token labels"
+
+# Again: nothing reruns.
+before=$(stat -c %Y "$out/runs/softmax/seed_0/last.ckpt")
+"$attnlab" compare "$work/tiny.yaml" > "$work/again.log" 2>&1 || fail "resuming a finished comparison failed"
+grep -q "4 of 4 runs already finished" "$work/again.log" || { cat "$work/again.log"; fail "a finished comparison reran"; }
+[ "$(stat -c %Y "$out/runs/softmax/seed_0/last.ckpt")" = "$before" ] || fail "a finished run was retrained"
+
+# The same comparison with a different config is refused, naming the comparison file.
+if "$attnlab" compare "$work/tiny.yaml" train.steps=9 > "$work/changed.log" 2>&1; then fail "a changed config was mixed into finished runs"; fi
+grep -q "tiny.yaml:[0-9]*:[0-9]*: variant 'softmax'.*different config" "$work/changed.log" || { cat "$work/changed.log"; fail "the changed-config error does not say where and why"; }
+
+# A bad variant key: exit 2, file:line:column, nothing written.
+sed -e 's/name: tiny/name: bad/' -e 's/model.attention.name: linear/model.atention.name: linear/' "$work/tiny.yaml" > "$work/bad.yaml"
+"$attnlab" compare "$work/bad.yaml" > "$work/bad.log" 2>&1
+[ $? = 2 ] || fail "a bad comparison file should exit 2"
+grep -q "bad.yaml:9:3: variant 'linear'.*unknown key" "$work/bad.log" || { cat "$work/bad.log"; fail "the bad-key error does not point at the variant"; }
+[ -e "$work/out/bad" ] && fail "a bad comparison wrote a folder"
+
+# Interrupted, then resumed with the same command.
+sed -e 's/name: tiny/name: stop/' "$work/tiny.yaml" > "$work/stop.yaml"
+"$attnlab" compare "$work/stop.yaml" train.steps=1500 > "$work/stop.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do [ -e "$work/out/stop/runs/softmax/seed_0/metrics.jsonl" ] && break; sleep 0.1; done
+sleep 0.3
+kill -INT $pid
+wait $pid
+code=$?
+[ $code = 130 ] || { cat "$work/stop.log"; fail "an interrupted comparison should exit 130, got $code"; }
+grep -q "Resume with the same command: attnlab compare $work/stop.yaml train.steps=1500" "$work/stop.log" || fail "the interrupted comparison does not say how to resume"
+[ -s "$work/out/stop/runs/softmax/seed_0/last.ckpt" ] || fail "the interrupted run left no checkpoint"
+[ -e "$work/out/stop/runs/softmax/seed_0/summary.json" ] && fail "the interrupted run claims to be finished"
+if "$attnlab" compare "$work/stop.yaml" train.steps=1400 > "$work/other.log" 2>&1; then fail "resuming with other settings should be refused"; fi
+"$attnlab" compare "$work/stop.yaml" train.steps=1500 > "$work/resume.log" 2>&1 || { cat "$work/resume.log"; fail "the resumed comparison did not finish"; }
+grep -q "0 of 4 runs already finished" "$work/resume.log" || fail "resume miscounted"
+grep -q "resuming seed_0" "$work/out/stop/runs/softmax/seed_0.log" || fail "the interrupted run started again instead of resuming"
+[ "$(grep -c '"step": 1500, "split": "eval"' "$work/out/stop/runs/softmax/seed_0/metrics.jsonl")" = 1 ] || fail "the resumed run's metrics are not one continuous log"
+
+echo "$failures failures"
+[ "$failures" = 0 ]
