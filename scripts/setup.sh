@@ -17,6 +17,7 @@ packages=(
   dataset-fashion-mnist               # Fashion-MNIST (IDX files in /usr/share/datasets/fashion-mnist)
   libgtest-dev                        # tests
   libbenchmark-dev                    # op benchmarks
+  python3-matplotlib python3-numpy    # scripts/plot_run.py figures
 )
 
 missing=()

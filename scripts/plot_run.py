@@ -1,0 +1,358 @@
+#!/usr/bin/python3
+"""Plot attnlab run folders with matplotlib, for restyling the figures `attnlab train` writes.
+
+Reads a run folder (metrics.csv, metrics.jsonl, patterns/*.npy) and writes three kinds of figure:
+
+  curves.<fmt>        train and eval loss against step, and eval accuracy (solid: token accuracy,
+                      dotted: exact match) against step; one colour per run
+  attention_<run>_step_<N>_probe_<P>.<fmt>
+                      every captured attention pattern of one probe at one step: layers as rows,
+                      heads as columns, one shared colour scale
+  head_metrics.<fmt>  each per-head pattern metric (entropy, mean distance, ...) against capture step,
+                      one line per head (head_metrics_<run>.<fmt> per run when given several runs)
+
+Several run folders can be given at once, for example the runs/<variant>/seed_<s> folders of a
+comparison: their curves are overlaid and labelled by the shortest trailing part of their paths that
+tells them apart (softmax/seed_0, linear/seed_0, ...).
+
+Needs only Debian's python3-matplotlib and python3-numpy:
+
+  /usr/bin/python3 scripts/plot_run.py runs/induction                  # figures in runs/induction/plots
+  /usr/bin/python3 scripts/plot_run.py runs/induction --step 250 --probe 2 --format svg
+  /usr/bin/python3 scripts/plot_run.py runs/cmp/runs/*/seed_* --out cmp-plots --format pdf
+
+Exits with status 1 and a message naming the file for a missing run folder, a missing metrics.csv,
+or a --step/--probe that was not captured (the message lists what was).
+"""
+
+import argparse
+import csv
+import json
+import os
+import re
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, never a display
+import matplotlib.pyplot as plt  # noqa: E402  (must follow matplotlib.use)
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+import numpy as np  # noqa: E402
+
+MAX_LABELLED_TOKENS = 40  # longer probes get plain position ticks instead of token ids
+PATTERN_FILE = re.compile(r"^step_(\d+)_probe_(\d+)\.npy$")
+LINE_STYLES = ["-", "--", ":", "-."]
+
+
+class PlotError(Exception):
+    """A problem with the input that the user can fix; printed without a traceback."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# Reading a run folder
+
+
+def check_run(run):
+    if not os.path.isdir(run):
+        raise PlotError(f"{run}: no such run folder")
+    if not os.path.isfile(os.path.join(run, "metrics.csv")):
+        raise PlotError(f"{os.path.join(run, 'metrics.csv')}: not found (is {run} an attnlab run folder?)")
+
+
+def to_number(text):
+    """A csv cell as a float; None for an empty cell or text that is not a number (split, ...)."""
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def read_metrics_csv(run):
+    """The rows of metrics.csv as dicts keyed by the header, so extra columns do no harm."""
+    path = os.path.join(run, "metrics.csv")
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        if not reader.fieldnames or "step" not in reader.fieldnames or "split" not in reader.fieldnames:
+            raise PlotError(f"{path}: expected a header with 'step' and 'split' columns")
+        rows = []
+        for row in reader:
+            parsed = {name: to_number(value) for name, value in row.items() if name is not None}
+            parsed["split"] = row["split"]
+            rows.append(parsed)
+    return rows
+
+
+def series(rows, split, column):
+    """(steps, values) of one column over the rows of one split, skipping empty cells."""
+    steps, values = [], []
+    for row in rows:
+        if row["split"] == split and row.get(column) is not None and row.get("step") is not None:
+            steps.append(row["step"])
+            values.append(row[column])
+    return steps, values
+
+
+def read_pattern_rows(run):
+    """The "patterns" rows of metrics.jsonl: [(step, [head dict, ...]), ...] in file order."""
+    path = os.path.join(run, "metrics.jsonl")
+    if not os.path.isfile(path):
+        return []
+    rows = []
+    with open(path) as f:
+        for line in f:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a run still being written can leave a partial last line
+            if row.get("split") == "patterns" and row.get("heads"):
+                rows.append((row["step"], row["heads"]))
+    return rows
+
+
+def captured_patterns(run):
+    """{step: [probe, ...]} for every patterns/step_N_probe_P.npy in the run."""
+    folder = os.path.join(run, "patterns")
+    captured = {}
+    if os.path.isdir(folder):
+        for name in os.listdir(folder):
+            match = PATTERN_FILE.match(name)
+            if match:
+                captured.setdefault(int(match.group(1)), []).append(int(match.group(2)))
+    return {step: sorted(probes) for step, probes in captured.items()}
+
+
+def probe_tokens(run, probe):
+    """The token ids of a probe, or None when the task has none (images) or the file is missing."""
+    path = os.path.join(run, "patterns", f"probe_{probe}_tokens.npy")
+    if not os.path.isfile(path):
+        return None
+    return np.load(path).ravel()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Naming
+
+
+def run_labels(runs):
+    """Short unique labels: the last path component, or more of the path when those collide.
+
+    runs/cmp/softmax/seed_0 and runs/cmp/linear/seed_0 become softmax/seed_0 and linear/seed_0.
+    """
+    parts = [os.path.normpath(os.path.abspath(run)).split(os.sep) for run in runs]
+    depth = 1
+    while True:
+        labels = ["/".join(p[-depth:]) for p in parts]
+        if len(set(labels)) == len(labels) or depth >= max(len(p) for p in parts):
+            return labels
+        depth += 1
+
+
+def file_safe(label):
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label)
+
+
+def save(fig, out_dir, name, fmt):
+    path = os.path.join(out_dir, f"{name}.{fmt}")
+    fig.savefig(path, dpi=150, bbox_inches="tight")
+    plt.close(fig)
+    print(path)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Choosing the attention figure
+
+
+def choose_step(run, captured, step):
+    """The requested step, or the latest captured one; a PlotError naming what exists otherwise."""
+    folder = os.path.join(run, "patterns")
+    if not captured:
+        raise PlotError(f"{folder}: no captured patterns (was log.patterns false?)")
+    if step is None:
+        return max(captured)
+    if step not in captured:
+        existing = ", ".join(str(s) for s in sorted(captured))
+        raise PlotError(f"{folder}: no patterns captured at step {step}; captured steps: {existing}")
+    return step
+
+
+def attention_step(run, step, probe):
+    """The step to draw for a run, None when it captured nothing and no step was asked for."""
+    captured = captured_patterns(run)
+    if not captured and step is None:
+        print(f"plot_run.py: {os.path.join(run, 'patterns')}: no captured patterns, no attention figure",
+              file=sys.stderr)
+        return None
+    step = choose_step(run, captured, step)
+    if probe not in captured[step]:
+        existing = ", ".join(str(p) for p in captured[step])
+        raise PlotError(f"{os.path.join(run, 'patterns')}: no probe {probe} at step {step}; captured probes: {existing}")
+    return step
+
+
+# ---------------------------------------------------------------------------------------------------
+# Figures
+
+
+def plot_curves(runs, labels):
+    """Loss (train solid, eval dashed) and eval accuracy (token solid, exact match dotted) per run."""
+    fig, (loss_ax, acc_ax) = plt.subplots(1, 2, figsize=(12, 4.5))
+    all_losses = []
+    for i, (rows, label) in enumerate(zip(runs, labels)):
+        colour = f"C{i % 10}"
+        steps, losses = series(rows, "train", "loss")
+        loss_ax.plot(steps, losses, color=colour, label=label)
+        all_losses += losses
+        steps, losses = series(rows, "eval", "loss")
+        loss_ax.plot(steps, losses, color=colour, linestyle="--", marker="o", markersize=3)
+        all_losses += losses
+        steps, accuracy = series(rows, "eval", "token_accuracy")
+        acc_ax.plot(steps, accuracy, color=colour, marker="o", markersize=3, label=label)
+        steps, exact = series(rows, "eval", "exact_match")
+        acc_ax.plot(steps, exact, color=colour, linestyle=":", marker="x", markersize=3)
+
+    if all_losses and min(all_losses) > 0 and max(all_losses) / min(all_losses) > 10:
+        loss_ax.set_yscale("log")  # losses that fall by orders of magnitude, as on the toy tasks
+    loss_ax.set_title("loss (solid: train, dashed: eval)")
+    loss_ax.set_xlabel("step")
+    loss_ax.set_ylabel("cross-entropy")
+    acc_ax.set_title("eval accuracy (solid: token, dotted: exact match)")
+    acc_ax.set_xlabel("step")
+    acc_ax.set_ylabel("accuracy")
+    acc_ax.set_ylim(-0.02, 1.02)
+    for ax in (loss_ax, acc_ax):
+        ax.grid(True, alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="small")
+    fig.tight_layout()
+    return fig
+
+
+def set_token_ticks(ax, axis, count, tokens):
+    """Token ids as tick labels when they fit, else whole-number position ticks."""
+    if tokens is None or len(tokens) != count or count > MAX_LABELLED_TOKENS:
+        (ax.xaxis if axis == "x" else ax.yaxis).set_major_locator(MaxNLocator(integer=True))
+        return
+    ticks = range(count)
+    labels = [str(t) for t in tokens]
+    if axis == "x":
+        ax.set_xticks(ticks, labels, fontsize=5, rotation=90)
+    else:
+        ax.set_yticks(ticks, labels, fontsize=5)
+
+
+def plot_attention(run, label, step, probe):
+    path = os.path.join(run, "patterns", f"step_{step}_probe_{probe}.npy")
+    patterns = np.load(path)  # [layers, heads, queries, keys]
+    if patterns.ndim != 4:
+        raise PlotError(f"{path}: expected [layers, heads, queries, keys], got shape {patterns.shape}")
+    layers, heads, queries, keys = patterns.shape
+    tokens = probe_tokens(run, probe)
+
+    labelled = tokens is not None and max(queries, keys) <= MAX_LABELLED_TOKENS
+    cell = max(2.6, 0.12 * max(queries, keys)) if labelled else 2.2  # inches; room for the token ids
+    fig, axes = plt.subplots(layers, heads, figsize=(cell * heads + 1.2, cell * layers + 0.6), squeeze=False,
+                             layout="constrained")
+    vmax = float(patterns.max()) if patterns.size else 1.0
+    for layer in range(layers):
+        for head in range(heads):
+            ax = axes[layer][head]
+            image = ax.imshow(patterns[layer, head], cmap="viridis", vmin=0.0, vmax=vmax,
+                              interpolation="nearest", aspect="auto" if queries != keys else "equal")
+            ax.set_title(f"layer {layer} head {head}", fontsize=9)
+            set_token_ticks(ax, "x", keys, tokens)
+            set_token_ticks(ax, "y", queries, tokens)
+            ax.tick_params(labelsize=6)
+            if layer == layers - 1:
+                ax.set_xlabel("key", fontsize=8)
+            if head == 0:
+                ax.set_ylabel("query", fontsize=8)
+    fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="attention weight")
+    fig.suptitle(f"{label}: step {step}, probe {probe}")
+    return fig
+
+
+def plot_head_metrics(pattern_rows, label):
+    """One panel per metric; colour is the head, line style the layer."""
+    metrics = []
+    for _, heads in pattern_rows:
+        for head in heads:
+            metrics += [name for name in head if name not in ("layer", "head") and name not in metrics]
+    lines = {}  # (layer, head) -> {metric: ([steps], [values])}
+    for step, heads in pattern_rows:
+        for head in heads:
+            per_metric = lines.setdefault((head["layer"], head["head"]), {})
+            for name in metrics:
+                if head.get(name) is not None:
+                    steps, values = per_metric.setdefault(name, ([], []))
+                    steps.append(step)
+                    values.append(head[name])
+
+    columns = min(3, len(metrics))
+    rows = (len(metrics) + columns - 1) // columns
+    fig, axes = plt.subplots(rows, columns, figsize=(4.5 * columns, 3.4 * rows), squeeze=False)
+    for ax, name in zip(axes.ravel(), metrics):
+        for (layer, head), per_metric in sorted(lines.items()):
+            if name in per_metric:
+                steps, values = per_metric[name]
+                ax.plot(steps, values, color=f"C{head % 10}", linestyle=LINE_STYLES[layer % len(LINE_STYLES)],
+                        marker="o", markersize=3, label=f"layer {layer} head {head}")
+        ax.set_title(name.replace("_", " "))
+        ax.set_xlabel("step")
+        ax.grid(True, alpha=0.3)
+    for ax in axes.ravel()[len(metrics):]:
+        ax.set_visible(False)
+    handles, names = axes[0][0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize="small")
+    fig.suptitle(f"{label}: attention head metrics (mean over probes)")
+    fig.tight_layout()
+    return fig
+
+
+# ---------------------------------------------------------------------------------------------------
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        description="Plot loss/accuracy curves, attention patterns and head metrics of attnlab runs.",
+        epilog="Example: /usr/bin/python3 scripts/plot_run.py runs/induction --format svg")
+    parser.add_argument("runs", nargs="+", metavar="RUN", help="run folder(s) written by `attnlab train`")
+    parser.add_argument("--out", help="output folder (default: RUN/plots for one run, ./plots for several)")
+    parser.add_argument("--step", type=int, help="capture step of the attention figure (default: the latest)")
+    parser.add_argument("--probe", type=int, default=0, help="probe of the attention figure (default: 0)")
+    parser.add_argument("--format", default="png", choices=["png", "svg", "pdf"], help="file format (default: png)")
+    return parser.parse_args(argv)
+
+
+def main(argv):
+    args = parse_args(argv)
+    for run in args.runs:
+        check_run(run)
+    # Check every run's step, probe and metrics.csv before writing anything.
+    steps = [attention_step(run, args.step, args.probe) for run in args.runs]
+    metrics = [read_metrics_csv(run) for run in args.runs]
+    labels = run_labels(args.runs)
+    out_dir = args.out or (os.path.join(args.runs[0], "plots") if len(args.runs) == 1 else "plots")
+    os.makedirs(out_dir, exist_ok=True)
+
+    save(plot_curves(metrics, labels), out_dir, "curves", args.format)
+
+    for run, label, step in zip(args.runs, labels, steps):
+        if step is not None:
+            name = f"attention_{file_safe(label)}_step_{step}_probe_{args.probe}"
+            save(plot_attention(run, label, step, args.probe), out_dir, name, args.format)
+        pattern_rows = read_pattern_rows(run)
+        if pattern_rows:
+            name = "head_metrics" if len(args.runs) == 1 else f"head_metrics_{file_safe(label)}"
+            save(plot_head_metrics(pattern_rows, label), out_dir, name, args.format)
+        else:
+            print(f"plot_run.py: {os.path.join(run, 'metrics.jsonl')}: no \"patterns\" rows, no head metrics figure",
+                  file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main(sys.argv[1:]))
+    except PlotError as error:
+        print(f"plot_run.py: error: {error}", file=sys.stderr)
+        sys.exit(1)

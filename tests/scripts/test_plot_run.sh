@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# End to end: scripts/plot_run.py on tiny runs made by the real binary: the three figures of one run,
+# another step/probe as SVG, two runs overlaid, and a non-zero exit naming the file for a step that was
+# not captured, a missing run folder and a folder without metrics.csv.
+# Usage: test_plot_run.sh ATTNLAB_BINARY SOURCE_DIR
+set -uo pipefail
+attnlab=$1 source=$2
+if ! /usr/bin/python3 -c "import matplotlib, numpy" 2> /dev/null; then
+  echo "skipped: python3-matplotlib and python3-numpy are needed (scripts/setup.sh installs them)"
+  exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+plot=(/usr/bin/python3 "$source/scripts/plot_run.py")
+failures=0
+fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
+check() {  # name, then the command
+  local name=$1; shift
+  if "$@" > "$work/$name.log" 2>&1; then echo "ok: $name"; else fail "$name"; cat "$work/$name.log"; fi
+}
+expect_files() {  # folder, then file names that must exist and be non-empty
+  local dir=$1; shift
+  for f in "$@"; do [ -s "$dir/$f" ] || fail "no $dir/$f"; done
+}
+refused() {  # name, text the error must contain, then the command
+  local name=$1 text=$2; shift 2
+  if "$@" > "$work/$name.log" 2>&1; then
+    fail "$name should exit non-zero"
+  elif ! grep -qF -- "$text" "$work/$name.log"; then
+    fail "$name: error does not say '$text'"; cat "$work/$name.log"
+  else
+    echo "ok: $name"
+  fi
+}
+
+# Two tiny runs with patterns captured at steps 20 and 40; task.length=12 keeps probes short enough
+# for token-id tick labels.
+tiny=(train.steps=40 train.eval_interval=20 train.schedule.warmup_steps=0 task.length=12 log.dir="$work/runs")
+check train_a "$attnlab" train "$source/configs/default.yaml" "${tiny[@]}" name=a seed=0
+check train_b "$attnlab" train "$source/configs/default.yaml" "${tiny[@]}" name=b seed=1
+
+check plot_one "${plot[@]}" "$work/runs/a"
+expect_files "$work/runs/a/plots" curves.png attention_a_step_40_probe_0.png head_metrics.png
+[ "$(head -c 4 "$work/runs/a/plots/curves.png" | tail -c 3)" = "PNG" ] || fail "curves.png is not a PNG"
+
+check plot_svg "${plot[@]}" "$work/runs/a" --step 20 --probe 1 --format svg --out "$work/svg"
+expect_files "$work/svg" curves.svg attention_a_step_20_probe_1.svg head_metrics.svg
+
+check plot_two "${plot[@]}" "$work/runs/a" "$work/runs/b" --out "$work/both"
+expect_files "$work/both" curves.png attention_a_step_40_probe_0.png attention_b_step_40_probe_0.png \
+  head_metrics_a.png head_metrics_b.png
+
+refused bad_step "captured steps: 20, 40" "${plot[@]}" "$work/runs/a" --step 7 --out "$work/bad"
+[ ! -e "$work/bad/curves.png" ] || fail "bad step still wrote figures"
+refused bad_probe "captured probes: 0, 1, 2, 3" "${plot[@]}" "$work/runs/a" --probe 9 --out "$work/bad"
+refused missing_folder "$work/nothing: no such run folder" "${plot[@]}" "$work/nothing"
+mkdir "$work/empty"
+refused missing_csv "$work/empty/metrics.csv" "${plot[@]}" "$work/empty"
+
+echo "$failures failures"
+[ $failures -eq 0 ]
