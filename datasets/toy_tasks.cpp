@@ -80,6 +80,9 @@ class RecallTask : public SequenceTask {
 
 // Induction heads: a random segment, then the same segment again; every token of the repeat but the
 // first can be predicted by finding the earlier occurrence of the current token and copying its successor.
+// With gap > 0 the first segment sits at a random offset among `gap` pad tokens, so the distance between
+// the two occurrences varies and a fixed positional offset cannot stand in for matching content; its
+// symbols are then distinct, so that every token's successor is unambiguous.
 class InductionTask : public SequenceTask {
  public:
   explicit InductionTask(const ToyTaskOptions& o) : SequenceTask(o.held_out_fraction), o_(o) {}
@@ -88,15 +91,25 @@ class InductionTask : public SequenceTask {
   std::vector<TaskFormat> formats() const override { return {TaskFormat::causal_lm}; }
   Problem problem(Generator& gen) const override {
     Problem p;
-    p.source = random_symbols(o_.length, o_.symbols, gen);
-    p.answer = p.source;
+    if (o_.gap == 0) {
+      p.source = random_symbols(o_.length, o_.symbols, gen);
+      p.answer = p.source;
+    } else {
+      std::vector<std::int64_t> symbols(o_.symbols);
+      for (std::size_t i = 0; i < o_.symbols; ++i) symbols[i] = kFirstSymbol + static_cast<std::int64_t>(i);
+      for (std::size_t i = 0; i < o_.length; ++i) std::swap(symbols[i], symbols[i + gen.next_below(o_.symbols - i)]);
+      p.answer.assign(symbols.begin(), symbols.begin() + static_cast<std::ptrdiff_t>(o_.length));
+      const std::size_t offset = gen.next_below(o_.gap + 1);
+      p.source.assign(o_.length + o_.gap, kPad);
+      std::copy(p.answer.begin(), p.answer.end(), p.source.begin() + static_cast<std::ptrdiff_t>(offset));
+    }
     p.scored.assign(o_.length, true);
     p.scored[0] = false;  // nothing earlier says what follows the separator
     return p;
   }
 
  protected:
-  std::size_t source_length() const override { return o_.length; }
+  std::size_t source_length() const override { return o_.length + o_.gap; }
   std::size_t answer_length() const override { return o_.length; }
 
  private:
@@ -210,10 +223,17 @@ std::unique_ptr<SequenceTask> make_toy_task(const ToyTaskOptions& o) {
   if (!(o.held_out_fraction > 0.0 && o.held_out_fraction < 1.0)) {
     throw std::invalid_argument("task.held_out_fraction must be in (0, 1), got " + std::to_string(o.held_out_fraction));
   }
+  if (o.name != "induction" && o.gap != 0) throw std::invalid_argument("task.gap applies to the induction task only");
   if (o.name == "copy") return std::make_unique<TransformTask>(TransformTask::Kind::copy, o);
   if (o.name == "reverse") return std::make_unique<TransformTask>(TransformTask::Kind::reverse, o);
   if (o.name == "sort") return std::make_unique<TransformTask>(TransformTask::Kind::sort, o);
-  if (o.name == "induction") return std::make_unique<InductionTask>(o);
+  if (o.name == "induction") {
+    if (o.gap > 0 && o.symbols < o.length) {
+      throw std::invalid_argument("task.gap > 0 draws the segment's " + std::to_string(o.length) + " symbols without repeats: task.symbols (" +
+                                  std::to_string(o.symbols) + ") must be at least task.length");
+    }
+    return std::make_unique<InductionTask>(o);
+  }
   if (o.name == "majority") return std::make_unique<MajorityTask>(o);
   if (o.name == "mqar") {
     if (o.pairs == 0 || o.pairs > o.symbols) {

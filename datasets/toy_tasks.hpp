@@ -82,6 +82,7 @@ struct ToyTaskOptions {
   std::size_t symbols = 10;      // distinct symbols
   std::size_t pairs = 4;         // mqar: key-value pairs
   std::size_t queries = 0;       // mqar: queries (0: one per pair)
+  std::size_t gap = 0;           // induction: pad positions around the first segment, which sits at a random offset among them
   double held_out_fraction = 0.1;
 };
 

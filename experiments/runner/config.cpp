@@ -84,6 +84,7 @@ ExperimentConfig read(const YAML::Node& root, const std::string& file, std::vect
   c.task.toy.symbols = task.get<std::size_t>("symbols", c.task.toy.symbols, Range::at_least(2));
   c.task.toy.pairs = task.get<std::size_t>("pairs", c.task.toy.pairs, Range::at_least(1));
   c.task.toy.queries = task.get<std::size_t>("queries", c.task.toy.queries);
+  c.task.toy.gap = task.get<std::size_t>("gap", c.task.toy.gap);
   c.task.toy.held_out_fraction = task.get("held_out_fraction", c.task.toy.held_out_fraction, Range::open(0.0, 1.0));
   c.task.path = task.get<std::string>("path", c.task.path);
   c.task.block_size = task.get<std::size_t>("block_size", c.task.block_size, Range::at_least(1));
@@ -270,6 +271,7 @@ std::string config_to_yaml(const ExperimentConfig& c) {
   out << YAML::Key << "symbols" << YAML::Value << c.task.toy.symbols;
   out << YAML::Key << "pairs" << YAML::Value << c.task.toy.pairs;
   out << YAML::Key << "queries" << YAML::Value << c.task.toy.queries;
+  out << YAML::Key << "gap" << YAML::Value << c.task.toy.gap;
   out << YAML::Key << "held_out_fraction" << YAML::Value << c.task.toy.held_out_fraction;
   out << YAML::Key << "path" << YAML::Value << c.task.path;
   out << YAML::Key << "block_size" << YAML::Value << c.task.block_size;

@@ -26,7 +26,7 @@ HeadMetrics head_metrics(const double* p, std::size_t q, std::size_t k, const st
       m.previous_token += row[i - 1];
       ++previous_rows;
     }
-    if (!tokens.empty() && i < tokens.size()) {
+    if (!tokens.empty() && i < tokens.size() && tokens[i] >= 0) {
       double score = 0;
       bool earlier = false;
       for (std::size_t j = 0; j + 1 < i; ++j)

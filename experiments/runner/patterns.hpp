@@ -19,7 +19,8 @@ struct HeadMetrics {
   double entropy = 0, mean_distance = 0, diagonal = 0, previous_token = 0, anti_diagonal = 0, induction = 0;
 };
 
-// pattern: q x k values, row-major. tokens: the key sequence's tokens (empty: no induction score).
+// pattern: q x k values, row-major. tokens: the key sequence's tokens (empty: no induction score); a
+// negative token is padding, which is never matched (padding repeats without being content).
 HeadMetrics head_metrics(const double* pattern, std::size_t q, std::size_t k, const std::vector<std::int64_t>& tokens);
 
 }  // namespace attnlab

@@ -54,6 +54,7 @@ class BatchSource {
   const data::ImageDataset* images() const { return images_.get(); }
   // The characters of a text task's vocabulary in id order (empty for toy tasks).
   std::string vocabulary() const { return text_ ? text_->vocabulary().chars() : ""; }
+  bool is_padding(std::int64_t id) const { return task_ && id == data::kPad; }
   // How token `id` at `position` reads on a heatmap's axis: its character for text (whitespace made
   // visible), its id for toy tasks (pad and sep named), "cls" and the patch index for images.
   std::string token_label(std::int64_t id, std::size_t position) const {
@@ -249,7 +250,11 @@ void capture_patterns(Model& model, const BatchSource& source, const data::Seque
   std::vector<std::vector<std::int64_t>> tokens(count);  // each probe's key tokens, for the induction score
   if (tokens_are_ids) {
     const std::int64_t* ids = probes.input.data<std::int64_t>();
-    for (std::size_t p = 0; p < count; ++p) tokens[p].assign(ids + p * tk, ids + (p + 1) * tk);
+    for (std::size_t p = 0; p < count; ++p) {
+      tokens[p].assign(ids + p * tk, ids + (p + 1) * tk);
+      for (std::int64_t& t : tokens[p])
+        if (source.is_padding(t)) t = -1;  // never an earlier occurrence of anything
+    }
   }
   std::string row = "{\"step\": " + std::to_string(step) + ", \"split\": \"patterns\", \"heads\": [";
   for (std::size_t l = 0; l < layers.size(); ++l) {

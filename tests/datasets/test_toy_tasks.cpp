@@ -79,6 +79,35 @@ TEST(ToyTasks, InductionRepeatsTheSegmentAndScoresAllButItsFirstToken) {
   for (std::size_t i = 1; i < 5; ++i) EXPECT_EQ(e.target[5 + i], e.input[i]);
 }
 
+TEST(ToyTasks, InductionWithAGapPlacesTheSegmentAtVaryingOffsetsWithDistinctSymbols) {
+  ToyTaskOptions o;
+  o.name = "induction", o.length = 5, o.symbols = 9, o.gap = 4;
+  auto t = make_toy_task(o);
+  Generator gen(7);
+  std::set<std::size_t> offsets;
+  for (int n = 0; n < 200; ++n) {
+    const SequenceExample e = t->example(TaskSplit::train, TaskFormat::causal_lm, gen);
+    ASSERT_EQ(e.input.size(), 9u + 1u + 4u);  // pad-and-segment window, separator, repeat minus its last token
+    std::size_t offset = 0;
+    while (e.input[offset] == kPad) ++offset;
+    ASSERT_LE(offset, 4u);
+    offsets.insert(offset);
+    const std::vector<std::int64_t> segment(e.input.begin() + static_cast<std::ptrdiff_t>(offset),
+                                            e.input.begin() + static_cast<std::ptrdiff_t>(offset + 5));
+    EXPECT_EQ(std::set<std::int64_t>(segment.begin(), segment.end()).size(), 5u) << "symbols repeat in the segment";
+    for (std::size_t i = 0; i < 9; ++i)
+      if (i < offset || i >= offset + 5) EXPECT_EQ(e.input[i], kPad);
+    EXPECT_EQ(e.input[9], kSep);
+    for (std::size_t i = 0; i < 10; ++i) EXPECT_EQ(e.target[i], kIgnore);  // the window, and the repeat's first token
+    for (std::size_t i = 1; i < 5; ++i) EXPECT_EQ(e.target[9 + i], segment[i]);
+  }
+  EXPECT_EQ(offsets.size(), 5u) << "every offset 0..gap occurs";
+  o.symbols = 4;
+  EXPECT_THROW(make_toy_task(o), std::invalid_argument);  // 5 distinct symbols out of 4
+  o.name = "copy", o.symbols = 9;
+  EXPECT_THROW(make_toy_task(o), std::invalid_argument);  // gap is induction's alone
+}
+
 TEST(ToyTasks, MajorityLabelsTheMostFrequentSymbol) {
   Generator gen(5);
   auto t = task("majority", 7, 3);

@@ -49,5 +49,19 @@ TEST(PatternMetrics, InductionScoreFindsTheTokenAfterTheEarlierOccurrence) {
   EXPECT_NEAR(m.induction, (1.0 + 1.0 + 0.5) / 3.0, 1e-12);
 }
 
+TEST(PatternMetrics, PaddingIsNeverAnEarlierOccurrence) {
+  // tokens: pad pad pad a b SEP a b (padding as -1). The third pad repeats the first, but padding is
+  // not content: a head that attends from it to the first pad's successor must gain nothing. Only the
+  // repeat's a (position 6, target 4) and b (position 7, target 5) count.
+  const std::vector<std::int64_t> tokens{-1, -1, -1, 10, 11, 1, 10, 11};
+  std::vector<double> p(8 * 8, 0.0);
+  for (std::size_t i = 0; i < 8; ++i) p[i * 8 + i] = 1.0;
+  p[2 * 8 + 2] = 0, p[2 * 8 + 1] = 1.0;  // pad -> the successor of the earlier pad
+  p[6 * 8 + 6] = 0, p[6 * 8 + 4] = 1.0;  // a -> the b after the earlier a
+  p[7 * 8 + 7] = 0, p[7 * 8 + 5] = 0.25, p[7 * 8 + 0] = 0.75;
+  const HeadMetrics m = head_metrics(p.data(), 8, 8, tokens);
+  EXPECT_NEAR(m.induction, (1.0 + 0.25) / 2.0, 1e-12);
+}
+
 }  // namespace
 }  // namespace attnlab
