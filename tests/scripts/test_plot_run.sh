@@ -35,7 +35,7 @@ refused() {  # name, text the error must contain, then the command
 
 # Two tiny runs with patterns captured at steps 20 and 40; task.length=12 keeps probes short enough
 # for token-id tick labels.
-tiny=(train.steps=40 train.eval_interval=20 train.schedule.warmup_steps=0 task.length=12 log.dir="$work/runs")
+tiny=(train.steps=40 train.eval_interval=20 log.pattern_interval=20 train.schedule.warmup_steps=0 task.length=12 log.dir="$work/runs")
 check train_a "$attnlab" train "$source/configs/default.yaml" "${tiny[@]}" name=a seed=0
 check train_b "$attnlab" train "$source/configs/default.yaml" "${tiny[@]}" name=b seed=1
 
