@@ -38,9 +38,9 @@ int run_gpt_bench(const GptBenchOptions& o) {
     for (std::size_t b = 0; b < o.batch; ++b)  // targets: the sequence rolled left by one (torch.roll(idx, -1, 1))
       for (std::size_t t = 0; t < o.block; ++t) targets[b * o.block + t] = ids[b * o.block + (t + 1) % o.block];
     Tensor loss = model.loss(from_indices(ids, {o.batch, o.block}), from_indices(targets, {o.batch, o.block}));
-    optimizer.zero_grad();
     loss.backward();
     optimizer.step();
+    optimizer.zero_grad();  // free the gradients now (as nanoGPT does): the next forward runs without them
     return loss.item();
   };
   for (std::size_t i = 0; i < o.warmup; ++i) step();

@@ -44,14 +44,14 @@ MultiHeadAttention::MultiHeadAttention(std::size_t d_model, std::size_t n_heads,
 }
 
 AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& context, const AttentionContext& attention,
-                                            const PositionalEncoding* rotary) {
+                                            const PositionalEncoding* rotary, const LayerNorm* norm) {
   if (x.dim() != 3 || x.size(2) != d_model_) {
     throw std::invalid_argument("MultiHeadAttention: expected x [B, T, " + std::to_string(d_model_) + "], got " +
                                 shape_str(x.shape()));
   }
   Tensor q, k, v;
   if (!context.defined()) {
-    auto heads = split_heads(qkv->forward(x), 3, n_heads_, head_dim_);  // 3 x [B, H, T, D]
+    auto heads = split_heads(norm ? norm->forward_into(x, *qkv) : qkv->forward(x), 3, n_heads_, head_dim_);  // 3 x [B, H, T, D]
     q = heads[0], k = heads[1], v = heads[2];
   } else {
     if (context.dim() != 3 || context.size(0) != x.size(0) || context.size(2) != d_model_) {
@@ -62,7 +62,7 @@ AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& conte
       throw std::invalid_argument("attention kernel '" + kernel->name() + "' does not support cross-attention");
     }
     const I c = static_cast<I>(d_model_);
-    q = split_heads(project_rows(*qkv, x, 0, c), 1, n_heads_, head_dim_)[0];          // [B, H, Tq, D]
+    q = split_heads(project_rows(*qkv, norm ? norm->forward(x) : x, 0, c), 1, n_heads_, head_dim_)[0];  // [B, H, Tq, D]
     auto kv = split_heads(project_rows(*qkv, context, c, 3 * c), 2, n_heads_, head_dim_);  // 2 x [B, H, Tk, D]
     k = kv[0], v = kv[1];
   }

@@ -23,8 +23,9 @@ class MultiHeadAttention : public Module {
   // Self-attention when `context` is undefined, else cross-attention. x [B, Tq, C], context [B, Tk, C];
   // returns output [B, Tq, C] and, when asked, the pattern [B, H, Tq, Tk]. `rotary` (optional) rotates
   // q and k by their positions.
+  // `norm` (optional) is applied to x first; in self-attention it is fused into the qkv projection.
   AttentionResult forward(const Tensor& x, const Tensor& context, const AttentionContext& attention,
-                          const PositionalEncoding* rotary = nullptr);
+                          const PositionalEncoding* rotary = nullptr, const LayerNorm* norm = nullptr);
 
   std::size_t n_heads() const { return n_heads_; }
   std::size_t head_dim() const { return head_dim_; }

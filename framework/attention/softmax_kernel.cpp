@@ -34,11 +34,17 @@ class SoftmaxKernel : public AttentionKernel {
       attention_mask(batch, 1, tk, AttentionContext{false, context.key_padding_mask, false});  // validates the shape
       padding = reshape(context.key_padding_mask, {static_cast<std::int64_t>(batch), 1, 1, static_cast<std::int64_t>(tk)});
     }
+    AttentionResult result;
+    if (config_.dropout == 0 || !is_training()) {
+      // One fused op: its backward recomputes the weights rather than keeping [B, H, Tq, Tk] per layer.
+      Tensor weights;
+      result.output = softmax_attention(q, k, v, scale_, padding, context.causal, context.need_pattern ? &weights : nullptr);
+      if (context.need_pattern) result.pattern = weights;
+      return result;
+    }
     const Tensor scores = matmul(q, k, false, true);                                      // [B, H, Tq, Tk]
     const Tensor weights = scaled_masked_softmax(scores, scale_, padding, context.causal); // [B, H, Tq, Tk]
-    const Tensor mixed = config_.dropout > 0 ? dropout(weights, config_.dropout, is_training(), gen_) : weights;
-    AttentionResult result;
-    result.output = matmul(mixed, v);                                                     // [B, H, Tq, D]
+    result.output = matmul(dropout(weights, config_.dropout, true, gen_), v);             // [B, H, Tq, D]
     if (context.need_pattern) result.pattern = weights.detach();
     return result;
   }

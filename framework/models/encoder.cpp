@@ -44,10 +44,12 @@ Tensor EncoderLayer::forward(const Tensor& x, const AttentionContext& context, c
                              Tensor* pattern) {
   if (placement_ == NormPlacement::pre) {
     // x + Attn(LN(x)), then + FF(LN(x))
-    AttentionResult a = attn->forward(norm1->forward(x), Tensor(), context, rotary);
+    // Each norm is fused into the projection after it (LN -> qkv, LN -> fc1): the same values, with one
+    // [B, T, C] tensor less kept per norm for the backward.
+    AttentionResult a = attn->forward(x, Tensor(), context, rotary, norm1.get());
     if (pattern) *pattern = a.pattern;
     const Tensor h = x + drop->forward(a.output);
-    return h + ff->forward(norm2->forward(h));
+    return h + ff->forward(h, *norm2);
   }
   // LN(x + Attn(x)), then LN(h + FF(h))
   AttentionResult a = attn->forward(x, Tensor(), context, rotary);

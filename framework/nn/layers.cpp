@@ -43,6 +43,14 @@ LayerNorm::LayerNorm(std::size_t dim, double eps_, bool affine) : eps(eps_) {
 
 Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps); }
 
+Tensor LayerNorm::forward_into(const Tensor& x, const Linear& next) const {
+  if (x.dim() == 0 || x.size(-1) != next.in_features()) {
+    throw std::invalid_argument("LayerNorm -> Linear: expected input [..., " + std::to_string(next.in_features()) + "], got " +
+                                shape_str(x.shape()));
+  }
+  return layer_norm_linear(x, weight, bias, eps, next.weight, next.bias);
+}
+
 Dropout::Dropout(double p, Generator& gen) : p_(p), gen_(gen.split()) {
   if (!(p >= 0.0 && p < 1.0)) throw std::invalid_argument("Dropout: p must be in [0, 1), got " + std::to_string(p));
   register_generator("rng", &gen_);
@@ -69,8 +77,11 @@ FeedForward::FeedForward(std::size_t dim, std::size_t hidden, Activation activat
   drop = register_module("drop", std::make_shared<Dropout>(p, gen));
 }
 
-Tensor FeedForward::forward(const Tensor& x) {
-  const Tensor hidden = fc1->forward(x);
+Tensor FeedForward::forward(const Tensor& x) { return finish(fc1->forward(x)); }
+
+Tensor FeedForward::forward(const Tensor& x, const LayerNorm& norm) { return finish(norm.forward_into(x, *fc1)); }
+
+Tensor FeedForward::finish(const Tensor& hidden) {
   // GELU and fc2 as one op, which keeps only `hidden` for backward (recomputing the activation).
   const Tensor out = activation == Activation::gelu ? gelu_linear(hidden, fc2->weight, fc2->bias)
                                                     : fc2->forward(activate(hidden, activation));

@@ -40,6 +40,8 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(std::size_t dim, double eps = 1e-5, bool affine = true);
   Tensor forward(const Tensor& x) const;
+  // next.forward(forward(x)) as one op that keeps less for the backward (ops.hpp: layer_norm_linear).
+  Tensor forward_into(const Tensor& x, const Linear& next) const;
 
   Tensor weight, bias;  // [C] each, undefined without affine
   double eps;
@@ -67,10 +69,15 @@ class FeedForward : public Module {
  public:
   FeedForward(std::size_t dim, std::size_t hidden, Activation activation, double dropout, Generator& gen);
   Tensor forward(const Tensor& x);  // [..., C] -> [..., C]
+  // forward(norm(x)), with the norm fused into fc1.
+  Tensor forward(const Tensor& x, const LayerNorm& norm);
 
   std::shared_ptr<Linear> fc1, fc2;
   std::shared_ptr<Dropout> drop;
   Activation activation;
+
+ private:
+  Tensor finish(const Tensor& hidden);  // activation, fc2, dropout
 };
 
 }  // namespace attnlab

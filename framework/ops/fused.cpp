@@ -192,6 +192,34 @@ Tensor scaled_masked_softmax(const Tensor& x, double scale, const Tensor& mask, 
   return out;
 }
 
+Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& mask, bool causal,
+                         Tensor* weights) {
+  if (q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim()) {
+    throw std::invalid_argument("softmax_attention: q, k, v need the same rank >= 2, got " + shape_str(q.shape()) + ", " +
+                                shape_str(k.shape()) + ", " + shape_str(v.shape()));
+  }
+  Tensor p, out;
+  {
+    NoGradGuard no_grad;
+    p = scaled_masked_softmax(matmul(q, k, false, true), scale, mask, causal);  // [..., Tq, Tk]
+    out = matmul(p, v);                                                        // [..., Tq, Dv]
+  }
+  if (weights) *weights = p;
+  if (needs_grad({&q, &k, &v})) {
+    // Only q, k and v are kept (the callers keep them anyway); the weights are recomputed, which costs one
+    // more q k^T and softmax and saves a [..., Tq, Tk] tensor per layer for the whole backward pass.
+    record(out, "softmax_attention", {q, k, v},
+           [q = q.detach(), k = k.detach(), v = v.detach(), mask, scale, causal](const Tensor& g) {
+             NoGradGuard no_grad;
+             const Tensor w = scaled_masked_softmax(matmul(q, k, false, true), scale, mask, causal);
+             const std::size_t cols = w.size(-1), rows = cols ? w.numel() / cols : 0;
+             const Tensor ds = softmax_rows_backward(w, matmul(g, v, false, true), rows, cols, scale);  // d(q k^T)
+             return std::vector<Tensor>{matmul(ds, k), matmul(ds, q, true, false), matmul(w, g, true, false)};
+           });
+  }
+  return out;
+}
+
 Tensor log_softmax(const Tensor& x) {
   check_last_axis(x, "log_softmax");
   const std::size_t cols = x.size(-1);
@@ -244,7 +272,14 @@ Tensor log_softmax(const Tensor& x) {
 
 // ---- layer norm ----
 
-Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+namespace {
+
+// Layer norm's forward over rows of `cols`: out = x_hat * weight + bias, keeping x_hat and 1/std for the
+// backward.
+struct LayerNormForward {
+  Tensor out, normalized, inv_std;
+};
+LayerNormForward layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   check_last_axis(x, "layer_norm");
   const std::size_t cols = x.size(-1);
   const std::size_t rows = cols ? x.numel() / cols : 0;
@@ -254,6 +289,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
                                   dtype_name(x.dtype()) + ", got " + shape_str(p->shape()) + " " + dtype_name(p->dtype()));
     }
   }
+  LayerNormForward f;
   Tensor out = empty(x.shape(), x.dtype());
   Tensor normalized = empty(x.shape(), x.dtype());  // x_hat, saved for backward
   Tensor inv_std = empty({rows}, x.dtype());
@@ -285,59 +321,116 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
     }
     });
   });
+  f.out = out, f.normalized = normalized, f.inv_std = inv_std;
+  return f;
+}
+
+// Layer norm's backward from x_hat and 1/std: gradients of x, weight and bias (each only when asked).
+std::vector<Tensor> layer_norm_backward(const Tensor& normalized, const Tensor& inv_std, const Tensor& w, const Tensor& g,
+                                        bool rx, bool rw, bool rb) {
+  const std::size_t cols = normalized.size(-1), rows = cols ? normalized.numel() / cols : 0;
+  Tensor gx = rx ? empty(normalized.shape(), g.dtype()) : Tensor();
+  Tensor gw = rw ? zeros({cols}, g.dtype()) : Tensor();
+  Tensor gb = rb ? zeros({cols}, g.dtype()) : Tensor();
+  dispatch_floating(g.dtype(), "layer_norm_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* ph = normalized.data<T>();
+    const T* ps = inv_std.data<T>();
+    const T* pg = g.data<T>();
+    const T* pw = w.defined() ? w.data<T>() : nullptr;
+    // Weight and bias gradients: sums over rows, split by columns.
+    if (rw || rb) {
+      parallel_for(cols, 256, [&](std::size_t c0, std::size_t c1) {
+        T* dw = rw ? gw.data<T>() : nullptr;
+        T* db = rb ? gb.data<T>() : nullptr;
+        for (std::size_t r = 0; r < rows; ++r) {
+          const T* hr = ph + r * cols;
+          const T* gr = pg + r * cols;
+          if (dw)
+            for (std::size_t i = c0; i < c1; ++i) dw[i] += gr[i] * hr[i];
+          if (db)
+            for (std::size_t i = c0; i < c1; ++i) db[i] += gr[i];
+        }
+      });
+    }
+    if (!rx) return;
+    // dx = rstd * (dh - mean(dh) - h * mean(dh * h)), dh = g * w
+    parallel_for(rows, row_grain(cols), [&](std::size_t r0, std::size_t r1) {
+      for (std::size_t r = r0; r < r1; ++r) {
+        const T* hr = ph + r * cols;
+        const T* gr = pg + r * cols;
+        T mean_dh = 0, mean_dh_h = 0;
+#pragma omp simd reduction(+ : mean_dh, mean_dh_h)
+        for (std::size_t i = 0; i < cols; ++i) {
+          const T dh = pw ? gr[i] * pw[i] : gr[i];
+          mean_dh += dh;
+          mean_dh_h += dh * hr[i];
+        }
+        mean_dh /= static_cast<T>(cols);
+        mean_dh_h /= static_cast<T>(cols);
+        T* dx = gx.data<T>() + r * cols;
+        for (std::size_t i = 0; i < cols; ++i) {
+          const T dh = pw ? gr[i] * pw[i] : gr[i];
+          dx[i] = ps[r] * (dh - mean_dh - hr[i] * mean_dh_h);
+        }
+      }
+    });
+  });
+  return std::vector<Tensor>{gx, gw, gb};
+}
+
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  LayerNormForward f = layer_norm_forward(x, weight, bias, eps);
   if (needs_grad({&x, &weight, &bias})) {
-    record(out, "layer_norm", {x, weight, bias},
-           [normalized, inv_std, w = weight.defined() ? weight.detach() : Tensor(), rows, cols,
+    record(f.out, "layer_norm", {x, weight, bias},
+           [normalized = f.normalized, inv_std = f.inv_std, w = weight.defined() ? weight.detach() : Tensor(),
             rx = x.requires_grad(), rw = weight.defined() && weight.requires_grad(),
             rb = bias.defined() && bias.requires_grad()](const Tensor& g) {
-             Tensor gx = rx ? empty(normalized.shape(), g.dtype()) : Tensor();
-             Tensor gw = rw ? zeros({cols}, g.dtype()) : Tensor();
-             Tensor gb = rb ? zeros({cols}, g.dtype()) : Tensor();
-             dispatch_floating(g.dtype(), "layer_norm_backward", [&](auto tag) {
-               using T = typename decltype(tag)::type;
-               const T* ph = normalized.data<T>();
-               const T* ps = inv_std.data<T>();
-               const T* pg = g.data<T>();
-               const T* pw = w.defined() ? w.data<T>() : nullptr;
-               // Weight and bias gradients: sums over rows, split by columns.
-               if (rw || rb) {
-                 parallel_for(cols, 256, [&](std::size_t c0, std::size_t c1) {
-                   T* dw = rw ? gw.data<T>() : nullptr;
-                   T* db = rb ? gb.data<T>() : nullptr;
-                   for (std::size_t r = 0; r < rows; ++r) {
-                     const T* hr = ph + r * cols;
-                     const T* gr = pg + r * cols;
-                     if (dw)
-                       for (std::size_t i = c0; i < c1; ++i) dw[i] += gr[i] * hr[i];
-                     if (db)
-                       for (std::size_t i = c0; i < c1; ++i) db[i] += gr[i];
-                   }
-                 });
-               }
-               if (!rx) return;
-               // dx = rstd * (dh - mean(dh) - h * mean(dh * h)), dh = g * w
-               parallel_for(rows, row_grain(cols), [&](std::size_t r0, std::size_t r1) {
-                 for (std::size_t r = r0; r < r1; ++r) {
-                   const T* hr = ph + r * cols;
-                   const T* gr = pg + r * cols;
-                   T mean_dh = 0, mean_dh_h = 0;
-#pragma omp simd reduction(+ : mean_dh, mean_dh_h)
-                   for (std::size_t i = 0; i < cols; ++i) {
-                     const T dh = pw ? gr[i] * pw[i] : gr[i];
-                     mean_dh += dh;
-                     mean_dh_h += dh * hr[i];
-                   }
-                   mean_dh /= static_cast<T>(cols);
-                   mean_dh_h /= static_cast<T>(cols);
-                   T* dx = gx.data<T>() + r * cols;
-                   for (std::size_t i = 0; i < cols; ++i) {
-                     const T dh = pw ? gr[i] * pw[i] : gr[i];
-                     dx[i] = ps[r] * (dh - mean_dh - hr[i] * mean_dh_h);
-                   }
-                 }
-               });
-             });
-             return std::vector<Tensor>{gx, gw, gb};
+             return layer_norm_backward(normalized, inv_std, w, g, rx, rw, rb);
+           });
+  }
+  return f.out;
+}
+
+Tensor layer_norm_linear(const Tensor& x, const Tensor& norm_weight, const Tensor& norm_bias, double eps,
+                         const Tensor& weight, const Tensor& bias) {
+  const LayerNormForward f = layer_norm_forward(x, norm_weight, norm_bias, eps);
+  if (weight.dim() != 2 || weight.size(1) != x.size(-1)) {
+    throw std::invalid_argument("layer_norm_linear: weight must be [out, " + std::to_string(x.size(-1)) + "], got " +
+                                shape_str(weight.shape()));
+  }
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    out = matmul(f.out, weight, false, true);  // the normalised input is freed right away
+    if (bias.defined()) out = out + bias;
+  }
+  if (needs_grad({&x, &norm_weight, &norm_bias, &weight, &bias})) {
+    record(out, "layer_norm_linear", {x, norm_weight, norm_bias, weight, bias},
+           [normalized = f.normalized, inv_std = f.inv_std, nw = norm_weight.defined() ? norm_weight.detach() : Tensor(),
+            nb = norm_bias.defined() ? norm_bias.detach() : Tensor(), w = weight.detach(), rx = x.requires_grad(),
+            rnw = norm_weight.defined() && norm_weight.requires_grad(), rnb = norm_bias.defined() && norm_bias.requires_grad(),
+            rw = weight.requires_grad(), rb = bias.defined() && bias.requires_grad()](const Tensor& g) {
+             NoGradGuard no_grad;
+             const std::size_t in = normalized.size(-1), out_features = g.size(-1);
+             const auto rows = static_cast<std::int64_t>(normalized.numel() / std::max<std::size_t>(in, 1));
+             Tensor gw, gb;
+             if (rw) {
+               Tensor y = nw.defined() ? normalized * nw : normalized;  // recomputed: [..., in]
+               if (nb.defined()) y = y + nb;
+               gw = matmul(reshape(g, {rows, static_cast<std::int64_t>(out_features)}), reshape(y, {rows, static_cast<std::int64_t>(in)}),
+                           true, false);  // [out, in]
+             }
+             if (rb) gb = sum_to(g, {out_features});
+             std::vector<Tensor> grads(5);
+             if (rx || rnw || rnb) {
+               const std::vector<Tensor> norm_grads = layer_norm_backward(normalized, inv_std, nw, matmul(g, w), rx, rnw, rnb);
+               grads[0] = norm_grads[0], grads[1] = norm_grads[1], grads[2] = norm_grads[2];
+             }
+             grads[3] = gw, grads[4] = gb;
+             return grads;
            });
   }
   return out;

@@ -113,12 +113,23 @@ Tensor log_softmax(const Tensor& x);
 // column j of row i when j > i + (Tk - Tq), i counted along the second-to-last axis. Rows with every
 // entry masked give zeros and zero gradient. The attention kernels' softmax.
 Tensor scaled_masked_softmax(const Tensor& x, double scale, const Tensor& mask, bool causal);
+// Attention softmax(scale q k^T, mask, causal) v in one op (same masking rules as scaled_masked_softmax;
+// q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv]): training keeps only q, k and v, and the backward
+// recomputes the weights instead of holding a [..., Tq, Tk] tensor. `weights`, when given, receives
+// the weights (no gradient), for patterns.
+Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& mask, bool causal,
+                         Tensor* weights = nullptr);
 // Causal linear attention (ops/linear_attention.cpp): out_i = phi_q_i^T S_i / (phi_q_i . z_i + eps) with
 // S_i = sum_{j<=i} phi_k_j v_j^T and z_i = sum_{j<=i} phi_k_j, for phi_q, phi_k [..., T, Dk] (non-negative
 // features) and v [..., T, Dv]. O(T Dk Dv) time; O(T D) memory in training (no per-position state).
 Tensor causal_linear_attention(const Tensor& phi_q, const Tensor& phi_k, const Tensor& v, double eps);
 // Normalises over the last axis, then weight * x_hat + bias (weight and bias [C], either may be undefined).
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+// layer_norm followed by a Linear (weight [out, in], bias [out] or undefined) in one op: training keeps
+// the normalised x_hat that layer_norm keeps anyway, and the backward recomputes the Linear's input from
+// it instead of holding a second [..., in] tensor. The pre-norm blocks' LN -> qkv and LN -> fc1.
+Tensor layer_norm_linear(const Tensor& x, const Tensor& norm_weight, const Tensor& norm_bias, double eps,
+                         const Tensor& weight, const Tensor& bias);
 // logits [..., C] against int64 targets [...]; mean over targets that are not ignore_index (0 when every
 // target is ignored). Targets outside [0, C) other than ignore_index are an error.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index = -100);

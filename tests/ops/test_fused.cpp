@@ -147,6 +147,67 @@ TEST(FusedGradcheck, CrossEntropyWithIgnoreIndex) {
   EXPECT_TRUE(gradcheck_passes([targets](const auto& in) { return cross_entropy(in[0], targets, -1); },
                                {param({2, 3, 5}, 1, 2.0)}));
 }
+TEST(FusedGradcheck, SoftmaxAttentionCausalAndPadded) {
+  // Key 3 of batch 1 is padding; with causal masking query 0 of batch 1 still sees key 0.
+  Tensor mask = from_mask({false, false, false, false, false, false, false, true}, {2, 1, 1, 4});
+  for (bool causal : {false, true}) {
+    EXPECT_TRUE(gradcheck_passes(
+        [mask, causal](const auto& in) { return softmax_attention(in[0], in[1], in[2], 0.7, mask, causal); },
+        {param({2, 2, 4, 3}, 1), param({2, 2, 4, 3}, 2), param({2, 2, 4, 5}, 3)}))
+        << "causal " << causal;
+  }
+  // Cross-attention shapes: 3 queries over 5 keys.
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return softmax_attention(in[0], in[1], in[2], 0.5, Tensor(), true); },
+                               {param({1, 3, 2}, 4), param({1, 5, 2}, 5), param({1, 5, 2}, 6)}));
+}
+TEST(Fused, SoftmaxAttentionEqualsTheComposedOpsAndKeepsNoWeights) {
+  const Tensor q = param({2, 3, 6, 4}, 7).detach(), k = param({2, 3, 6, 4}, 8).detach(), v = param({2, 3, 6, 4}, 9).detach();
+  Tensor weights;
+  const Tensor fused = softmax_attention(q, k, v, 0.5, Tensor(), true, &weights);
+  const Tensor reference_weights = scaled_masked_softmax(matmul(q, k, false, true), 0.5, Tensor(), true);
+  const std::vector<double> w = weights.to_vector(), rw = reference_weights.to_vector();
+  for (std::size_t i = 0; i < w.size(); ++i) EXPECT_NEAR(w[i], rw[i], 1e-14);
+  const std::vector<double> o = fused.to_vector(), ro = matmul(reference_weights, v).to_vector();
+  for (std::size_t i = 0; i < o.size(); ++i) EXPECT_NEAR(o[i], ro[i], 1e-13);
+  // In training only q, k, v stay alive for the backward: nothing but the output is allocated.
+  Tensor qg = q.detach(), kg = k.detach(), vg = v.detach();
+  qg.set_requires_grad(true), kg.set_requires_grad(true), vg.set_requires_grad(true);
+  const std::size_t before = Storage::live_bytes();
+  Tensor out = softmax_attention(qg, kg, vg, 0.5, Tensor(), true);
+  EXPECT_EQ(Storage::live_bytes() - before, out.numel() * sizeof(double));
+}
+TEST(FusedGradcheck, LayerNormLinear) {
+  EXPECT_TRUE(gradcheck_passes(
+      [](const auto& in) { return layer_norm_linear(in[0], in[1], in[2], 1e-5, in[3], in[4]); },
+      {param({2, 3, 6}, 1, 2.0), param({6}, 2), param({6}, 3), param({4, 6}, 4), param({4}, 5)}));
+  // Without the norm's affine parameters and without a bias.
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return layer_norm_linear(in[0], Tensor(), Tensor(), 1e-5, in[1], Tensor()); },
+                               {param({5, 6}, 6), param({3, 6}, 7)}));
+}
+TEST(Fused, LayerNormLinearEqualsTheComposedOpsAndKeepsOneTensorLess) {
+  const Tensor x = param({4, 5, 8}, 8), nw = param({8}, 9), nb = param({8}, 10), w = param({6, 8}, 11), b = param({6}, 12);
+  const Tensor fused = layer_norm_linear(x, nw, nb, 1e-5, w, b);
+  const Tensor composed = matmul(layer_norm(x, nw, nb), w, false, true) + b;
+  const std::vector<double> f = fused.to_vector(), c = composed.to_vector();
+  for (std::size_t i = 0; i < f.size(); ++i) EXPECT_NEAR(f[i], c[i], 1e-12);
+  // Gradients equal the composed ops' for every input.
+  Tensor g = param({4, 5, 6}, 13).detach();
+  fused.backward(g);
+  std::vector<std::vector<double>> fused_grads;
+  for (Tensor t : {x, nw, nb, w, b}) fused_grads.push_back(t.grad().to_vector()), t.zero_grad();
+  composed.backward(g);
+  std::size_t n = 0;
+  for (Tensor t : {x, nw, nb, w, b}) {
+    const std::vector<double> want = t.grad().to_vector();
+    for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(fused_grads[n][i], want[i], 1e-11) << "input " << n;
+    ++n;
+  }
+  // What stays alive for the backward: the output, x_hat [4, 5, 8] and 1/std [20]; the composed ops
+  // also keep the normalised output [4, 5, 8].
+  const std::size_t before = Storage::live_bytes();
+  Tensor out = layer_norm_linear(x, nw, nb, 1e-5, w, b);
+  EXPECT_EQ(Storage::live_bytes() - before, (out.numel() + 4 * 5 * 8 + 20) * sizeof(double));
+}
 TEST(FusedGradcheck, Dropout) {
   // The same seed on every evaluation gives the same mask, so finite differences see one function.
   EXPECT_TRUE(gradcheck_passes(
