@@ -20,10 +20,7 @@ AttentionResult feature_attention(const Tensor& fq, const Tensor& fk_in, const T
     if (tq != tk) throw std::invalid_argument(std::string(kernel_name) + " attention: causal mode needs as many queries as keys");
     result.output = causal_linear_attention(fq, fk, v, eps);  // [B, H, T, D]
   } else {
-    const Tensor s = matmul(fk, v, true, false);                               // [B, H, F, D]
-    const Tensor z = sum(fk, 2, true);                                         // [B, H, 1, F]
-    const Tensor denominator = add(matmul(fq, z, false, true), eps);           // [B, H, Tq, 1]
-    result.output = matmul(fq, s) / denominator;                               // [B, H, Tq, D]
+    result.output = linear_attention(fq, fk, v, eps);  // [B, H, Tq, D]
   }
   if (context.need_pattern) {
     NoGradGuard no_grad;

@@ -7,6 +7,7 @@
 // sequence of large activations neither overflows nor loses the small terms.
 //
 // Legend: B batch, H heads, T tokens, Dk feature dim, Dv value dim.
+#include <array>
 #include <stdexcept>
 #include <vector>
 
@@ -146,6 +147,42 @@ Tensor causal_linear_attention(const Tensor& phi_q, const Tensor& phi_k, const T
                });
              });
              return std::vector<Tensor>{dq, dk, dv};
+           });
+  }
+  return out;
+}
+
+Tensor linear_attention(const Tensor& phi_q, const Tensor& phi_k, const Tensor& v, double eps) {
+  if (phi_q.dim() < 2 || phi_k.dim() != phi_q.dim() || v.dim() != phi_q.dim()) {
+    throw std::invalid_argument("linear_attention: phi_q, phi_k, v need the same rank >= 2, got " + shape_str(phi_q.shape()) +
+                                ", " + shape_str(phi_k.shape()) + ", " + shape_str(v.shape()));
+  }
+  // out = (phi_q S) / (phi_q z + eps), S = phi_k^T v [.., F, D], z = sum_j phi_k_j [.., 1, F].
+  auto summaries = [eps](const Tensor& fq, const Tensor& fk, const Tensor& values) {
+    const Tensor s = matmul(fk, values, true, false);
+    const Tensor z = sum(fk, -2, true);
+    const Tensor denominator = add(matmul(fq, z, false, true), eps);  // [.., Tq, 1]
+    return std::array<Tensor, 3>{s, z, denominator};
+  };
+  Tensor out;
+  {
+    NoGradGuard no_grad;
+    const auto [s, z, denominator] = summaries(phi_q, phi_k, v);
+    out = matmul(phi_q, s) / denominator;
+  }
+  if (needs_grad({&phi_q, &phi_k, &v})) {
+    // Keeps only the inputs; the backward recomputes the small summaries and works in a few products,
+    // rather than holding every intermediate of the composed ops.
+    record(out, "linear_attention", {phi_q, phi_k, v},
+           [fq = phi_q.detach(), fk = phi_k.detach(), values = v.detach(), summaries](const Tensor& g) {
+             NoGradGuard no_grad;
+             const auto [s, z, denominator] = summaries(fq, fk, values);
+             const Tensor u = g / denominator;                                  // dL/d(numerator) [.., Tq, D]
+             const Tensor c = neg(sum(u * matmul(fq, s), -1, true)) / denominator;  // dL/d(denominator) [.., Tq, 1]
+             const Tensor ds = matmul(fq, u, true, false);                       // [.., F, D]
+             const Tensor dz = matmul(c, fq, true, false);                       // [.., 1, F]
+             return std::vector<Tensor>{matmul(u, s, false, true) + c * z, matmul(values, ds, false, true) + dz,
+                                        matmul(fk, ds)};
            });
   }
   return out;

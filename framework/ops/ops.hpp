@@ -123,6 +123,9 @@ Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, doub
 // S_i = sum_{j<=i} phi_k_j v_j^T and z_i = sum_{j<=i} phi_k_j, for phi_q, phi_k [..., T, Dk] (non-negative
 // features) and v [..., T, Dv]. O(T Dk Dv) time; O(T D) memory in training (no per-position state).
 Tensor causal_linear_attention(const Tensor& phi_q, const Tensor& phi_k, const Tensor& v, double eps);
+// The bidirectional form, out_i = phi_q_i^T S / (phi_q_i . z + eps) with S and z summed over every key,
+// as one op: training keeps only the inputs (the backward recomputes S and z, each [.., F, D] or smaller).
+Tensor linear_attention(const Tensor& phi_q, const Tensor& phi_k, const Tensor& v, double eps);
 // Normalises over the last axis, then weight * x_hat + bias (weight and bias [C], either may be undefined).
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 // layer_norm followed by a Linear (weight [out, in], bias [out] or undefined) in one op: training keeps

@@ -89,5 +89,35 @@ TEST(FusedGradcheck, CausalLinearAttention) {
                                          testing::param({2, 5, 4}, 3)}));
 }
 
+TEST(FusedGradcheck, BidirectionalLinearAttention) {
+  // Cross shapes too: 4 queries over 6 keys, 3 features, 5 value dims.
+  EXPECT_TRUE(testing::gradcheck_passes([](const auto& in) { return linear_attention(in[0], in[1], in[2], 1e-6); },
+                                        {testing::param_uniform({2, 4, 3}, 4, 0.1, 1.5), testing::param_uniform({2, 6, 3}, 5, 0.1, 1.5),
+                                         testing::param({2, 6, 5}, 6)}));
+}
+
+TEST(LinearAttentionOp, EqualsTheFormulaAndKeepsOnlyItsInputs) {
+  Tensor fq = testing::param_uniform({1, 2, 5, 3}, 7, 0.1, 1.5), fk = testing::param_uniform({1, 2, 7, 3}, 8, 0.1, 1.5);
+  Tensor v = testing::param({1, 2, 7, 4}, 9);
+  const std::size_t before = Storage::live_bytes();
+  const Tensor out = linear_attention(fq, fk, v, 1e-6);
+  EXPECT_EQ(Storage::live_bytes() - before, out.numel() * sizeof(double));
+  const std::vector<double> q = fq.to_vector(), k = fk.to_vector(), vv = v.to_vector(), o = out.to_vector();
+  for (std::size_t h = 0; h < 2; ++h)
+    for (std::size_t i = 0; i < 5; ++i) {
+      std::vector<double> w(7);
+      double total = 0;
+      for (std::size_t j = 0; j < 7; ++j) {
+        for (std::size_t f = 0; f < 3; ++f) w[j] += q[(h * 5 + i) * 3 + f] * k[(h * 7 + j) * 3 + f];
+        total += w[j];
+      }
+      for (std::size_t d = 0; d < 4; ++d) {
+        double want = 0;
+        for (std::size_t j = 0; j < 7; ++j) want += w[j] * vv[(h * 7 + j) * 4 + d];
+        EXPECT_NEAR(o[(h * 5 + i) * 4 + d], want / (total + 1e-6), 1e-12);
+      }
+    }
+}
+
 }  // namespace
 }  // namespace attnlab
