@@ -428,7 +428,6 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
     optimizer->set_lr(lr);
     const data::SequenceBatch batch = source.next(false, data_gen);
     Tensor loss = cross_entropy(model.forward(batch), batch.target, data::kIgnore);
-    optimizer->zero_grad();
     loss.backward();
     const double value = loss.item();
     const double norm = c.train.grad_clip > 0 ? clip_grad_norm(model.module().parameters(), c.train.grad_clip)
@@ -451,6 +450,7 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
                                "; the last checkpoint is kept. Lower train.optimizer.lr or set train.grad_clip");
     }
     optimizer->step();
+    optimizer->zero_grad();  // free the gradients now: the next forward runs without them
     // Tokens the model reads: for images, the patches and the CLS token of each image.
     tokens += source.images() ? batch.input.size(0) * c.model.encoder.max_len : batch.input.numel();
     running += value;
