@@ -33,11 +33,11 @@ Embedding::Embedding(std::size_t num_embeddings, std::size_t dim, Generator& gen
 
 Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, ids); }
 
-LayerNorm::LayerNorm(std::size_t dim, double eps_, bool affine) : eps(eps_) {
+LayerNorm::LayerNorm(std::size_t dim, double eps_, bool affine, bool with_bias) : eps(eps_) {
   if (!(eps_ > 0)) throw std::invalid_argument("LayerNorm: eps must be > 0");
   if (affine) {
     weight = register_parameter("weight", ones({dim}), ParamKind::norm);
-    bias = register_parameter("bias", zeros({dim}), ParamKind::norm);
+    if (with_bias) bias = register_parameter("bias", zeros({dim}), ParamKind::norm);
   }
 }
 
@@ -62,10 +62,10 @@ Tensor activate(const Tensor& x, Activation activation) {
   return activation == Activation::gelu ? gelu(x) : relu(x);
 }
 
-FeedForward::FeedForward(std::size_t dim, std::size_t hidden, Activation activation_, double p, Generator& gen)
+FeedForward::FeedForward(std::size_t dim, std::size_t hidden, Activation activation_, double p, Generator& gen, bool bias)
     : activation(activation_) {
-  fc1 = register_module("fc1", std::make_shared<Linear>(dim, hidden, true, gen));
-  fc2 = register_module("fc2", std::make_shared<Linear>(hidden, dim, true, gen));
+  fc1 = register_module("fc1", std::make_shared<Linear>(dim, hidden, bias, gen));
+  fc2 = register_module("fc2", std::make_shared<Linear>(hidden, dim, bias, gen));
   drop = register_module("drop", std::make_shared<Dropout>(p, gen));
 }
 

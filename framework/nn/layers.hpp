@@ -35,13 +35,14 @@ class Embedding : public Module {
   Tensor weight;  // [V, C]
 };
 
-// Normalises over the last axis; gain 1 and shift 0 at init.
+// Normalises over the last axis; gain 1 and shift 0 at init. affine false: neither gain nor shift;
+// bias false: a gain without a shift (nanoGPT's bias=False).
 class LayerNorm : public Module {
  public:
-  explicit LayerNorm(std::size_t dim, double eps = 1e-5, bool affine = true);
+  explicit LayerNorm(std::size_t dim, double eps = 1e-5, bool affine = true, bool bias = true);
   Tensor forward(const Tensor& x) const;
 
-  Tensor weight, bias;  // [C] each, undefined without affine
+  Tensor weight, bias;  // [C] each; weight undefined without affine, bias without affine or bias
   double eps;
 };
 
@@ -62,10 +63,11 @@ Activation parse_activation(const std::string& name);  // "gelu" | "relu", else 
 const char* activation_name(Activation activation);
 Tensor activate(const Tensor& x, Activation activation);
 
-// Linear -> activation -> Linear -> dropout, the transformer's position-wise MLP.
+// Linear -> activation -> Linear -> dropout, the transformer's position-wise MLP; `bias` gives both
+// Linear layers their biases.
 class FeedForward : public Module {
  public:
-  FeedForward(std::size_t dim, std::size_t hidden, Activation activation, double dropout, Generator& gen);
+  FeedForward(std::size_t dim, std::size_t hidden, Activation activation, double dropout, Generator& gen, bool bias = true);
   Tensor forward(const Tensor& x);  // [..., C] -> [..., C]
 
   std::shared_ptr<Linear> fc1, fc2;
