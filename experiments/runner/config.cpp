@@ -113,6 +113,11 @@ ExperimentConfig read(const YAML::Node& root, const std::string& file, std::vect
   c.model.positional = parse_positional_kind(model.choice("positional", "learned", {"none", "sinusoidal", "learned", "rotary"}));
   c.model.pooling = parse_pooling(model.choice("pooling", "mean", {"mean", "cls"}));
   c.model.init_from = model.get<std::string>("init_from", "");
+  c.model.tie_embeddings = model.get("tie_embeddings", false);
+  if (c.model.tie_embeddings && c.model.kind != "causal_lm") {
+    model.fail("tie_embeddings", "model.tie_embeddings shares the token embedding with the output layer of a causal_lm; "
+                                 "model.kind " + c.model.kind + " has no such layer: remove the key or set it false");
+  }
   if (e.d_model % e.n_heads != 0) {
     model.fail("n_heads", "model.n_heads (" + std::to_string(e.n_heads) + ") must divide model.d_model (" + std::to_string(e.d_model) + ")");
   }
@@ -238,6 +243,15 @@ data::TaskFormat task_format(const ModelConfig& model) {
   return data::TaskFormat::tagging;
 }
 
+CausalLMConfig causal_lm_config(const ModelConfig& model, std::size_t vocab_size) {
+  CausalLMConfig lm;
+  lm.vocab_size = vocab_size;
+  lm.positional = model.positional;
+  lm.encoder = model.encoder;
+  lm.tie_embeddings = model.tie_embeddings;
+  return lm;
+}
+
 ExperimentConfig parse_config(const std::string& yaml_text, const std::string& file, const std::vector<std::string>& overrides) {
   YAML::Node root = parse_yaml(yaml_text, file);
   for (const auto& o : overrides) apply_override(root, o);
@@ -291,6 +305,7 @@ std::string config_to_yaml(const ExperimentConfig& c) {
   out << YAML::Key << "positional" << YAML::Value << positional_kind_name(c.model.positional);
   out << YAML::Key << "pooling" << YAML::Value << pooling_name(c.model.pooling);
   out << YAML::Key << "init_from" << YAML::Value << c.model.init_from;
+  out << YAML::Key << "tie_embeddings" << YAML::Value << c.model.tie_embeddings;
   out << YAML::Key << "attention" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << e.attention;
   out << YAML::Key << "options" << YAML::Value;

@@ -32,6 +32,7 @@ struct ModelConfig {
   PositionalKind positional = PositionalKind::learned;
   Pooling pooling = Pooling::mean;  // sequence_classifier
   std::string init_from;            // a weights folder (attnlab export) to start from
+  bool tie_embeddings = false;      // causal_lm: the output layer's weight is the token embedding
   EncoderConfig encoder;            // sizes, norm, dropout, activation, attention name and options
 };
 
@@ -86,5 +87,8 @@ bool is_image_task(const std::string& name);
 
 // The layout of examples the model kind needs.
 data::TaskFormat task_format(const ModelConfig& model);
+
+// The CausalLM a causal_lm config describes, for a vocabulary of `vocab_size` tokens.
+CausalLMConfig causal_lm_config(const ModelConfig& model, std::size_t vocab_size);
 
 }  // namespace attnlab

@@ -86,11 +86,7 @@ class Model {
       vit_ = std::make_shared<ViT>(v, gen);
       module_ = vit_.get();
     } else if (c.model.kind == "causal_lm") {
-      CausalLMConfig lm;
-      lm.vocab_size = source.vocab_size();
-      lm.positional = c.model.positional;
-      lm.encoder = c.model.encoder;
-      causal_ = std::make_shared<CausalLM>(lm, gen);
+      causal_ = std::make_shared<CausalLM>(causal_lm_config(c.model, source.vocab_size()), gen);
       module_ = causal_.get();
     } else {
       ClassifierConfig cc;
@@ -520,9 +516,7 @@ int sample_run(const std::string& run_dir, const SampleOptions& o, int threads) 
     throw std::invalid_argument("attnlab sample needs a causal_lm run; " + run_dir + " trained a " + run.config.model.kind);
   }
   const std::string chars = run.checkpoint.texts.count("vocabulary") ? run.checkpoint.texts.at("vocabulary") : "";
-  CausalLMConfig lm;
-  lm.positional = run.config.model.positional;
-  lm.encoder = run.config.model.encoder;
+  CausalLMConfig lm = causal_lm_config(run.config.model, 0);
   std::vector<std::int64_t> prompt;
   data::CharVocabulary vocabulary;
   if (!chars.empty()) {

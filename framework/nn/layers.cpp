@@ -16,6 +16,19 @@ Linear::Linear(std::size_t in_features, std::size_t out_features, bool with_bias
   if (with_bias) bias = register_parameter("bias", uniform({out_features}, gen, -bound, bound), ParamKind::bias);
 }
 
+Linear::Linear(const Tensor& shared_weight, bool with_bias, Generator& gen) {
+  if (!shared_weight.defined() || shared_weight.dim() != 2 || shared_weight.numel() == 0) {
+    throw std::invalid_argument("Linear: a shared weight must be a non-empty [out, in] tensor, got " +
+                                (shared_weight.defined() ? shape_str(shared_weight.shape()) : std::string("undefined")));
+  }
+  NoGradGuard no_grad;
+  weight = register_parameter("weight", shared_weight, ParamKind::weight);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features()));
+  if (with_bias) {
+    bias = register_parameter("bias", uniform({out_features()}, gen, -bound, bound, shared_weight.dtype()), ParamKind::bias);
+  }
+}
+
 Tensor Linear::forward(const Tensor& x) const {
   if (x.dim() == 0 || x.size(-1) != in_features()) {
     throw std::invalid_argument("Linear: expected input [..., " + std::to_string(in_features()) + "], got " +

@@ -18,6 +18,9 @@ namespace attnlab {
 class Linear : public Module {
  public:
   Linear(std::size_t in_features, std::size_t out_features, bool bias, Generator& gen);
+  // Over an existing weight [out, in], registered as this layer's own: tied weights, as GPT-2's output
+  // layer reading the token embedding. A module holding both lists the tensor once, under its first name.
+  Linear(const Tensor& shared_weight, bool bias, Generator& gen);
   Tensor forward(const Tensor& x) const;  // [..., in] -> [..., out]
   std::size_t in_features() const { return weight.size(1); }
   std::size_t out_features() const { return weight.size(0); }
