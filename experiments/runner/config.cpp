@@ -24,6 +24,11 @@ class Section {
     note(key);
     return node_.get_choice(key, fallback, choices);
   }
+  std::vector<std::string> choices(const std::string& key, const std::vector<std::string>& fallback,
+                                   const std::vector<std::string>& valid) {
+    note(key);
+    return node_.get_choices(key, fallback, valid);
+  }
   YAML::Node child(const std::string& key) { return node_.child(key); }  // a nested section records its own keys
   void finish() { node_.finish(); }
   [[noreturn]] void fail(const std::string& key, const std::string& message) const { node_.fail(key, message); }
@@ -160,6 +165,15 @@ ExperimentConfig read(const YAML::Node& root, const std::string& file, std::vect
   o.beta2 = opt.get("beta2", o.beta2, Range::closed_open(0.0, 1.0));
   o.eps = opt.get("eps", o.eps, Range::greater_than(0.0));
   o.weight_decay = opt.get("weight_decay", o.weight_decay, Range::at_least(0.0));
+  std::vector<std::string> default_kinds;
+  for (ParamKind kind : o.decay_kinds) default_kinds.push_back(param_kind_name(kind));
+  const std::vector<std::string> kinds = opt.choices("decay_kinds", default_kinds, {"weight", "embedding", "bias", "norm"});
+  o.decay_kinds.clear();
+  for (const std::string& kind : kinds) o.decay_kinds.insert(parse_param_kind(kind));
+  if (o.name != "adamw" && o.decay_kinds != std::set<ParamKind>{ParamKind::weight}) {
+    opt.fail("decay_kinds", "train.optimizer.decay_kinds chooses what adamw decays; " + o.name +
+                                " adds its L2 weight_decay to every parameter: remove the key or use adamw");
+  }
   o.momentum = opt.get("momentum", o.momentum, Range::at_least(0.0));
   opt.finish();
   Section sched(train.child("schedule"), "train.schedule", file, keys);
@@ -312,7 +326,7 @@ std::string config_to_yaml(const ExperimentConfig& c) {
   if (e.attention_options.IsDefined() && !e.attention_options.IsNull()) {
     out << e.attention_options;
   } else {
-    out << YAML::BeginMap << YAML::EndMap;
+    out << YAML::Flow << YAML::BeginMap << YAML::EndMap;  // "{}", as a read-back empty map writes itself
   }
   out << YAML::EndMap << YAML::EndMap;
   const TrainConfig& t = c.train;
@@ -330,6 +344,9 @@ std::string config_to_yaml(const ExperimentConfig& c) {
   out << YAML::Key << "beta2" << YAML::Value << t.optimizer.beta2;
   out << YAML::Key << "eps" << YAML::Value << t.optimizer.eps;
   out << YAML::Key << "weight_decay" << YAML::Value << t.optimizer.weight_decay;
+  out << YAML::Key << "decay_kinds" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (ParamKind kind : t.optimizer.decay_kinds) out << param_kind_name(kind);
+  out << YAML::EndSeq;
   out << YAML::Key << "momentum" << YAML::Value << t.optimizer.momentum;
   out << YAML::EndMap;
   out << YAML::Key << "schedule" << YAML::Value << YAML::BeginMap;

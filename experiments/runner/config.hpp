@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,7 @@ struct OptimizerConfig {
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double weight_decay = 0.01;
+  std::set<ParamKind> decay_kinds = {ParamKind::weight};  // adamw: the kinds of parameter that decay
   double momentum = 0.0;  // sgd
 };
 

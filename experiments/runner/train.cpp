@@ -151,6 +151,7 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o, Module& mode
   }
   AdamWOptions a;
   a.lr = o.lr, a.beta1 = o.beta1, a.beta2 = o.beta2, a.eps = o.eps, a.weight_decay = o.weight_decay;
+  a.decay_kinds = o.decay_kinds;
   return std::make_unique<AdamW>(model.named_parameters(), a);
 }
 

@@ -23,6 +23,23 @@ TEST(Config, DefaultsOverridesAndRoundTrip) {
   EXPECT_EQ(config_to_yaml(again), config_to_yaml(c));
 }
 
+TEST(Config, NanoGptOptionsRoundTrip) {
+  const ExperimentConfig c = parse_config(
+      "task: {name: copy}\nmodel: {kind: causal_lm, bias: false, tie_embeddings: true}\n"
+      "train: {optimizer: {name: adamw, decay_kinds: [weight, embedding]}}\n", "t.yaml");
+  EXPECT_FALSE(c.model.encoder.bias);
+  EXPECT_TRUE(c.model.tie_embeddings);
+  EXPECT_EQ(c.train.optimizer.decay_kinds, (std::set<ParamKind>{ParamKind::weight, ParamKind::embedding}));
+  EXPECT_TRUE(causal_lm_config(c.model, 10).tie_embeddings);
+  const ExperimentConfig again = parse_config(config_to_yaml(c), "resolved.yaml");
+  EXPECT_EQ(again.train.optimizer.decay_kinds, c.train.optimizer.decay_kinds);
+  EXPECT_TRUE(again.model.tie_embeddings);
+  EXPECT_EQ(config_to_yaml(again), config_to_yaml(c));
+  // The defaults: untied, weight matrices only, and an empty list decays nothing.
+  EXPECT_EQ(parse_config("name: x\n", "d.yaml").train.optimizer.decay_kinds, std::set<ParamKind>{ParamKind::weight});
+  EXPECT_TRUE(parse_config("name: x\n", "d.yaml", {"train.optimizer.decay_kinds=[]"}).train.optimizer.decay_kinds.empty());
+}
+
 TEST(Config, EveryKeyIsDocumented) {
   std::ifstream in(std::string(ATTNLAB_SOURCE_DIR) + "/docs/configs.md");
   ASSERT_TRUE(in) << "docs/configs.md is missing";
