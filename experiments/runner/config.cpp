@@ -155,7 +155,16 @@ ExperimentConfig read(const YAML::Node& root, const std::string& file, std::vect
   c.train.batch_size = train.get<std::size_t>("batch_size", c.train.batch_size, Range::at_least(1));
   c.train.grad_clip = train.get("grad_clip", c.train.grad_clip, Range::at_least(0.0));
   c.train.eval_interval = train.get<std::size_t>("eval_interval", c.train.eval_interval, Range::at_least(1));
-  c.train.eval_batches = train.get<std::size_t>("eval_batches", c.train.eval_batches, Range::at_least(1));
+  c.train.eval_batches = train.get<std::size_t>("eval_batches", c.train.eval_batches);
+  c.train.final_eval_batches = train.get<std::size_t>("final_eval_batches", c.train.eval_batches);
+  auto needs_finite_split = [&](const std::string& key, std::size_t batches) {
+    if (batches == 0 && c.task.name != "char_text" && c.task.name != "fashion_mnist") {
+      train.fail(key, "train." + key + " 0 means the whole held-out split, which task '" + c.task.name +
+                          "' does not have (it generates held-out examples afresh); give a number of batches");
+    }
+  };
+  needs_finite_split("eval_batches", c.train.eval_batches);
+  needs_finite_split("final_eval_batches", c.train.final_eval_batches);
   c.train.checkpoint_interval = train.get<std::size_t>("checkpoint_interval", c.train.checkpoint_interval);
   Section opt(train.child("optimizer"), "train.optimizer", file, keys);
   OptimizerConfig& o = c.train.optimizer;
@@ -336,6 +345,7 @@ std::string config_to_yaml(const ExperimentConfig& c) {
   out << YAML::Key << "grad_clip" << YAML::Value << t.grad_clip;
   out << YAML::Key << "eval_interval" << YAML::Value << t.eval_interval;
   out << YAML::Key << "eval_batches" << YAML::Value << t.eval_batches;
+  out << YAML::Key << "final_eval_batches" << YAML::Value << t.final_eval_batches;
   out << YAML::Key << "checkpoint_interval" << YAML::Value << t.checkpoint_interval;
   out << YAML::Key << "optimizer" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << t.optimizer.name;

@@ -53,7 +53,8 @@ struct TrainConfig {
   ScheduleOptions schedule;     // kind, warmup_steps, decay_steps, min_lr (lr comes from the optimizer)
   double grad_clip = 1.0;       // 0: no clipping
   std::size_t eval_interval = 100;
-  std::size_t eval_batches = 4;
+  std::size_t eval_batches = 4;          // 0: the whole held-out split (char_text, fashion_mnist)
+  std::size_t final_eval_batches = 4;    // the evaluation after the last step; defaults to eval_batches
   std::size_t checkpoint_interval = 0;  // also write last.ckpt every this many steps; 0: only at the end
 };
 

@@ -97,7 +97,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"- a\n- b\n", {}, "1:1", "the config must be a mapping"},
         BadConfig{"task:\n  name: quadrants\n  image_size: 16\nmodel:\n  kind: vit\n  patch_size: 5\n", {}, "6:15",
                   "model.patch_size (5) must divide the image size (16x16)"},
-        BadConfig{"model:\n  kind: vit\n", {}, "2:9", "model.kind vit needs an image task"}));
+        BadConfig{"model:\n  kind: vit\n", {}, "2:9", "model.kind vit needs an image task"},
+        BadConfig{"train:\n  eval_batches: 0\n", {}, "2:17", "the whole held-out split, which task 'reverse' does not have"},
+        BadConfig{"task: {name: quadrants}\nmodel: {kind: vit}\ntrain: {final_eval_batches: 0}\n", {}, "3:29",
+                  "train.final_eval_batches 0 means the whole held-out split"},
+        BadConfig{"model:\n  tie_embeddings: true\n", {}, "2:19", "model.kind token_tagger has no such layer"},
+        BadConfig{"train:\n  optimizer: {name: sgd, decay_kinds: [weight, norm]}\n", {}, "2:39",
+                  "sgd adds its L2 weight_decay to every parameter"},
+        BadConfig{"train:\n  optimizer:\n    decay_kinds: [weight, embeddings]\n", {}, "3:27",
+                  "lists 'embeddings', which is not among [weight, embedding, bias, norm]; did you mean 'embedding'?"}));
 
 }  // namespace
 }  // namespace attnlab
