@@ -99,4 +99,17 @@ TokenBatch CharTextDataset::batch(Split split, std::size_t batch_size, std::size
   return {from_indices(input, {batch_size, block_size}), from_indices(target, {batch_size, block_size})};
 }
 
+TokenBatch CharTextDataset::windows(Split split, std::size_t start, std::size_t rows, std::size_t length) const {
+  const std::vector<std::int64_t>& ids = split == Split::train ? train_ : validation_;
+  if (rows == 0 || length == 0 || start + rows * length >= ids.size()) {
+    throw std::invalid_argument("windows: " + std::to_string(rows) + " windows of " + std::to_string(length) + " from position " +
+                                std::to_string(start) + " need targets beyond the split's " + std::to_string(ids.size()) +
+                                " characters");
+  }
+  const auto first = ids.begin() + static_cast<std::ptrdiff_t>(start);
+  const auto n = static_cast<std::ptrdiff_t>(rows * length);
+  return {from_indices(std::vector<std::int64_t>(first, first + n), {rows, length}),
+          from_indices(std::vector<std::int64_t>(first + 1, first + 1 + n), {rows, length})};
+}
+
 }  // namespace attnlab::data

@@ -52,6 +52,10 @@ class CharTextDataset {
   std::size_t size(Split split) const { return split == Split::train ? train_.size() : validation_.size(); }
   // batch_size random windows of block_size inputs and the next character of each as targets.
   TokenBatch batch(Split split, std::size_t batch_size, std::size_t block_size, Generator& gen) const;
+  // `rows` consecutive windows of `length` inputs, window r starting at position start + r * length of
+  // the split, with the next characters as targets; evaluation walks the whole split with these. The last
+  // window's target must lie inside the split: start + rows * length < size(split).
+  TokenBatch windows(Split split, std::size_t start, std::size_t rows, std::size_t length) const;
 
  private:
   CharTextDataset() = default;

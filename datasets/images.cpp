@@ -39,22 +39,38 @@ class IdxDataset : public ImageDataset {
   std::size_t num_classes() const override { return classes_; }
   ImageBatch batch(bool held_out, std::size_t size, Generator& gen) const override {
     const Split& s = split_[held_out ? 1 : 0];
-    const std::size_t count = s.labels.data.size(), pixels = height_ * width_;
-    Tensor images = empty({size, 1, height_, width_});
-    std::vector<std::int64_t> labels(size);
-    float* out = images.data<float>();
-    for (std::size_t b = 0; b < size; ++b) {
-      const std::size_t i = gen.next_below(count);
-      for (std::size_t p = 0; p < pixels; ++p) out[b * pixels + p] = static_cast<float>(s.images.data[i * pixels + p]) / 255.0f;
-      labels[b] = s.labels.data[i];
+    std::vector<std::size_t> picks(size);
+    for (std::size_t& i : picks) i = gen.next_below(s.labels.data.size());
+    return gather(s, picks);
+  }
+  std::size_t held_out_size() const override { return split_[1].labels.data.size(); }
+  ImageBatch held_out_examples(std::size_t first, std::size_t count) const override {
+    if (count == 0 || first + count > held_out_size()) {
+      throw std::invalid_argument("held-out examples [" + std::to_string(first) + ", " + std::to_string(first + count) +
+                                  ") are outside the " + std::to_string(held_out_size()) + " held-out images");
     }
-    return {images, from_indices(labels, {size})};
+    std::vector<std::size_t> picks(count);
+    for (std::size_t b = 0; b < count; ++b) picks[b] = first + b;
+    return gather(split_[1], picks);
   }
 
  private:
   struct Split {
     IdxArray images, labels;
   };
+  // The examples `picks` of a split as a batch [B, 1, H, W] in [0, 1] and labels [B].
+  ImageBatch gather(const Split& s, const std::vector<std::size_t>& picks) const {
+    const std::size_t pixels = height_ * width_;
+    Tensor images = empty({picks.size(), 1, height_, width_});
+    std::vector<std::int64_t> labels(picks.size());
+    float* out = images.data<float>();
+    for (std::size_t b = 0; b < picks.size(); ++b) {
+      const std::size_t i = picks[b];
+      for (std::size_t p = 0; p < pixels; ++p) out[b * pixels + p] = static_cast<float>(s.images.data[i * pixels + p]) / 255.0f;
+      labels[b] = s.labels.data[i];
+    }
+    return {images, from_indices(labels, {picks.size()})};
+  }
   static void check_pair(const IdxArray& images, const IdxArray& labels, const std::string& what) {
     if (images.dims.size() != 3) throw std::runtime_error(what + ": images must be [N, H, W], got " + std::to_string(images.dims.size()) + " dimensions");
     if (labels.dims.size() != 1) throw std::runtime_error(what + ": labels must be [N], got " + std::to_string(labels.dims.size()) + " dimensions");
@@ -99,6 +115,10 @@ class QuadrantTask : public ImageDataset {
 };
 
 }  // namespace
+
+ImageBatch ImageDataset::held_out_examples(std::size_t, std::size_t) const {
+  throw std::logic_error("this image task generates its held-out examples afresh; there is no split to walk");
+}
 
 IdxArray read_idx(const std::string& path) {
   gzFile file = gzopen(path.c_str(), "rb");  // reads plain files as they are

@@ -39,6 +39,10 @@ class ImageDataset {
   virtual std::size_t num_classes() const = 0;
   // `size` random examples from the training or the held-out split.
   virtual ImageBatch batch(bool held_out, std::size_t size, Generator& gen) const = 0;
+  // How many held-out examples there are: 0 when they are generated afresh (no finite split to walk).
+  virtual std::size_t held_out_size() const { return 0; }
+  // Held-out examples [first, first + count) in file order (evaluation over the whole split).
+  virtual ImageBatch held_out_examples(std::size_t first, std::size_t count) const;
 };
 
 // train-images-idx3-ubyte(.gz), train-labels-idx1-ubyte(.gz), t10k-images-idx3-ubyte(.gz),

@@ -214,13 +214,13 @@ struct RunFigures {
 
 RunFigures figures(const RunRecord& run, const std::string& metric) {
   RunFigures f;
-  const auto curve = run.eval_curve(metric), loss = run.eval_curve("loss");
+  const auto curve = run.eval_curve(metric);
+  f.final_metric = run.final_value(metric);
   if (!curve.empty()) {
-    f.final_metric = curve.back().second;
     f.best_metric = curve.front().second;
     for (const auto& p : curve) f.best_metric = metric == "loss" ? std::min(f.best_metric, p.second) : std::max(f.best_metric, p.second);
   }
-  if (!loss.empty()) f.final_loss = loss.back().second;
+  f.final_loss = run.final_value("loss");
   auto field = [&](const char* key) {
     const auto it = run.summary.find(key);
     return it == run.summary.end() ? NAN : std::stod(it->second);
@@ -405,9 +405,9 @@ int run_comparison(const std::string& config_path, const CompareOptions& options
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (code == 0 && finished(*p)) {
       ++done;
-      const auto curve = read_run(p->run_dir).eval_curve(spec.metric);
+      const double value = read_run(p->run_dir).final_value(spec.metric);
       std::printf("  finished %s in %.1f s: %s %s  [%zu/%zu]\n", p->rel.c_str(), seconds, spec.metric.c_str(),
-                  curve.empty() ? "-" : num(curve.back().second, "%.4f").c_str(), done, plan.size());
+                  std::isnan(value) ? "-" : num(value, "%.4f").c_str(), done, plan.size());
     } else if (code == 130 || g_interrupted) {
       std::printf("  stopped  %s (interrupted; it continues from its last.ckpt when resumed)\n", p->rel.c_str());
     } else {

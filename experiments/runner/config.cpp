@@ -24,6 +24,11 @@ class Section {
     note(key);
     return node_.get_choice(key, fallback, choices);
   }
+  std::vector<std::string> choices(const std::string& key, const std::vector<std::string>& fallback,
+                                   const std::vector<std::string>& valid) {
+    note(key);
+    return node_.get_choices(key, fallback, valid);
+  }
   YAML::Node child(const std::string& key) { return node_.child(key); }  // a nested section records its own keys
   void finish() { node_.finish(); }
   [[noreturn]] void fail(const std::string& key, const std::string& message) const { node_.fail(key, message); }
@@ -114,6 +119,11 @@ ExperimentConfig read(const YAML::Node& root, const std::string& file, std::vect
   c.model.positional = parse_positional_kind(model.choice("positional", "learned", {"none", "sinusoidal", "learned", "rotary"}));
   c.model.pooling = parse_pooling(model.choice("pooling", "mean", {"mean", "cls"}));
   c.model.init_from = model.get<std::string>("init_from", "");
+  c.model.tie_embeddings = model.get("tie_embeddings", false);
+  if (c.model.tie_embeddings && c.model.kind != "causal_lm") {
+    model.fail("tie_embeddings", "model.tie_embeddings shares the token embedding with the output layer of a causal_lm; "
+                                 "model.kind " + c.model.kind + " has no such layer: remove the key or set it false");
+  }
   if (e.d_model % e.n_heads != 0) {
     model.fail("n_heads", "model.n_heads (" + std::to_string(e.n_heads) + ") must divide model.d_model (" + std::to_string(e.d_model) + ")");
   }
@@ -146,7 +156,16 @@ ExperimentConfig read(const YAML::Node& root, const std::string& file, std::vect
   c.train.batch_size = train.get<std::size_t>("batch_size", c.train.batch_size, Range::at_least(1));
   c.train.grad_clip = train.get("grad_clip", c.train.grad_clip, Range::at_least(0.0));
   c.train.eval_interval = train.get<std::size_t>("eval_interval", c.train.eval_interval, Range::at_least(1));
-  c.train.eval_batches = train.get<std::size_t>("eval_batches", c.train.eval_batches, Range::at_least(1));
+  c.train.eval_batches = train.get<std::size_t>("eval_batches", c.train.eval_batches);
+  c.train.final_eval_batches = train.get<std::size_t>("final_eval_batches", c.train.eval_batches);
+  auto needs_finite_split = [&](const std::string& key, std::size_t batches) {
+    if (batches == 0 && c.task.name != "char_text" && c.task.name != "fashion_mnist") {
+      train.fail(key, "train." + key + " 0 means the whole held-out split, which task '" + c.task.name +
+                          "' does not have (it generates held-out examples afresh); give a number of batches");
+    }
+  };
+  needs_finite_split("eval_batches", c.train.eval_batches);
+  needs_finite_split("final_eval_batches", c.train.final_eval_batches);
   c.train.checkpoint_interval = train.get<std::size_t>("checkpoint_interval", c.train.checkpoint_interval);
   Section opt(train.child("optimizer"), "train.optimizer", file, keys);
   OptimizerConfig& o = c.train.optimizer;
@@ -156,6 +175,15 @@ ExperimentConfig read(const YAML::Node& root, const std::string& file, std::vect
   o.beta2 = opt.get("beta2", o.beta2, Range::closed_open(0.0, 1.0));
   o.eps = opt.get("eps", o.eps, Range::greater_than(0.0));
   o.weight_decay = opt.get("weight_decay", o.weight_decay, Range::at_least(0.0));
+  std::vector<std::string> default_kinds;
+  for (ParamKind kind : o.decay_kinds) default_kinds.push_back(param_kind_name(kind));
+  const std::vector<std::string> kinds = opt.choices("decay_kinds", default_kinds, {"weight", "embedding", "bias", "norm"});
+  o.decay_kinds.clear();
+  for (const std::string& kind : kinds) o.decay_kinds.insert(parse_param_kind(kind));
+  if (o.name != "adamw" && o.decay_kinds != std::set<ParamKind>{ParamKind::weight}) {
+    opt.fail("decay_kinds", "train.optimizer.decay_kinds chooses what adamw decays; " + o.name +
+                                " adds its L2 weight_decay to every parameter: remove the key or use adamw");
+  }
   o.momentum = opt.get("momentum", o.momentum, Range::at_least(0.0));
   opt.finish();
   Section sched(train.child("schedule"), "train.schedule", file, keys);
@@ -239,6 +267,15 @@ data::TaskFormat task_format(const ModelConfig& model) {
   return data::TaskFormat::tagging;
 }
 
+CausalLMConfig causal_lm_config(const ModelConfig& model, std::size_t vocab_size) {
+  CausalLMConfig lm;
+  lm.vocab_size = vocab_size;
+  lm.positional = model.positional;
+  lm.encoder = model.encoder;
+  lm.tie_embeddings = model.tie_embeddings;
+  return lm;
+}
+
 ExperimentConfig parse_config(const std::string& yaml_text, const std::string& file, const std::vector<std::string>& overrides) {
   YAML::Node root = parse_yaml(yaml_text, file);
   for (const auto& o : overrides) apply_override(root, o);
@@ -293,13 +330,14 @@ std::string config_to_yaml(const ExperimentConfig& c) {
   out << YAML::Key << "positional" << YAML::Value << positional_kind_name(c.model.positional);
   out << YAML::Key << "pooling" << YAML::Value << pooling_name(c.model.pooling);
   out << YAML::Key << "init_from" << YAML::Value << c.model.init_from;
+  out << YAML::Key << "tie_embeddings" << YAML::Value << c.model.tie_embeddings;
   out << YAML::Key << "attention" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << e.attention;
   out << YAML::Key << "options" << YAML::Value;
   if (e.attention_options.IsDefined() && !e.attention_options.IsNull()) {
     out << e.attention_options;
   } else {
-    out << YAML::BeginMap << YAML::EndMap;
+    out << YAML::Flow << YAML::BeginMap << YAML::EndMap;  // "{}", as a read-back empty map writes itself
   }
   out << YAML::EndMap << YAML::EndMap;
   const TrainConfig& t = c.train;
@@ -309,6 +347,7 @@ std::string config_to_yaml(const ExperimentConfig& c) {
   out << YAML::Key << "grad_clip" << YAML::Value << t.grad_clip;
   out << YAML::Key << "eval_interval" << YAML::Value << t.eval_interval;
   out << YAML::Key << "eval_batches" << YAML::Value << t.eval_batches;
+  out << YAML::Key << "final_eval_batches" << YAML::Value << t.final_eval_batches;
   out << YAML::Key << "checkpoint_interval" << YAML::Value << t.checkpoint_interval;
   out << YAML::Key << "optimizer" << YAML::Value << YAML::BeginMap;
   out << YAML::Key << "name" << YAML::Value << t.optimizer.name;
@@ -317,6 +356,9 @@ std::string config_to_yaml(const ExperimentConfig& c) {
   out << YAML::Key << "beta2" << YAML::Value << t.optimizer.beta2;
   out << YAML::Key << "eps" << YAML::Value << t.optimizer.eps;
   out << YAML::Key << "weight_decay" << YAML::Value << t.optimizer.weight_decay;
+  out << YAML::Key << "decay_kinds" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (ParamKind kind : t.optimizer.decay_kinds) out << param_kind_name(kind);
+  out << YAML::EndSeq;
   out << YAML::Key << "momentum" << YAML::Value << t.optimizer.momentum;
   out << YAML::EndMap;
   out << YAML::Key << "schedule" << YAML::Value << YAML::BeginMap;

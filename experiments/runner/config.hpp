@@ -6,6 +6,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,7 @@ struct ModelConfig {
   PositionalKind positional = PositionalKind::learned;
   Pooling pooling = Pooling::mean;  // sequence_classifier
   std::string init_from;            // a weights folder (attnlab export) to start from
+  bool tie_embeddings = false;      // causal_lm: the output layer's weight is the token embedding
   EncoderConfig encoder;            // sizes, norm, dropout, activation, attention name and options
 };
 
@@ -40,6 +42,7 @@ struct OptimizerConfig {
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double weight_decay = 0.01;
+  std::set<ParamKind> decay_kinds = {ParamKind::weight};  // adamw: the kinds of parameter that decay
   double momentum = 0.0;  // sgd
 };
 
@@ -50,7 +53,8 @@ struct TrainConfig {
   ScheduleOptions schedule;     // kind, warmup_steps, decay_steps, min_lr (lr comes from the optimizer)
   double grad_clip = 1.0;       // 0: no clipping
   std::size_t eval_interval = 100;
-  std::size_t eval_batches = 4;
+  std::size_t eval_batches = 4;          // 0: the whole held-out split (char_text, fashion_mnist)
+  std::size_t final_eval_batches = 4;    // the evaluation after the last step; defaults to eval_batches
   std::size_t checkpoint_interval = 0;  // also write last.ckpt every this many steps; 0: only at the end
 };
 
@@ -86,5 +90,8 @@ bool is_image_task(const std::string& name);
 
 // The layout of examples the model kind needs.
 data::TaskFormat task_format(const ModelConfig& model);
+
+// The CausalLM a causal_lm config describes, for a vocabulary of `vocab_size` tokens.
+CausalLMConfig causal_lm_config(const ModelConfig& model, std::size_t vocab_size);
 
 }  // namespace attnlab

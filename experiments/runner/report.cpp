@@ -426,6 +426,13 @@ std::vector<std::pair<double, double>> RunRecord::eval_curve(const std::string& 
   return out;
 }
 
+double RunRecord::final_value(const std::string& metric) const {
+  for (auto r = rows.rbegin(); r != rows.rend(); ++r)
+    if (r->split == "final") return metric == "loss" ? r->loss : metric == "exact_match" ? r->exact_match : r->token_accuracy;
+  const auto curve = eval_curve(metric);
+  return curve.empty() ? kNaN : curve.back().second;
+}
+
 std::vector<std::pair<double, double>> RunRecord::train_loss_curve() const {
   std::vector<std::pair<double, double>> out;
   for (const MetricRow& r : rows)
@@ -535,7 +542,14 @@ void write_run_report(const std::string& run_dir) {
          << eval_loss.back().first << ")</td><td>" << fmt("%.4f", eval_loss.back().second) << "</td><td>"
          << fmt("%.2f%%", 100 * accuracy.back().second) << "</td><td>" << fmt("%.2f%%", 100 * exact.back().second)
          << "</td></tr><tr><td>best</td><td>" << fmt("%.4f", best_loss) << "</td><td>" << fmt("%.2f%%", 100 * best_acc)
-         << "</td><td></td></tr></table>\n";
+         << "</td><td></td></tr>";
+    for (const MetricRow& r : run.rows)
+      if (r.split == "final") {
+        html << "<tr><td>final evaluation (" << escape(summary_value(run, "final_scored_tokens")) << " scored)</td><td>"
+             << fmt("%.4f", r.loss) << "</td><td>" << fmt("%.2f%%", 100 * r.token_accuracy) << "</td><td>"
+             << fmt("%.2f%%", 100 * r.exact_match) << "</td></tr>";
+      }
+    html << "</table>\n";
   }
 
   html << "<h2>Curves</h2><div class=\"charts\">"

@@ -42,6 +42,9 @@ struct RunRecord {
   // Eval rows only; the value of `metric` (token_accuracy, exact_match or loss) at each.
   std::vector<std::pair<double, double>> eval_curve(const std::string& metric) const;
   std::vector<std::pair<double, double>> train_loss_curve() const;
+  // The run's reported figure for `metric`: its "final" row (the final evaluation, possibly over the
+  // whole held-out split) when there is one, else the last evaluation; NaN without either.
+  double final_value(const std::string& metric) const;
 };
 
 // Reads a run folder; throws naming the file when metrics.jsonl or config.yaml is missing or malformed.

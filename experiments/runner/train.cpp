@@ -75,6 +75,28 @@ class BatchSource {
     const data::TokenBatch b = text_->batch(held_out ? data::Split::validation : data::Split::train, size, block_size_, gen);
     return {b.input, b.target, Tensor()};
   }
+  // The whole held-out split in order, as batches of up to `size` examples (text: consecutive windows of
+  // block_size, the remainder as one shorter window, so every character after the split's first is
+  // predicted once). 0 batches when the task generates its held-out examples (no finite split).
+  std::size_t held_out_batches(std::size_t size) const {
+    if (text_) {
+      const std::size_t full = full_windows(), tail = text_tail();
+      return (full + size - 1) / size + (tail ? 1 : 0);
+    }
+    if (images_) return (images_->held_out_size() + size - 1) / size;
+    return 0;
+  }
+  data::SequenceBatch held_out_batch(std::size_t index, std::size_t size) const {
+    if (images_) {
+      const std::size_t first = index * size;
+      const data::ImageBatch b = images_->held_out_examples(first, std::min(size, images_->held_out_size() - first));
+      return {b.images, b.labels, Tensor()};
+    }
+    const std::size_t full = full_windows(), first = index * size;
+    const data::TokenBatch b = first < full ? text_->windows(data::Split::validation, first * block_size_, std::min(size, full - first), block_size_)
+                                            : text_->windows(data::Split::validation, full * block_size_, 1, text_tail());
+    return {b.input, b.target, Tensor()};
+  }
 
  private:
   data::TaskFormat format_;
@@ -82,6 +104,9 @@ class BatchSource {
   std::unique_ptr<data::SequenceTask> task_;
   std::unique_ptr<data::CharTextDataset> text_;
   std::unique_ptr<data::ImageDataset> images_;
+  // Validation text: windows of block_size whose targets fit, and the characters left to predict after them.
+  std::size_t full_windows() const { return (text_->size(data::Split::validation) - 1) / block_size_; }
+  std::size_t text_tail() const { return (text_->size(data::Split::validation) - 1) % block_size_; }
 };
 
 // The model a config names, with one forward from token ids to logits.
@@ -99,11 +124,7 @@ class Model {
       vit_ = std::make_shared<ViT>(v, gen);
       module_ = vit_.get();
     } else if (c.model.kind == "causal_lm") {
-      CausalLMConfig lm;
-      lm.vocab_size = source.vocab_size();
-      lm.positional = c.model.positional;
-      lm.encoder = c.model.encoder;
-      causal_ = std::make_shared<CausalLM>(lm, gen);
+      causal_ = std::make_shared<CausalLM>(causal_lm_config(c.model, source.vocab_size()), gen);
       module_ = causal_.get();
     } else {
       ClassifierConfig cc;
@@ -168,6 +189,7 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o, Module& mode
   }
   AdamWOptions a;
   a.lr = o.lr, a.beta1 = o.beta1, a.beta2 = o.beta2, a.eps = o.eps, a.weight_decay = o.weight_decay;
+  a.decay_kinds = o.decay_kinds;
   return std::make_unique<AdamW>(model.named_parameters(), a);
 }
 
@@ -192,23 +214,29 @@ struct Evaluation {
   data::SequenceMetrics metrics;
 };
 
-Evaluation evaluate(Model& model, const BatchSource& source, std::size_t batches, std::uint64_t seed) {
+// Loss and metrics on the held-out split: `batches` random batches (the same ones every time, drawn
+// from `seed`), or with batches 0 the whole split in order. The loss is the mean over scored tokens.
+Evaluation evaluate(Model& model, const BatchSource& source, std::size_t batches, std::size_t batch_size, std::uint64_t seed) {
   NoGradGuard no_grad;
   model.module().eval();
-  Generator gen(seed);  // the same held-out batches at every evaluation
+  Generator gen(seed);
+  const bool whole = batches == 0;
+  if (whole) batches = source.held_out_batches(batch_size);
   Evaluation e;
-  double correct = 0, exact = 0, rows = 0;
+  double loss = 0, correct = 0, exact = 0, rows = 0;
   for (std::size_t i = 0; i < batches; ++i) {
-    const data::SequenceBatch b = source.next(true, gen);
+    const data::SequenceBatch b = whole ? source.held_out_batch(i, batch_size) : source.next(true, gen, batch_size);
     const Tensor logits = model.forward(b);
-    e.loss += cross_entropy(logits, b.target, data::kIgnore).item() / static_cast<double>(batches);
     const data::SequenceMetrics m = data::sequence_metrics(logits, b.target);
+    if (m.scored_tokens) loss += cross_entropy(logits, b.target, data::kIgnore).item() * static_cast<double>(m.scored_tokens);
     correct += m.token_accuracy * static_cast<double>(m.scored_tokens);
     e.metrics.scored_tokens += m.scored_tokens;
     exact += m.exact_match * static_cast<double>(b.input.size(0));
     rows += static_cast<double>(b.input.size(0));
   }
-  e.metrics.token_accuracy = e.metrics.scored_tokens ? correct / static_cast<double>(e.metrics.scored_tokens) : 0;
+  const double scored = static_cast<double>(e.metrics.scored_tokens);
+  e.loss = scored ? loss / scored : 0;
+  e.metrics.token_accuracy = scored ? correct / scored : 0;
   e.metrics.exact_match = rows ? exact / rows : 0;
   model.module().train();
   return e;
@@ -407,6 +435,7 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
     bar_open = false;
   };
 
+  Evaluation last_eval;     // the latest periodic evaluation (always one at the last step)
   std::size_t tokens = 0;  // read by the model in this session
   auto log_row = [&](std::size_t step, const char* split, double loss, const data::SequenceMetrics* m, double lr) {
     const double rate = elapsed() > 0 ? static_cast<double>(tokens) / elapsed() : 0, seconds = run_seconds();
@@ -480,7 +509,8 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
       running_count = 0;
     }
     if (step % c.train.eval_interval == 0 || step == c.train.steps) {
-      const Evaluation e = evaluate(model, source, c.train.eval_batches, c.seed + 2);
+      const Evaluation e = evaluate(model, source, c.train.eval_batches, c.train.batch_size, c.seed + 2);
+      last_eval = e;
       if (e.loss < best_eval) {
         best_eval = e.loss;
         save("best.ckpt", step);
@@ -492,9 +522,6 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
       std::snprintf(metric, sizeof metric, "held-out acc %.1f%%", 100 * e.metrics.token_accuracy);
       last_metric = metric;
       std::fflush(stdout);
-      result.final_eval_loss = e.loss;
-      result.final_token_accuracy = e.metrics.token_accuracy;
-      result.final_exact_match = e.metrics.exact_match;
     }
     const std::size_t pattern_every = c.log.pattern_interval ? c.log.pattern_interval : c.train.eval_interval;
     if (c.log.patterns && (step % pattern_every == 0 || step == c.train.steps)) {
@@ -511,16 +538,31 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
       return result;
     }
   }
+  // The figure to report: final_eval_batches held-out batches, or the whole split when 0 (the last
+  // periodic evaluation again when they agree). Logged as split "final"; best.ckpt is chosen by the
+  // periodic evaluations alone, which all see the same batches.
+  const Evaluation final_eval = c.train.final_eval_batches == c.train.eval_batches
+                                    ? last_eval
+                                    : evaluate(model, source, c.train.final_eval_batches, c.train.batch_size, c.seed + 2);
+  log_row(c.train.steps, "final", final_eval.loss, &final_eval.metrics, schedule.lr_at(c.train.steps - 1));
   end_bar();
+  std::printf("[%s] final evaluation (%s, %zu scored tokens): loss %.4f  token accuracy %.2f%%  exact match %.2f%%\n",
+              clock_time().c_str(), c.train.final_eval_batches ? "sampled batches" : "the whole held-out split",
+              final_eval.metrics.scored_tokens, final_eval.loss, 100 * final_eval.metrics.token_accuracy,
+              100 * final_eval.metrics.exact_match);
+  result.final_eval_loss = final_eval.loss;
+  result.final_token_accuracy = final_eval.metrics.token_accuracy;
+  result.final_exact_match = final_eval.metrics.exact_match;
+  result.final_scored_tokens = final_eval.metrics.scored_tokens;
   // summary.json marks the run finished (attnlab compare reads it); the report is rebuilt from the folder.
   char summary[768];
   std::snprintf(summary, sizeof summary,
                 "{\"name\": \"%s\", \"status\": \"finished\", \"steps\": %zu, \"params\": %zu, \"train_seconds\": %.3f, "
                 "\"tokens_per_s\": %.1f, \"peak_rss_mb\": %.1f, \"final_eval_loss\": %.6g, \"final_token_accuracy\": %.6f, "
-                "\"final_exact_match\": %.6f, \"best_eval_loss\": %.6g}\n",
+                "\"final_exact_match\": %.6f, \"final_scored_tokens\": %zu, \"best_eval_loss\": %.6g}\n",
                 json_escape(c.name).c_str(), c.train.steps, model.module().parameter_count(), run_seconds(),
                 static_cast<double>(tokens) / std::max(elapsed(), 1e-9), peak_rss_mb(), result.final_eval_loss,
-                result.final_token_accuracy, result.final_exact_match, best_eval);
+                result.final_token_accuracy, result.final_exact_match, result.final_scored_tokens, best_eval);
   write_file_atomic(result.run_dir + "/summary.json", summary);
   write_report(result.run_dir);
   std::printf("attnlab: done in %.1fs; results in %s (report.html)\n", elapsed(), result.run_dir.c_str());
@@ -552,11 +594,11 @@ int evaluate_run(const std::string& run_dir, const std::string& which, int threa
   Generator init(run.config.seed);
   Model model(run.config, source, init);
   model.module().load_state_dict(with_prefix(run.checkpoint, "model."));
-  const Evaluation e = evaluate(model, source, run.config.train.eval_batches, run.config.seed + 2);
+  const Evaluation e = evaluate(model, source, run.config.train.final_eval_batches, run.config.train.batch_size, run.config.seed + 2);
   std::printf("{\"run\": \"%s\", \"checkpoint\": \"%s\", \"step\": %lld, \"loss\": %.6g, \"token_accuracy\": %.6f, "
-              "\"exact_match\": %.6f}\n",
+              "\"exact_match\": %.6f, \"scored_tokens\": %zu}\n",
               run_dir.c_str(), which.c_str(), static_cast<long long>(run.checkpoint.tensors.at("step").item()), e.loss,
-              e.metrics.token_accuracy, e.metrics.exact_match);
+              e.metrics.token_accuracy, e.metrics.exact_match, e.metrics.scored_tokens);
   return 0;
 }
 
@@ -578,9 +620,7 @@ int sample_run(const std::string& run_dir, const SampleOptions& o, int threads) 
     throw std::invalid_argument("attnlab sample needs a causal_lm run; " + run_dir + " trained a " + run.config.model.kind);
   }
   const std::string chars = run.checkpoint.texts.count("vocabulary") ? run.checkpoint.texts.at("vocabulary") : "";
-  CausalLMConfig lm;
-  lm.positional = run.config.model.positional;
-  lm.encoder = run.config.model.encoder;
+  CausalLMConfig lm = causal_lm_config(run.config.model, 0);
   std::vector<std::int64_t> prompt;
   data::CharVocabulary vocabulary;
   if (!chars.empty()) {

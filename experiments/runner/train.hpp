@@ -17,6 +17,7 @@ struct TrainResult {
   double final_eval_loss = 0;
   double final_token_accuracy = 0;
   double final_exact_match = 0;
+  std::size_t final_scored_tokens = 0;  // tokens (or images) the final evaluation scored
   bool interrupted = false;  // stopped by Ctrl-C after writing last.ckpt
 };
 
@@ -24,8 +25,8 @@ struct TrainResult {
 // run in that folder from its last.ckpt (`config` is then the run's config.yaml, plus any overrides).
 TrainResult train_experiment(const ExperimentConfig& config, int threads, const std::string& resume_dir = "");
 
-// `attnlab eval RUN`: the held-out loss and metrics of a run's checkpoint ("best" or "last"), printed as
-// one JSON line. Returns 0.
+// `attnlab eval RUN`: the held-out loss and metrics of a run's checkpoint ("best" or "last") over
+// train.final_eval_batches (the whole split when 0), printed as one JSON line. Returns 0.
 int evaluate_run(const std::string& run_dir, const std::string& checkpoint, int threads);
 
 struct SampleOptions {

@@ -165,6 +165,30 @@ std::string ConfigNode::get_choice(const std::string& key, const std::string& de
   return value;
 }
 
+std::vector<std::string> ConfigNode::get_choices(const std::string& key, const std::vector<std::string>& default_value,
+                                                const std::vector<std::string>& choices) {
+  known_.insert(key);
+  if (!has(key)) return default_value;
+  const YAML::Node value = node_[key];
+  if (value.IsScalar()) return {get_choice(key, "", choices)};
+  std::string list;
+  for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
+  if (!value.IsSequence()) fail(key, "'" + dotted(key) + "' must be a list of values among [" + list + "]");
+  std::vector<std::string> out;
+  for (const YAML::Node& item : value) {
+    if (!item.IsScalar()) fail_at(item, file_, "'" + dotted(key) + "' must list single values among [" + list + "]");
+    const std::string text = item.Scalar();
+    if (std::find(choices.begin(), choices.end(), text) == choices.end()) {
+      const std::string guess = nearest(text, choices);
+      fail_at(item, file_, "'" + dotted(key) + "' lists '" + text + "', which is not among [" + list + "]" +
+                               (guess.empty() ? "" : "; did you mean '" + guess + "'?"));
+    }
+    if (std::find(out.begin(), out.end(), text) != out.end()) fail_at(item, file_, "'" + dotted(key) + "' lists '" + text + "' twice");
+    out.push_back(text);
+  }
+  return out;
+}
+
 void ConfigNode::finish() const {
   if (!node_.IsMap()) return;
   const std::vector<std::string> valid(known_.begin(), known_.end());

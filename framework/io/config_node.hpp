@@ -68,6 +68,10 @@ class ConfigNode {
   T get(const std::string& key, const T& default_value, const Range& range = Range::any());
   // A value that must be one of `choices`.
   std::string get_choice(const std::string& key, const std::string& default_value, const std::vector<std::string>& choices);
+  // A list of distinct values, each one of `choices` (a single value reads as a list of one; [] is
+  // empty). Errors point at the offending element.
+  std::vector<std::string> get_choices(const std::string& key, const std::vector<std::string>& default_value,
+                                       const std::vector<std::string>& choices);
   // A sub-node (mapping or null) for a nested struct; records the key as known.
   YAML::Node child(const std::string& key);
   // Declares a key as valid without reading it (read elsewhere).

@@ -30,13 +30,13 @@ void EncoderConfig::validate(bool uses_padding_mask) const {
 }
 
 EncoderLayer::EncoderLayer(const EncoderConfig& config, Generator& gen) : placement_(config.norm) {
-  norm1 = register_module("norm1", std::make_shared<LayerNorm>(config.d_model));
+  norm1 = register_module("norm1", std::make_shared<LayerNorm>(config.d_model, 1e-5, true, config.bias));
   auto kernel = make_kernel(config.attention, KernelSpec{config.n_heads, config.head_dim(), config.max_len, config.causal},
                             config.attention_options, gen, false, config.config_file);
   attn = register_module("attn", std::make_shared<MultiHeadAttention>(config.d_model, config.n_heads, kernel, config.bias, gen));
-  norm2 = register_module("norm2", std::make_shared<LayerNorm>(config.d_model));
+  norm2 = register_module("norm2", std::make_shared<LayerNorm>(config.d_model, 1e-5, true, config.bias));
   ff = register_module("ff", std::make_shared<FeedForward>(config.d_model, config.hidden(), config.activation,
-                                                           config.dropout, gen));
+                                                           config.dropout, gen, config.bias));
   drop = register_module("drop", std::make_shared<Dropout>(config.dropout, gen));
 }
 
@@ -65,7 +65,9 @@ Encoder::Encoder(const EncoderConfig& config, Generator& gen) : config_(config) 
     blocks.push_back(std::make_shared<EncoderLayer>(config, gen));
     holder->add(i, blocks.back());
   }
-  if (config.norm == NormPlacement::pre) final_norm = register_module("final_norm", std::make_shared<LayerNorm>(config.d_model));
+  if (config.norm == NormPlacement::pre) {
+    final_norm = register_module("final_norm", std::make_shared<LayerNorm>(config.d_model, 1e-5, true, config.bias));
+  }
 }
 
 EncoderOutput Encoder::forward(const Tensor& x, const Tensor& key_padding_mask, bool need_patterns,

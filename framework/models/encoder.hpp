@@ -31,7 +31,8 @@ struct EncoderConfig {
   Activation activation = Activation::gelu;
   double dropout = 0.0;       // on residual branches (attention output, feed-forward output)
   bool causal = false;
-  bool bias = true;           // biases in the attention projections
+  bool bias = true;           // biases in every Linear layer (attention projections, feed-forward) and
+                              // LayerNorm shifts; false is nanoGPT's bias=False
   std::string attention = "softmax";
   YAML::Node attention_options;  // the kernel's own options (null: defaults)
   std::string config_file;       // for error messages

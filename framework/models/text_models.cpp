@@ -67,8 +67,10 @@ EncoderOutput TokenEncoder::forward(const Tensor& ids, const Tensor& key_padding
 CausalLM::CausalLM(const CausalLMConfig& config, Generator& gen) : config_(config) {
   config_.encoder.causal = true;
   body = register_module("body", std::make_shared<TokenEncoder>(config.vocab_size, config.positional, config_.encoder, gen));
-  head = register_module("head", std::make_shared<Linear>(config_.encoder.d_model, config.vocab_size, config.head_bias, gen));
-  gpt_init(*this, config_.encoder.n_layers, gen);
+  head = register_module("head", config.tie_embeddings
+                                     ? std::make_shared<Linear>(body->tok->weight, config.head_bias, gen)
+                                     : std::make_shared<Linear>(config_.encoder.d_model, config.vocab_size, config.head_bias, gen));
+  gpt_init(*this, config_.encoder.n_layers, gen);  // a tied weight is an embedding here: N(0, 0.02), as in nanoGPT
 }
 
 EncoderOutput CausalLM::forward_with_patterns(const Tensor& ids, Tensor* logits) {

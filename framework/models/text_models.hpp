@@ -35,6 +35,9 @@ struct CausalLMConfig {
   PositionalKind positional = PositionalKind::learned;
   EncoderConfig encoder;  // causal is forced on
   bool head_bias = false;
+  // The output layer's weight [V, C] is the token embedding's (GPT-2 and nanoGPT): one tensor, listed
+  // once in parameters() and state_dict() as body.tok.weight.
+  bool tie_embeddings = false;
 };
 
 class CausalLM : public Module {

@@ -16,6 +16,19 @@ Linear::Linear(std::size_t in_features, std::size_t out_features, bool with_bias
   if (with_bias) bias = register_parameter("bias", uniform({out_features}, gen, -bound, bound), ParamKind::bias);
 }
 
+Linear::Linear(const Tensor& shared_weight, bool with_bias, Generator& gen) {
+  if (!shared_weight.defined() || shared_weight.dim() != 2 || shared_weight.numel() == 0) {
+    throw std::invalid_argument("Linear: a shared weight must be a non-empty [out, in] tensor, got " +
+                                (shared_weight.defined() ? shape_str(shared_weight.shape()) : std::string("undefined")));
+  }
+  NoGradGuard no_grad;
+  weight = register_parameter("weight", shared_weight, ParamKind::weight);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(in_features()));
+  if (with_bias) {
+    bias = register_parameter("bias", uniform({out_features()}, gen, -bound, bound, shared_weight.dtype()), ParamKind::bias);
+  }
+}
+
 Tensor Linear::forward(const Tensor& x) const {
   if (x.dim() == 0 || x.size(-1) != in_features()) {
     throw std::invalid_argument("Linear: expected input [..., " + std::to_string(in_features()) + "], got " +
@@ -33,11 +46,11 @@ Embedding::Embedding(std::size_t num_embeddings, std::size_t dim, Generator& gen
 
 Tensor Embedding::forward(const Tensor& ids) const { return embedding(weight, ids); }
 
-LayerNorm::LayerNorm(std::size_t dim, double eps_, bool affine) : eps(eps_) {
+LayerNorm::LayerNorm(std::size_t dim, double eps_, bool affine, bool with_bias) : eps(eps_) {
   if (!(eps_ > 0)) throw std::invalid_argument("LayerNorm: eps must be > 0");
   if (affine) {
     weight = register_parameter("weight", ones({dim}), ParamKind::norm);
-    bias = register_parameter("bias", zeros({dim}), ParamKind::norm);
+    if (with_bias) bias = register_parameter("bias", zeros({dim}), ParamKind::norm);
   }
 }
 
@@ -70,10 +83,10 @@ Tensor activate(const Tensor& x, Activation activation) {
   return activation == Activation::gelu ? gelu(x) : relu(x);
 }
 
-FeedForward::FeedForward(std::size_t dim, std::size_t hidden, Activation activation_, double p, Generator& gen)
+FeedForward::FeedForward(std::size_t dim, std::size_t hidden, Activation activation_, double p, Generator& gen, bool bias)
     : activation(activation_) {
-  fc1 = register_module("fc1", std::make_shared<Linear>(dim, hidden, true, gen));
-  fc2 = register_module("fc2", std::make_shared<Linear>(hidden, dim, true, gen));
+  fc1 = register_module("fc1", std::make_shared<Linear>(dim, hidden, bias, gen));
+  fc2 = register_module("fc2", std::make_shared<Linear>(hidden, dim, bias, gen));
   drop = register_module("drop", std::make_shared<Dropout>(p, gen));
 }
 

@@ -18,6 +18,9 @@ namespace attnlab {
 class Linear : public Module {
  public:
   Linear(std::size_t in_features, std::size_t out_features, bool bias, Generator& gen);
+  // Over an existing weight [out, in], registered as this layer's own: tied weights, as GPT-2's output
+  // layer reading the token embedding. A module holding both lists the tensor once, under its first name.
+  Linear(const Tensor& shared_weight, bool bias, Generator& gen);
   Tensor forward(const Tensor& x) const;  // [..., in] -> [..., out]
   std::size_t in_features() const { return weight.size(1); }
   std::size_t out_features() const { return weight.size(0); }
@@ -35,15 +38,16 @@ class Embedding : public Module {
   Tensor weight;  // [V, C]
 };
 
-// Normalises over the last axis; gain 1 and shift 0 at init.
+// Normalises over the last axis; gain 1 and shift 0 at init. affine false: neither gain nor shift;
+// bias false: a gain without a shift (nanoGPT's bias=False).
 class LayerNorm : public Module {
  public:
-  explicit LayerNorm(std::size_t dim, double eps = 1e-5, bool affine = true);
+  explicit LayerNorm(std::size_t dim, double eps = 1e-5, bool affine = true, bool bias = true);
   Tensor forward(const Tensor& x) const;
   // next.forward(forward(x)) as one op that keeps less for the backward (ops.hpp: layer_norm_linear).
   Tensor forward_into(const Tensor& x, const Linear& next) const;
 
-  Tensor weight, bias;  // [C] each, undefined without affine
+  Tensor weight, bias;  // [C] each; weight undefined without affine, bias without affine or bias
   double eps;
 };
 
@@ -64,10 +68,11 @@ Activation parse_activation(const std::string& name);  // "gelu" | "relu", else 
 const char* activation_name(Activation activation);
 Tensor activate(const Tensor& x, Activation activation);
 
-// Linear -> activation -> Linear -> dropout, the transformer's position-wise MLP.
+// Linear -> activation -> Linear -> dropout, the transformer's position-wise MLP; `bias` gives both
+// Linear layers their biases.
 class FeedForward : public Module {
  public:
-  FeedForward(std::size_t dim, std::size_t hidden, Activation activation, double dropout, Generator& gen);
+  FeedForward(std::size_t dim, std::size_t hidden, Activation activation, double dropout, Generator& gen, bool bias = true);
   Tensor forward(const Tensor& x);  // [..., C] -> [..., C]
   // forward(norm(x)), with the norm fused into fc1.
   Tensor forward(const Tensor& x, const LayerNorm& norm);

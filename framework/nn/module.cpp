@@ -17,6 +17,13 @@ const char* param_kind_name(ParamKind kind) {
   return "?";
 }
 
+ParamKind parse_param_kind(const std::string& name) {
+  for (ParamKind kind : {ParamKind::weight, ParamKind::bias, ParamKind::norm, ParamKind::embedding}) {
+    if (name == param_kind_name(kind)) return kind;
+  }
+  throw std::invalid_argument("parameter kind '" + name + "' is not among [weight, bias, norm, embedding]");
+}
+
 void Module::check_new_name(const std::string& name) const {
   if (name.empty() || name.find('.') != std::string::npos) {
     throw std::invalid_argument("Module: invalid name '" + name + "' (must be non-empty, without '.')");

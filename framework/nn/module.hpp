@@ -36,6 +36,8 @@ enum class ParamKind {
   embedding,  // token and position embeddings, CLS tokens
 };
 const char* param_kind_name(ParamKind kind);
+// "weight" | "bias" | "norm" | "embedding", else an error listing them.
+ParamKind parse_param_kind(const std::string& name);
 
 struct NamedParameter {
   std::string name;

@@ -47,6 +47,22 @@ TEST(CharText, BatchesAreShiftedWindowsAndSeeded) {
   EXPECT_THROW(d.batch(Split::validation, 1, 64, g3), std::invalid_argument);  // 50 validation characters
 }
 
+TEST(CharText, WindowsWalkTheSplitInOrder) {
+  std::string text;
+  for (int i = 0; i < 100; ++i) text.push_back(static_cast<char>('a' + i % 26));
+  const CharTextDataset d = CharTextDataset::from_text(text, 0.8);  // validation: "cdefg..." (20 characters)
+  const TokenBatch w = d.windows(Split::validation, 2, 3, 4);      // starts 2, 6, 10
+  EXPECT_EQ(w.input.shape(), (Shape{3, 4}));
+  const std::vector<double> in = w.input.to_vector(), target = w.target.to_vector();
+  for (std::size_t i = 0; i < 12; ++i) {
+    EXPECT_EQ(in[i], static_cast<double>((80 + 2 + i) % 26)) << i;
+    EXPECT_EQ(target[i], in[i] == 25 ? 0.0 : in[i] + 1) << i;
+  }
+  EXPECT_NO_THROW(d.windows(Split::validation, 0, 1, 19));  // the last target is the split's last character
+  EXPECT_THROW(d.windows(Split::validation, 0, 1, 20), std::invalid_argument);
+  EXPECT_THROW(d.windows(Split::validation, 16, 1, 4), std::invalid_argument);
+}
+
 TEST(CharText, AMissingFileSaysHowToGetTheText) {
   try {
     CharTextDataset d("/nonexistent/shakespeare.txt");

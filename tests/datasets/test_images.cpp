@@ -79,6 +79,13 @@ TEST_F(Images, AnIdxFolderIsADatasetAndMismatchesAreErrors) {
   const ImageBatch b = d->batch(true, 4, gen);
   EXPECT_EQ(b.images.shape(), (Shape{4, 1, 6, 6}));
   for (double v : b.images.to_vector()) EXPECT_TRUE(v >= 0.0 && v <= 1.0);
+  // The held-out split in file order, for evaluation over all of it.
+  EXPECT_EQ(d->held_out_size(), 2u);
+  const ImageBatch all = d->held_out_examples(0, 2);
+  EXPECT_EQ(all.labels.to_vector(), (std::vector<double>{2, 0}));
+  EXPECT_FLOAT_EQ(static_cast<float>(all.images.at({1, 0, 0, 0})), 36.0f / 255.0f);  // the second image's first pixel
+  EXPECT_EQ(d->held_out_examples(1, 1).labels.to_vector(), (std::vector<double>{0}));
+  EXPECT_THROW(d->held_out_examples(1, 2), std::invalid_argument);
   write_idx(dir_ + "/t10k-labels-idx1-ubyte", IdxArray{{3}, {2, 0, 1}});
   EXPECT_THROW(load_idx_dataset(dir_), std::runtime_error);  // 2 images, 3 labels
   fs::remove(dir_ + "/train-labels-idx1-ubyte");
@@ -98,6 +105,8 @@ TEST(QuadrantTask, TheBrightSquareIsInTheLabelledQuadrant) {
     EXPECT_EQ(static_cast<std::size_t>(b.labels.at({i})), at);
   }
   EXPECT_THROW(make_quadrant_task(7), std::invalid_argument);
+  EXPECT_EQ(task->held_out_size(), 0u);  // generated afresh: no split to walk
+  EXPECT_THROW(task->held_out_examples(0, 1), std::logic_error);
 }
 
 }  // namespace

@@ -23,6 +23,23 @@ TEST(Config, DefaultsOverridesAndRoundTrip) {
   EXPECT_EQ(config_to_yaml(again), config_to_yaml(c));
 }
 
+TEST(Config, NanoGptOptionsRoundTrip) {
+  const ExperimentConfig c = parse_config(
+      "task: {name: copy}\nmodel: {kind: causal_lm, bias: false, tie_embeddings: true}\n"
+      "train: {optimizer: {name: adamw, decay_kinds: [weight, embedding]}}\n", "t.yaml");
+  EXPECT_FALSE(c.model.encoder.bias);
+  EXPECT_TRUE(c.model.tie_embeddings);
+  EXPECT_EQ(c.train.optimizer.decay_kinds, (std::set<ParamKind>{ParamKind::weight, ParamKind::embedding}));
+  EXPECT_TRUE(causal_lm_config(c.model, 10).tie_embeddings);
+  const ExperimentConfig again = parse_config(config_to_yaml(c), "resolved.yaml");
+  EXPECT_EQ(again.train.optimizer.decay_kinds, c.train.optimizer.decay_kinds);
+  EXPECT_TRUE(again.model.tie_embeddings);
+  EXPECT_EQ(config_to_yaml(again), config_to_yaml(c));
+  // The defaults: untied, weight matrices only, and an empty list decays nothing.
+  EXPECT_EQ(parse_config("name: x\n", "d.yaml").train.optimizer.decay_kinds, std::set<ParamKind>{ParamKind::weight});
+  EXPECT_TRUE(parse_config("name: x\n", "d.yaml", {"train.optimizer.decay_kinds=[]"}).train.optimizer.decay_kinds.empty());
+}
+
 TEST(Config, EveryKeyIsDocumented) {
   std::ifstream in(std::string(ATTNLAB_SOURCE_DIR) + "/docs/configs.md");
   ASSERT_TRUE(in) << "docs/configs.md is missing";
@@ -80,7 +97,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"- a\n- b\n", {}, "1:1", "the config must be a mapping"},
         BadConfig{"task:\n  name: quadrants\n  image_size: 16\nmodel:\n  kind: vit\n  patch_size: 5\n", {}, "6:15",
                   "model.patch_size (5) must divide the image size (16x16)"},
-        BadConfig{"model:\n  kind: vit\n", {}, "2:9", "model.kind vit needs an image task"}));
+        BadConfig{"model:\n  kind: vit\n", {}, "2:9", "model.kind vit needs an image task"},
+        BadConfig{"train:\n  eval_batches: 0\n", {}, "2:17", "the whole held-out split, which task 'reverse' does not have"},
+        BadConfig{"task: {name: quadrants}\nmodel: {kind: vit}\ntrain: {final_eval_batches: 0}\n", {}, "3:29",
+                  "train.final_eval_batches 0 means the whole held-out split"},
+        BadConfig{"model:\n  tie_embeddings: true\n", {}, "2:19", "model.kind token_tagger has no such layer"},
+        BadConfig{"train:\n  optimizer: {name: sgd, decay_kinds: [weight, norm]}\n", {}, "2:39",
+                  "sgd adds its L2 weight_decay to every parameter"},
+        BadConfig{"train:\n  optimizer:\n    decay_kinds: [weight, embeddings]\n", {}, "3:27",
+                  "lists 'embeddings', which is not among [weight, embedding, bias, norm]; did you mean 'embedding'?"}));
 
 }  // namespace
 }  // namespace attnlab

@@ -2,6 +2,7 @@
 // from its checkpoint matches one that never stopped (dropout on, so every generator must come back).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -73,9 +74,35 @@ TEST_F(Training, ResumedRunMatchesAnUninterruptedOne) {
   ExperimentConfig rest = load_config(half.run_dir + "/config.yaml", {"train.steps=40"});
   const TrainResult resumed = train_experiment(rest, 1, half.run_dir);
   EXPECT_EQ(resumed.run_dir, half.run_dir);
-  EXPECT_EQ(metric_rows(whole.run_dir), metric_rows(half.run_dir));
+  // The first leg ended with its own final evaluation at step 20; apart from it, the rows are the same.
+  std::vector<std::string> continued = metric_rows(half.run_dir);
+  const auto first_final = std::find_if(continued.begin(), continued.end(), [](const std::string& row) { return row.rfind("20,final,", 0) == 0; });
+  ASSERT_NE(first_final, continued.end());
+  continued.erase(first_final);
+  EXPECT_EQ(metric_rows(whole.run_dir), continued);
+  EXPECT_EQ(continued.back().rfind("40,final,", 0), 0u);
   expect_same_state(whole.run_dir, half.run_dir);
   EXPECT_TRUE(fs::exists(half.run_dir + "/best.ckpt"));
+}
+
+TEST_F(Training, FinalEvaluationCanCoverTheWholeHeldOutSplit) {
+  fs::create_directories(dir_);
+  std::string text;
+  for (int i = 0; i < 1000; ++i) text.push_back("to be or not to be, "[i % 20]);
+  std::ofstream(dir_ + "/text.txt") << text;
+  const ExperimentConfig c = parse_config(
+      "task: {name: char_text, block_size: 16, train_fraction: 0.9}\n"
+      "model: {kind: causal_lm, d_model: 16, n_heads: 2, n_layers: 1, bias: false, tie_embeddings: true}\n"
+      "train: {steps: 4, batch_size: 4, eval_interval: 2, eval_batches: 1, final_eval_batches: 0}\n"
+      "log: {patterns: false}\n",
+      "test.yaml", {"log.dir=" + dir_, "task.path=" + dir_ + "/text.txt"});
+  const TrainResult r = train_experiment(c, 1);
+  // 100 validation characters: 99 predicted, in 6 windows of 16 and a last one of 3.
+  EXPECT_EQ(r.final_scored_tokens, 99u);
+  const std::vector<std::string> rows = metric_rows(r.run_dir);
+  EXPECT_EQ(rows[rows.size() - 2].rfind("4,eval,", 0), 0u);
+  EXPECT_EQ(rows.back().rfind("4,final,", 0), 0u);
+  EXPECT_NE(rows.back(), "4,final," + rows[rows.size() - 2].substr(7));  // a different evaluation than the sampled one
 }
 
 TEST_F(Training, ResumingWithoutACheckpointIsAClearError) {

@@ -24,8 +24,18 @@ for case in "copy token_tagger" "reverse token_tagger" "sort causal_lm" "mqar ca
     || { echo "FAILED: $1-$2 captured no patterns"; failures=$((failures + 1)); }
 done
 printf 'to be or not to be, that is the question\n%.0s' {1..40} > "$work/text.txt"
+# nanoGPT's model details (tied embeddings, no biases, decayed embeddings) and a final evaluation over the
+# whole validation split; sampling below rebuilds the same tied model.
 check train_char_text "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name=text task.name=char_text \
-  task.path="$work/text.txt" task.block_size=16 model.kind=causal_lm
+  task.path="$work/text.txt" task.block_size=16 model.kind=causal_lm model.tie_embeddings=true model.bias=false \
+  "train.optimizer.decay_kinds=[weight, embedding]" train.final_eval_batches=0
+grep -q "final evaluation (the whole held-out split, 163 scored tokens)" "$work/train_char_text.log" \
+  && grep -q '"split": "final"' "$work/runs/text/metrics.jsonl" || { echo "FAILED: no whole-split final evaluation"; failures=$((failures + 1)); }
+check eval_text "$attnlab" eval "$work/runs/text" --checkpoint last
+grep -q '"scored_tokens": 163}' "$work/eval_text.log" || { echo "FAILED: eval did not cover the whole split"; cat "$work/eval_text.log"; failures=$((failures + 1)); }
+final_loss=$(grep '"split": "final"' "$work/runs/text/metrics.jsonl" | grep -o '"loss": [^,]*')
+[ -n "$final_loss" ] && grep -q "$final_loss," "$work/eval_text.log" \
+  || { echo "FAILED: attnlab eval ($(grep -o '"loss": [^,]*' "$work/eval_text.log")) differs from the final evaluation ($final_loss)"; failures=$((failures + 1)); }
 check eval_run "$attnlab" eval "$work/runs/sort-causal_lm"
 grep -q '"token_accuracy"' "$work/eval_run.log" || { echo "FAILED: eval printed no metrics"; failures=$((failures + 1)); }
 check sample_text "$attnlab" sample "$work/runs/text" --prompt "to be" --tokens 20 --seed 3

@@ -50,6 +50,21 @@ TEST(ConfigNode, ErrorsCarryPositionAndAdvice) {
   EXPECT_EQ(unknown, "x.yaml:3:1: unknown key 'train.warmpu'; did you mean 'train.warmup'? (valid keys: kind, lr, steps, warmup)");
 }
 
+TEST(ConfigNode, ListsOfChoices) {
+  const YAML::Node yaml = YAML::Load("a: [weight, embedding]\nb: norm\nc: []\nd: [weight, embeding]\ne: [bias, bias]\nf: {x: 1}\n");
+  ConfigNode node(yaml, "opt", "x.yaml");
+  const std::vector<std::string> kinds{"weight", "embedding", "bias", "norm"};
+  EXPECT_EQ(node.get_choices("a", {}, kinds), (std::vector<std::string>{"weight", "embedding"}));
+  EXPECT_EQ(node.get_choices("b", {}, kinds), (std::vector<std::string>{"norm"}));
+  EXPECT_EQ(node.get_choices("c", {"weight"}, kinds), (std::vector<std::string>{}));
+  EXPECT_EQ(node.get_choices("missing", {"weight"}, kinds), (std::vector<std::string>{"weight"}));
+  EXPECT_EQ(error_of([&] { node.get_choices("d", {}, kinds); }),
+            "x.yaml:4:13: 'opt.d' lists 'embeding', which is not among [weight, embedding, bias, norm]; did you mean 'embedding'?");
+  EXPECT_EQ(error_of([&] { node.get_choices("e", {}, kinds); }), "x.yaml:5:11: 'opt.e' lists 'bias' twice");
+  EXPECT_EQ(error_of([&] { node.get_choices("f", {}, kinds); }),
+            "x.yaml:6:4: 'opt.f' must be a list of values among [weight, embedding, bias, norm]");
+}
+
 TEST(ConfigNode, RangesAreEnforced) {
   const YAML::Node yaml = YAML::Load("p: 1.0\n");
   EXPECT_EQ(error_of([&] { ConfigNode(yaml, "drop", "f.yaml").get("p", 0.0, Range::closed_open(0.0, 1.0)); }),

@@ -89,5 +89,33 @@ TEST(EncoderGradcheck, PostNormCausal) {
                                         with_parameters({testing::param({2, 3, 4}, 1)}, enc)));
 }
 
+TEST(Encoder, WithoutBiasesHasGainsAndWeightsOnly) {
+  // nanoGPT's bias=False: no bias in any Linear layer and no LayerNorm shift; gains stay.
+  EncoderConfig c = tiny(false, NormPlacement::pre);
+  c.bias = false;
+  Generator gen(4);
+  Encoder enc(c, gen);
+  std::vector<std::string> names;
+  for (const auto& p : enc.named_parameters()) {
+    EXPECT_NE(p.kind, ParamKind::bias) << p.name;
+    EXPECT_EQ(p.name.find(".bias"), std::string::npos) << p.name;
+    names.push_back(p.name);
+  }
+  EXPECT_EQ(names.back(), "final_norm.weight");
+  // Per layer: 2 gains (C), qkv (3 C^2), proj (C^2), fc1 (H C), fc2 (C H); then the final gain (C).
+  const std::size_t d = 4, h = 6;
+  EXPECT_EQ(enc.parameter_count(), 2 * (2 * d + 4 * d * d + 2 * h * d) + d);
+}
+
+TEST(EncoderGradcheck, PreNormCausalWithoutBiases) {
+  Generator gen(5);
+  EncoderConfig c = tiny(true, NormPlacement::pre);
+  c.bias = false;
+  Encoder enc(c, gen);
+  enc.to(DType::float64);
+  EXPECT_TRUE(testing::gradcheck_passes([&](const auto& in) { return enc.forward(in[0]).hidden; },
+                                        with_parameters({testing::param({2, 3, 4}, 1)}, enc)));
+}
+
 }  // namespace
 }  // namespace attnlab

@@ -1,7 +1,12 @@
-// CausalLM and the classifiers: shapes, parameter counts, generation, padding handling, gradchecks.
+// CausalLM and the classifiers: shapes, parameter counts, generation, padding handling, tied embeddings,
+// gradchecks.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
+#include "framework/io/checkpoint.hpp"
 #include "framework/models/text_models.hpp"
+#include "framework/optim/optimizer.hpp"
 #include "tests/test_util.hpp"
 
 namespace attnlab {
@@ -33,6 +38,73 @@ TEST(CausalLM, ParameterCountMatchesTheGptReference) {
   EXPECT_EQ(model.parameter_count(), v * c + t * c + l * (12 * c * c + 13 * c) + 2 * c + c * v);
   Tensor ids = from_indices(std::vector<std::int64_t>(2 * 10, 3), {2, 10});
   EXPECT_EQ(model.forward(ids).shape(), (Shape{2, 10, 65}));
+}
+
+TEST(CausalLM, TiedEmbeddingsAreOneParameter) {
+  CausalLMConfig config;
+  config.vocab_size = 65;
+  config.encoder.d_model = 128;
+  config.encoder.n_heads = 4;
+  config.encoder.n_layers = 4;
+  config.encoder.max_len = 64;
+  config.encoder.bias = false;
+  config.tie_embeddings = true;
+  Generator gen(0);
+  CausalLM model(config, gen);
+  EXPECT_TRUE(model.head->weight.same(model.body->tok->weight));
+  // nanoGPT's shakespeare_char CPU model (bias=False): V*C + T*C + L*(12 C^2 + 2 C) + C.
+  const std::size_t v = 65, c = 128, t = 64, l = 4;
+  EXPECT_EQ(model.parameter_count(), v * c + t * c + l * (12 * c * c + 2 * c) + c);
+  std::size_t listed = 0;
+  for (const auto& p : model.named_parameters()) {
+    listed += p.tensor.same(model.body->tok->weight);
+    EXPECT_NE(p.name, "head.weight");
+  }
+  EXPECT_EQ(listed, 1u);
+  const auto state = model.state_dict();
+  EXPECT_TRUE(state.count("body.tok.weight"));
+  EXPECT_FALSE(state.count("head.weight"));
+  auto std_of = [](const Tensor& w) { return std::sqrt(var(reshape(w, {-1}), 0).item()); };
+  EXPECT_NEAR(std_of(model.body->tok->weight), 0.02, 0.002);  // GPT-2's embedding init
+}
+
+TEST(CausalLM, TiedEmbeddingsSurviveAnOptimizerStepAndACheckpoint) {
+  CausalLMConfig config;
+  config.vocab_size = 7;
+  config.encoder = tiny_encoder(4);
+  config.tie_embeddings = true;
+  Generator gen(1);
+  CausalLM model(config, gen);
+  AdamWOptions options;
+  options.decay_kinds = {ParamKind::weight, ParamKind::embedding};
+  AdamW optimizer(model.named_parameters(), options);
+  const Tensor ids = from_indices({0, 4, 2, 1, 3, 6, 5, 2}, {2, 4}), targets = from_indices({4, 2, 1, 3, 6, 5, 2, 0}, {2, 4});
+  const std::vector<double> before = model.body->tok->weight.to_vector();
+  optimizer.zero_grad();
+  model.loss(ids, targets).backward();
+  optimizer.step();
+  EXPECT_NE(model.body->tok->weight.to_vector(), before);
+  EXPECT_TRUE(model.head->weight.same(model.body->tok->weight));
+
+  const std::string path = ::testing::TempDir() + "attnlab_tied.ckpt";
+  Checkpoint ck;
+  ck.tensors = model.state_dict();
+  save_checkpoint(path, ck);
+  Generator other(99);
+  CausalLM restored(config, other);
+  restored.load_state_dict(load_checkpoint(path).tensors);
+  std::filesystem::remove(path);
+  EXPECT_TRUE(restored.head->weight.same(restored.body->tok->weight));  // still one tensor
+  EXPECT_EQ(restored.head->weight.to_vector(), model.body->tok->weight.to_vector());
+  restored.eval();
+  model.eval();
+  EXPECT_EQ(restored.forward(ids).to_vector(), model.forward(ids).to_vector());
+  // An untied model's state has head.weight, which a tied model does not take.
+  CausalLMConfig untied = config;
+  untied.tie_embeddings = false;
+  Generator g3(2);
+  CausalLM separate(untied, g3);
+  EXPECT_THROW(restored.load_state_dict(separate.state_dict()), std::invalid_argument);
 }
 
 TEST(CausalLM, GptInitScalesResidualProjections) {
@@ -80,6 +152,21 @@ TEST(TextModelsGradcheck, CausalLM) {
   Generator gen(1);
   CausalLM model(config, gen);
   model.to(DType::float64);
+  const Tensor ids = from_indices({0, 4, 2, 1, 3, 3}, {2, 3}), targets = from_indices({4, 2, 1, 3, 3, 0}, {2, 3});
+  EXPECT_TRUE(testing::gradcheck_passes([&](const auto&) { return model.loss(ids, targets); }, parameters_of(model)));
+}
+
+TEST(TextModelsGradcheck, CausalLMWithTiedEmbeddingsAndNoBiases) {
+  // The tied weight gets the gradient of both uses: the embedding lookup and the output layer.
+  CausalLMConfig config;
+  config.vocab_size = 5;
+  config.encoder = tiny_encoder();
+  config.encoder.bias = false;
+  config.tie_embeddings = true;
+  Generator gen(1);
+  CausalLM model(config, gen);
+  model.to(DType::float64);
+  ASSERT_TRUE(model.head->weight.same(model.body->tok->weight));
   const Tensor ids = from_indices({0, 4, 2, 1, 3, 3}, {2, 3}), targets = from_indices({4, 2, 1, 3, 3, 0}, {2, 3});
   EXPECT_TRUE(testing::gradcheck_passes([&](const auto&) { return model.loss(ids, targets); }, parameters_of(model)));
 }
