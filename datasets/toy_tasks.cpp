@@ -44,9 +44,10 @@ class TransformTask : public SequenceTask {
 // keys, each to be answered with its value. Keys and values come from separate symbol ranges.
 //   compact (sequence_length 0): k v k v ... SEP q v q v ..., queries drawn with replacement.
 //   Zoology (sequence_length T, its input_seq_len): the pairs (distinct keys, distinct values), then
-//     T - 2 pairs more tokens in slots of two; `queries` distinct keys each go to a slot drawn without
-//     replacement from a power law that favours the early slots (p(g) ~ (g+1)^(a-1), a = 0.01, as in
-//     zoology/data/multiquery_ar.py), the key first and its value, the only scored token, after it.
+//     T - 2 pairs more tokens in slots of two; `queries` distinct keys, chosen at random, each go to a
+//     slot drawn without replacement from a power law that favours the early slots (p(g) ~ (g+1)^(a-1),
+//     a = 0.01, as in zoology/data/multiquery_ar.py), the key first and its value, the only scored
+//     token, after it.
 //     Every other token is a random key or value symbol. Zoology leaves a random token after the query
 //     where this layout feeds the value back (teacher forcing); no scored prediction sees the difference,
 //     since each key is queried once. The SEP that opens the answer takes the place of its filler token 0.
@@ -82,13 +83,18 @@ class RecallTask : public SequenceTask {
       }
       return p;
     }
-    // Keys come in random order, so the first `queries` of them are a random choice of distinct keys.
+    // The slots come in draw order, so likely ones first. Zoology hands them to the pairs in pair order,
+    // and then the earliest query asks the first pair 27% of the time instead of 1/8, a positional
+    // shortcut a model of ours learned instead of recall; here the pairs take them in random order.
     const std::vector<std::size_t> slots = power_law_slots(answer_length() / 2, o_.queries, gen);
+    std::vector<std::size_t> pair(o_.pairs);
+    for (std::size_t i = 0; i < o_.pairs; ++i) pair[i] = i;
+    for (std::size_t q = 0; q < o_.queries; ++q) std::swap(pair[q], pair[q + gen.next_below(o_.pairs - q)]);
     p.answer = random_symbols(answer_length(), 2 * o_.symbols, gen);
     p.scored.assign(answer_length(), false);
     for (std::size_t q = 0; q < o_.queries; ++q) {
-      p.answer[2 * slots[q]] = keys[q];
-      p.answer[2 * slots[q] + 1] = values[q];
+      p.answer[2 * slots[q]] = keys[pair[q]];
+      p.answer[2 * slots[q] + 1] = values[pair[q]];
       p.scored[2 * slots[q] + 1] = true;
     }
     return p;

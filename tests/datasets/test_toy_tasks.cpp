@@ -130,7 +130,9 @@ TEST(ToyTasks, RecallInZoologysLayoutQueriesEachKeyOnceAndScoresOnlyItsValue) {
         const std::int64_t key = e.input[at];
         ASSERT_EQ(value_of.count(key), 1u) << "position " << at << " reads " << key << ", not a key of the pairs";
         EXPECT_EQ(e.target[at], value_of[key]);
-        if (at + 1 < c.length) EXPECT_EQ(e.input[at + 1], value_of[key]);
+        if (at + 1 < c.length) {
+          EXPECT_EQ(e.input[at + 1], value_of[key]);
+        }
         queried.insert(key);
       }
       EXPECT_EQ(queried.size(), queries);
@@ -140,20 +142,27 @@ TEST(ToyTasks, RecallInZoologysLayoutQueriesEachKeyOnceAndScoresOnlyItsValue) {
   }
 }
 
-TEST(ToyTasks, RecallInZoologysLayoutPlacesQueriesByAPowerLaw) {
+TEST(ToyTasks, RecallInZoologysLayoutPlacesQueriesByAPowerLawInRandomPairOrder) {
   // 8 queries in 24 slots: with p(g) ~ 1/(g+1) the first slot is nearly always taken and the last
   // seldom; uniform slots would take each a third of the time.
   auto t = zoology_mqar(64, 8, 0, 32);
   Generator gen(9);
-  std::vector<int> taken(24, 0);
+  // Which pair the earliest query asks must not follow from pair order: each of the 8 about an eighth
+  // of the time (handing the slots out in pair order makes it the first pair 27% of the time).
+  std::vector<int> taken(24, 0), first_query_asks(8, 0);
   const int n = 400;
   for (int i = 0; i < n; ++i) {
-    for (std::size_t at : scored_positions(t->example(TaskSplit::train, TaskFormat::causal_lm, gen))) ++taken[(at - 17) / 2];
+    const SequenceExample e = t->example(TaskSplit::train, TaskFormat::causal_lm, gen);
+    const std::vector<std::size_t> scored = scored_positions(e);
+    for (std::size_t at : scored) ++taken[(at - 17) / 2];
+    for (std::size_t p = 0; p < 8; ++p)
+      if (e.input[2 * p] == e.input[scored.front()]) ++first_query_asks[p];
   }
   EXPECT_GT(taken[0], n * 8 / 10);
   EXPECT_LT(taken[23], n / 5);
   EXPECT_GT(taken[23], 0);  // yet every slot can be drawn
   for (std::size_t g = 0; g + 4 < 24; g += 4) EXPECT_GT(taken[g], taken[g + 4]) << g;
+  for (std::size_t p = 0; p < 8; ++p) EXPECT_TRUE(first_query_asks[p] > n / 16 && first_query_asks[p] < n * 3 / 16) << p;
 }
 
 TEST(ToyTasks, RecallInZoologysLayoutHoldsOutWholeContexts) {
