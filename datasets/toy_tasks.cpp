@@ -47,10 +47,10 @@ class TransformTask : public SequenceTask {
 //     T - 2 pairs more tokens in slots of two; `queries` distinct keys, chosen at random, each go to a
 //     slot drawn without replacement from a power law that favours the early slots (p(g) ~ (g+1)^(a-1),
 //     a = 0.01, as in zoology/data/multiquery_ar.py), the key first and its value, the only scored
-//     token, after it.
-//     Every other token is a random key or value symbol. Zoology leaves a random token after the query
-//     where this layout feeds the value back (teacher forcing); no scored prediction sees the difference,
-//     since each key is queried once. The SEP that opens the answer takes the place of its filler token 0.
+//     token, after it. The model reads a random key or value symbol in place of every other token,
+//     the values included: it never sees an answer, or it could rule out the values already given
+//     (values are distinct) and get a third of 8 queries right without recall. The SEP that opens the
+//     answer takes the place of zoology's first filler token.
 class RecallTask : public SequenceTask {
  public:
   explicit RecallTask(const ToyTaskOptions& o) : SequenceTask(o.held_out_fraction), o_(o) {
@@ -90,10 +90,11 @@ class RecallTask : public SequenceTask {
     std::vector<std::size_t> pair(o_.pairs);
     for (std::size_t i = 0; i < o_.pairs; ++i) pair[i] = i;
     for (std::size_t q = 0; q < o_.queries; ++q) std::swap(pair[q], pair[q + gen.next_below(o_.pairs - q)]);
-    p.answer = random_symbols(answer_length(), 2 * o_.symbols, gen);
+    p.read = random_symbols(answer_length(), 2 * o_.symbols, gen);
+    p.answer = p.read;
     p.scored.assign(answer_length(), false);
     for (std::size_t q = 0; q < o_.queries; ++q) {
-      p.answer[2 * slots[q]] = keys[pair[q]];
+      p.read[2 * slots[q]] = p.answer[2 * slots[q]] = keys[pair[q]];
       p.answer[2 * slots[q] + 1] = values[pair[q]];
       p.scored[2 * slots[q] + 1] = true;
     }
@@ -227,7 +228,8 @@ SequenceExample SequenceTask::example(TaskSplit split, TaskFormat format, Genera
       // source SEP answer, each token predicting the next; only the scored answer tokens count.
       std::vector<std::int64_t> sequence = p.source;
       sequence.push_back(kSep);
-      sequence.insert(sequence.end(), p.answer.begin(), p.answer.end());
+      const std::vector<std::int64_t>& read = p.read.empty() ? p.answer : p.read;
+      sequence.insert(sequence.end(), read.begin(), read.end());
       e.input.assign(sequence.begin(), sequence.end() - 1);
       e.target.assign(e.input.size(), kIgnore);
       for (std::size_t i = 0; i < p.answer.size(); ++i)
