@@ -1,6 +1,7 @@
 #include "datasets/toy_tasks.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 
@@ -39,8 +40,17 @@ class TransformTask : public SequenceTask {
   ToyTaskOptions o_;
 };
 
-// Multi-query associative recall (Arora et al. 2023, Zoology): key-value pairs, then queries of some
-// of the keys, each to be answered with its value. Keys and values come from separate symbol ranges.
+// Multi-query associative recall (Arora et al. 2023, Zoology): key-value pairs, then queries of the
+// keys, each to be answered with its value. Keys and values come from separate symbol ranges.
+//   compact (sequence_length 0): k v k v ... SEP q v q v ..., queries drawn with replacement.
+//   Zoology (sequence_length T, its input_seq_len): the pairs (distinct keys, distinct values), then
+//     T - 2 pairs more tokens in slots of two; `queries` distinct keys, chosen at random, each go to a
+//     slot drawn without replacement from a power law that favours the early slots (p(g) ~ (g+1)^(a-1),
+//     a = 0.01, as in zoology/data/multiquery_ar.py), the key first and its value, the only scored
+//     token, after it. The model reads a random key or value symbol in place of every other token,
+//     the values included: it never sees an answer, or it could rule out the values already given
+//     (values are distinct) and get a third of 8 queries right without recall. The SEP that opens the
+//     answer takes the place of zoology's first filler token.
 class RecallTask : public SequenceTask {
  public:
   explicit RecallTask(const ToyTaskOptions& o) : SequenceTask(o.held_out_fraction), o_(o) {
@@ -50,31 +60,80 @@ class RecallTask : public SequenceTask {
   std::size_t vocab_size() const override { return static_cast<std::size_t>(kFirstSymbol) + 2 * o_.symbols; }
   std::vector<TaskFormat> formats() const override { return {TaskFormat::causal_lm}; }
   Problem problem(Generator& gen) const override {
-    std::vector<std::int64_t> keys(o_.symbols);
-    for (std::size_t i = 0; i < o_.symbols; ++i) keys[i] = kFirstSymbol + static_cast<std::int64_t>(i);
-    for (std::size_t i = 0; i < o_.pairs; ++i) std::swap(keys[i], keys[i + gen.next_below(o_.symbols - i)]);  // distinct keys
-    std::vector<std::int64_t> values(o_.pairs);
+    const std::vector<std::int64_t> keys = distinct_symbols(o_.pairs, 0, gen);
+    std::vector<std::int64_t> values;
+    if (o_.sequence_length == 0) {
+      for (std::size_t i = 0; i < o_.pairs; ++i)
+        values.push_back(kFirstSymbol + static_cast<std::int64_t>(o_.symbols + gen.next_below(o_.symbols)));
+    } else {
+      values = distinct_symbols(o_.pairs, o_.symbols, gen);
+    }
     Problem p;
     for (std::size_t i = 0; i < o_.pairs; ++i) {
-      values[i] = kFirstSymbol + static_cast<std::int64_t>(o_.symbols + gen.next_below(o_.symbols));
       p.source.push_back(keys[i]);
       p.source.push_back(values[i]);
     }
+    if (o_.sequence_length == 0) {
+      for (std::size_t q = 0; q < o_.queries; ++q) {
+        const std::size_t i = gen.next_below(o_.pairs);
+        p.answer.push_back(keys[i]);
+        p.answer.push_back(values[i]);
+        p.scored.push_back(false);  // the query key is given
+        p.scored.push_back(true);   // its value is to be recalled
+      }
+      return p;
+    }
+    // The slots come in draw order, so likely ones first. Zoology hands them to the pairs in pair order,
+    // and then the earliest query asks the first pair 27% of the time instead of 1/8, a positional
+    // shortcut a model of ours learned instead of recall; here the pairs take them in random order.
+    const std::vector<std::size_t> slots = power_law_slots(answer_length() / 2, o_.queries, gen);
+    std::vector<std::size_t> pair(o_.pairs);
+    for (std::size_t i = 0; i < o_.pairs; ++i) pair[i] = i;
+    for (std::size_t q = 0; q < o_.queries; ++q) std::swap(pair[q], pair[q + gen.next_below(o_.pairs - q)]);
+    p.read = random_symbols(answer_length(), 2 * o_.symbols, gen);
+    p.answer = p.read;
+    p.scored.assign(answer_length(), false);
     for (std::size_t q = 0; q < o_.queries; ++q) {
-      const std::size_t i = gen.next_below(o_.pairs);
-      p.answer.push_back(keys[i]);
-      p.answer.push_back(values[i]);
-      p.scored.push_back(false);  // the query key is given
-      p.scored.push_back(true);   // its value is to be recalled
+      p.read[2 * slots[q]] = p.answer[2 * slots[q]] = keys[pair[q]];
+      p.answer[2 * slots[q] + 1] = values[pair[q]];
+      p.scored[2 * slots[q] + 1] = true;
     }
     return p;
   }
 
  protected:
   std::size_t source_length() const override { return 2 * o_.pairs; }
-  std::size_t answer_length() const override { return 2 * o_.queries; }
+  std::size_t answer_length() const override {
+    return o_.sequence_length == 0 ? 2 * o_.queries : o_.sequence_length - 2 * o_.pairs;
+  }
 
  private:
+  // n distinct symbols of the range [offset, offset + symbols), in random order.
+  std::vector<std::int64_t> distinct_symbols(std::size_t n, std::size_t offset, Generator& gen) const {
+    std::vector<std::int64_t> pool(o_.symbols);
+    for (std::size_t i = 0; i < o_.symbols; ++i) pool[i] = kFirstSymbol + static_cast<std::int64_t>(offset + i);
+    for (std::size_t i = 0; i < n; ++i) std::swap(pool[i], pool[i + gen.next_below(o_.symbols - i)]);
+    pool.resize(n);
+    return pool;
+  }
+  // n distinct slots of [0, slots), each drawn from the power law over those not yet taken.
+  static std::vector<std::size_t> power_law_slots(std::size_t slots, std::size_t n, Generator& gen) {
+    constexpr double kPowerA = 0.01;  // zoology's power_a default
+    std::vector<double> weight(slots);
+    for (std::size_t g = 0; g < slots; ++g) weight[g] = std::pow(static_cast<double>(g + 1), kPowerA - 1.0);
+    std::vector<std::size_t> chosen;
+    for (std::size_t k = 0; k < n; ++k) {
+      double total = 0;
+      for (double w : weight) total += w;
+      double u = gen.next_double() * total;
+      std::size_t g = 0;
+      while (g + 1 < slots && (weight[g] == 0 || u >= weight[g])) u -= weight[g++];
+      while (weight[g] == 0) --g;  // rounding ran past the last free slot
+      chosen.push_back(g);
+      weight[g] = 0;
+    }
+    return chosen;
+  }
   ToyTaskOptions o_;
 };
 
@@ -182,7 +241,8 @@ SequenceExample SequenceTask::example(TaskSplit split, TaskFormat format, Genera
       // source SEP answer, each token predicting the next; only the scored answer tokens count.
       std::vector<std::int64_t> sequence = p.source;
       sequence.push_back(kSep);
-      sequence.insert(sequence.end(), p.answer.begin(), p.answer.end());
+      const std::vector<std::int64_t>& read = p.read.empty() ? p.answer : p.read;
+      sequence.insert(sequence.end(), read.begin(), read.end());
       e.input.assign(sequence.begin(), sequence.end() - 1);
       e.target.assign(e.input.size(), kIgnore);
       for (std::size_t i = 0; i < p.answer.size(); ++i)
@@ -239,6 +299,17 @@ std::unique_ptr<SequenceTask> make_toy_task(const ToyTaskOptions& o) {
     if (o.pairs == 0 || o.pairs > o.symbols) {
       throw std::invalid_argument("task.pairs (" + std::to_string(o.pairs) + ") must be between 1 and task.symbols (" +
                                   std::to_string(o.symbols) + "): keys are distinct symbols");
+    }
+    const std::size_t queries = o.queries == 0 ? o.pairs : o.queries;
+    if (o.sequence_length != 0 && queries > o.pairs) {
+      throw std::invalid_argument("task.queries (" + std::to_string(queries) + ") must not exceed task.pairs (" +
+                                  std::to_string(o.pairs) + ") when task.sequence_length is set: each key is queried once");
+    }
+    if (o.sequence_length != 0 && o.sequence_length < 2 * o.pairs + 2 * queries) {
+      throw std::invalid_argument("task.sequence_length (" + std::to_string(o.sequence_length) + ") is too short for " +
+                                  std::to_string(o.pairs) + " pairs and " + std::to_string(queries) +
+                                  " queries: it needs at least 2 * pairs + 2 * queries = " +
+                                  std::to_string(2 * o.pairs + 2 * queries) + " tokens");
     }
     return std::make_unique<RecallTask>(o);
   }

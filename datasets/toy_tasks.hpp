@@ -3,7 +3,8 @@
 // source sequence and its answer, laid out for a model kind:
 //   tagging         (bidirectional encoder, one label per token) input = source, target = answer
 //   causal_lm       (decoder) input = source SEP answer[:-1], each position predicting the next token;
-//                   only the answer's scored tokens count (the rest are kIgnore)
+//                   only the answer's scored tokens count (the rest are kIgnore); a task may have the
+//                   model read other tokens than its answer after SEP (Problem::read)
 //   classification  (sequence classifier) input = source, target = one label
 // Held-out examples are those whose source hashes into the held-out share; training draws reject them,
 // so the two splits never share a source.
@@ -56,6 +57,9 @@ class SequenceTask {
     std::vector<std::int64_t> source, answer;
     std::int64_t label = 0;
     std::vector<bool> scored;  // causal_lm: which answer tokens are scored (empty: all)
+    // causal_lm: the tokens the model reads after SEP in place of the answer (empty: the answer itself,
+    // teacher forcing); for tasks whose answers must stay unseen (mqar's Zoology layout).
+    std::vector<std::int64_t> read;
   };
   virtual Problem problem(Generator& gen) const = 0;
 
@@ -83,6 +87,7 @@ struct ToyTaskOptions {
   std::size_t pairs = 4;         // mqar: key-value pairs
   std::size_t queries = 0;       // mqar: queries (0: one per pair)
   std::size_t gap = 0;           // induction: pad positions around the first segment, which sits at a random offset among them
+  std::size_t sequence_length = 0;  // mqar: Zoology's layout of this many input tokens; 0: the compact layout
   double held_out_fraction = 0.1;
 };
 

@@ -90,6 +90,7 @@ ExperimentConfig read(const YAML::Node& root, const std::string& file, std::vect
   c.task.toy.pairs = task.get<std::size_t>("pairs", c.task.toy.pairs, Range::at_least(1));
   c.task.toy.queries = task.get<std::size_t>("queries", c.task.toy.queries);
   c.task.toy.gap = task.get<std::size_t>("gap", c.task.toy.gap);
+  c.task.toy.sequence_length = task.get<std::size_t>("sequence_length", c.task.toy.sequence_length);
   c.task.toy.held_out_fraction = task.get("held_out_fraction", c.task.toy.held_out_fraction, Range::open(0.0, 1.0));
   c.task.path = task.get<std::string>("path", c.task.path);
   c.task.block_size = task.get<std::size_t>("block_size", c.task.block_size, Range::at_least(1));
@@ -101,6 +102,19 @@ ExperimentConfig read(const YAML::Node& root, const std::string& file, std::vect
   if (c.task.name == "mqar" && c.task.toy.pairs > c.task.toy.symbols) {
     task.fail("pairs", "task.pairs (" + std::to_string(c.task.toy.pairs) + ") must not exceed task.symbols (" +
                            std::to_string(c.task.toy.symbols) + "): keys are distinct symbols");
+  }
+  if (c.task.name == "mqar" && c.task.toy.sequence_length != 0) {
+    const std::size_t pairs = c.task.toy.pairs, queries = c.task.toy.queries == 0 ? pairs : c.task.toy.queries;
+    if (queries > pairs) {
+      task.fail("queries", "task.queries (" + std::to_string(queries) + ") must not exceed task.pairs (" + std::to_string(pairs) +
+                               ") when task.sequence_length is set: each key is queried once");
+    }
+    if (c.task.toy.sequence_length < 2 * pairs + 2 * queries) {
+      task.fail("sequence_length", "task.sequence_length (" + std::to_string(c.task.toy.sequence_length) + ") is too short for " +
+                                       std::to_string(pairs) + " pairs and " + std::to_string(queries) +
+                                       " queries: it needs at least 2 * pairs + 2 * queries = " +
+                                       std::to_string(2 * pairs + 2 * queries) + "; raise it or lower task.pairs");
+    }
   }
   task.finish();
 
@@ -309,6 +323,7 @@ std::string config_to_yaml(const ExperimentConfig& c) {
   out << YAML::Key << "pairs" << YAML::Value << c.task.toy.pairs;
   out << YAML::Key << "queries" << YAML::Value << c.task.toy.queries;
   out << YAML::Key << "gap" << YAML::Value << c.task.toy.gap;
+  out << YAML::Key << "sequence_length" << YAML::Value << c.task.toy.sequence_length;
   out << YAML::Key << "held_out_fraction" << YAML::Value << c.task.toy.held_out_fraction;
   out << YAML::Key << "path" << YAML::Value << c.task.path;
   out << YAML::Key << "block_size" << YAML::Value << c.task.block_size;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "datasets/toy_tasks.hpp"
@@ -68,6 +69,129 @@ TEST(ToyTasks, RecallAnswersEachQueryWithItsValue) {
   }
   EXPECT_THROW(task("mqar", 0, 2), std::invalid_argument);  // 3 distinct keys from 2 symbols
   EXPECT_THROW(task("mqar")->example(TaskSplit::train, TaskFormat::tagging, gen), std::invalid_argument);
+}
+
+std::unique_ptr<SequenceTask> zoology_mqar(std::size_t sequence_length, std::size_t pairs, std::size_t queries,
+                                           std::size_t symbols, double held_out_fraction = 0.1) {
+  ToyTaskOptions o;
+  o.name = "mqar";
+  o.sequence_length = sequence_length;
+  o.pairs = pairs;
+  o.queries = queries;
+  o.symbols = symbols;
+  o.held_out_fraction = held_out_fraction;
+  return make_toy_task(o);
+}
+
+// The scored positions of a causal_lm example.
+std::vector<std::size_t> scored_positions(const SequenceExample& e) {
+  std::vector<std::size_t> out;
+  for (std::size_t i = 0; i < e.target.size(); ++i)
+    if (e.target[i] != kIgnore) out.push_back(i);
+  return out;
+}
+
+TEST(ToyTasks, RecallInZoologysLayoutQueriesEachKeyOnceAndScoresOnlyItsValue) {
+  struct Case {
+    std::size_t length, pairs, queries, symbols;
+  };
+  Generator gen(8);
+  for (const Case c : {Case{64, 8, 0, 32}, Case{64, 4, 0, 32}, Case{21, 3, 2, 5}}) {
+    auto t = zoology_mqar(c.length, c.pairs, c.queries, c.symbols);
+    const std::size_t queries = c.queries == 0 ? c.pairs : c.queries, context = 2 * c.pairs;
+    const auto first_key = kFirstSymbol, first_value = kFirstSymbol + static_cast<std::int64_t>(c.symbols);
+    const auto end = kFirstSymbol + static_cast<std::int64_t>(2 * c.symbols);
+    EXPECT_EQ(t->max_length(TaskFormat::causal_lm), c.length);
+    std::size_t values_read = 0, queries_seen = 0;
+    for (int i = 0; i < 50; ++i) {
+      const SequenceExample e = t->example(i % 2 ? TaskSplit::train : TaskSplit::held_out, TaskFormat::causal_lm, gen);
+      ASSERT_EQ(e.input.size(), c.length);
+      ASSERT_EQ(e.target.size(), c.length);
+      // The pairs: distinct keys from the key range, distinct values from the value range.
+      std::map<std::int64_t, std::int64_t> value_of;
+      std::set<std::int64_t> values;
+      for (std::size_t p = 0; p < c.pairs; ++p) {
+        const std::int64_t key = e.input[2 * p], value = e.input[2 * p + 1];
+        EXPECT_TRUE(key >= first_key && key < first_value) << key;
+        EXPECT_TRUE(value >= first_value && value < end) << value;
+        value_of[key] = value;
+        values.insert(value);
+      }
+      EXPECT_EQ(value_of.size(), c.pairs);
+      EXPECT_EQ(values.size(), c.pairs);
+      EXPECT_EQ(e.input[context], kSep);
+      // Scored: exactly one position per query, each reading a key of the pairs (a different one each
+      // time), an odd number of tokens after the SEP, its target that key's value.
+      const std::vector<std::size_t> scored = scored_positions(e);
+      ASSERT_EQ(scored.size(), queries);
+      std::set<std::int64_t> queried;
+      for (std::size_t at : scored) {
+        ASSERT_GT(at, context);
+        EXPECT_EQ((at - context) % 2, 1u) << at;
+        const std::int64_t key = e.input[at];
+        ASSERT_EQ(value_of.count(key), 1u) << "position " << at << " reads " << key << ", not a key of the pairs";
+        EXPECT_EQ(e.target[at], value_of[key]);
+        if (at + 1 < c.length) values_read += e.input[at + 1] == value_of[key];
+        ++queries_seen;
+        queried.insert(key);
+      }
+      EXPECT_EQ(queried.size(), queries);
+      // Everything after the SEP is a task symbol (filler is random keys and values, never PAD or SEP).
+      for (std::size_t j = context + 1; j < c.length; ++j) EXPECT_TRUE(e.input[j] >= first_key && e.input[j] < end) << j;
+    }
+    // The answers stay unread: what follows a query is random, its value only by chance (1 in 2 * symbols;
+    // teacher forcing would read every one).
+    EXPECT_LT(values_read, queries_seen / 4) << values_read << " of " << queries_seen << " values were read back";
+  }
+}
+
+TEST(ToyTasks, RecallInZoologysLayoutPlacesQueriesByAPowerLawInRandomPairOrder) {
+  // 8 queries in 24 slots: with p(g) ~ 1/(g+1) the first slot is nearly always taken and the last
+  // seldom; uniform slots would take each a third of the time.
+  auto t = zoology_mqar(64, 8, 0, 32);
+  Generator gen(9);
+  // Which pair the earliest query asks must not follow from pair order: each of the 8 about an eighth
+  // of the time (handing the slots out in pair order makes it the first pair 27% of the time).
+  std::vector<int> taken(24, 0), first_query_asks(8, 0);
+  const int n = 400;
+  for (int i = 0; i < n; ++i) {
+    const SequenceExample e = t->example(TaskSplit::train, TaskFormat::causal_lm, gen);
+    const std::vector<std::size_t> scored = scored_positions(e);
+    for (std::size_t at : scored) ++taken[(at - 17) / 2];
+    for (std::size_t p = 0; p < 8; ++p)
+      if (e.input[2 * p] == e.input[scored.front()]) ++first_query_asks[p];
+  }
+  EXPECT_GT(taken[0], n * 8 / 10);
+  EXPECT_LT(taken[23], n / 5);
+  EXPECT_GT(taken[23], 0);  // yet every slot can be drawn
+  for (std::size_t g = 0; g + 4 < 24; g += 4) EXPECT_GT(taken[g], taken[g + 4]) << g;
+  for (std::size_t p = 0; p < 8; ++p) EXPECT_TRUE(first_query_asks[p] > n / 16 && first_query_asks[p] < n * 3 / 16) << p;
+}
+
+TEST(ToyTasks, RecallInZoologysLayoutHoldsOutWholeContexts) {
+  // 2 pairs over 4 symbols: 12 * 12 contexts, so a split keyed on anything but the pairs (the filler,
+  // the query slots) would put the same pairs into both splits.
+  auto t = zoology_mqar(12, 2, 0, 4, 0.3);
+  Generator gen(10);
+  auto context = [](const SequenceExample& e) { return std::vector<std::int64_t>(e.input.begin(), e.input.begin() + 4); };
+  std::set<std::vector<std::int64_t>> train, held;
+  for (int i = 0; i < 2000; ++i) train.insert(context(t->example(TaskSplit::train, TaskFormat::causal_lm, gen)));
+  for (int i = 0; i < 500; ++i) held.insert(context(t->example(TaskSplit::held_out, TaskFormat::causal_lm, gen)));
+  for (const auto& s : held) EXPECT_EQ(train.count(s), 0u);
+  EXPECT_GT(held.size(), 10u);
+  EXPECT_GT(train.size(), 60u);
+}
+
+TEST(ToyTasks, RecallInZoologysLayoutRejectsWhatDoesNotFit) {
+  try {
+    zoology_mqar(31, 8, 8, 32);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("task.sequence_length (31) is too short for 8 pairs and 8 queries"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(zoology_mqar(32, 8, 8, 32));
+  EXPECT_THROW(zoology_mqar(64, 4, 6, 32), std::invalid_argument);  // more queries than keys
 }
 
 TEST(ToyTasks, InductionRepeatsTheSegmentAndScoresAllButItsFirstToken) {

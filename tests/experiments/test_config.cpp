@@ -40,6 +40,16 @@ TEST(Config, NanoGptOptionsRoundTrip) {
   EXPECT_TRUE(parse_config("name: x\n", "d.yaml", {"train.optimizer.decay_kinds=[]"}).train.optimizer.decay_kinds.empty());
 }
 
+TEST(Config, MqarSequenceLengthSizesTheModel) {
+  const ExperimentConfig c = parse_config("task:\n  name: mqar\n  pairs: 4\n  symbols: 32\n  sequence_length: 64\n"
+                                          "model:\n  kind: causal_lm\n", "m.yaml");
+  EXPECT_EQ(c.task.toy.sequence_length, 64u);
+  EXPECT_EQ(c.model.encoder.max_len, 64u);
+  EXPECT_EQ(parse_config(config_to_yaml(c), "resolved.yaml").task.toy.sequence_length, 64u);
+  const ExperimentConfig compact = parse_config("task:\n  name: mqar\n  pairs: 4\nmodel:\n  kind: causal_lm\n", "m.yaml");
+  EXPECT_EQ(compact.model.encoder.max_len, 16u);  // 4 pairs, SEP, 4 queries and values less the last
+}
+
 TEST(Config, EveryKeyIsDocumented) {
   std::ifstream in(std::string(ATTNLAB_SOURCE_DIR) + "/docs/configs.md");
   ASSERT_TRUE(in) << "docs/configs.md is missing";
@@ -93,6 +103,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"task:\n  name: char_text\n", {}, "", "task.path is required for char_text"},
         BadConfig{"task:\n  name: mqar\n  pairs: 12\n  symbols: 8\nmodel:\n  kind: causal_lm\n", {}, "3:10",
                   "task.pairs (12) must not exceed task.symbols (8)"},
+        BadConfig{"task:\n  name: mqar\n  pairs: 8\n  sequence_length: 30\nmodel:\n  kind: causal_lm\n", {}, "4:20",
+                  "task.sequence_length (30) is too short for 8 pairs and 8 queries: it needs at least 2 * pairs + 2 * queries = 32"},
+        BadConfig{"task:\n  name: mqar\n  pairs: 4\n  queries: 6\n  sequence_length: 64\nmodel:\n  kind: causal_lm\n", {}, "4:12",
+                  "task.queries (6) must not exceed task.pairs (4) when task.sequence_length is set"},
         BadConfig{"train:\n  schedule:\n    kind: cosine\n", {}, "3:11", "did you mean 'warmup_cosine'?"},
         BadConfig{"- a\n- b\n", {}, "1:1", "the config must be a mapping"},
         BadConfig{"task:\n  name: quadrants\n  image_size: 16\nmodel:\n  kind: vit\n  patch_size: 5\n", {}, "6:15",
