@@ -18,7 +18,9 @@ std::uint32_t big_endian(const unsigned char* p) {
 
 class IdxDataset : public ImageDataset {
  public:
-  IdxDataset(IdxArray train_images, IdxArray train_labels, IdxArray test_images, IdxArray test_labels, const std::string& dir) {
+  IdxDataset(IdxArray train_images, IdxArray train_labels, IdxArray test_images, IdxArray test_labels, const std::string& dir,
+             const ImageAugment& augment)
+      : augment_(augment) {
     check_pair(train_images, train_labels, dir + " (train)");
     check_pair(test_images, test_labels, dir + " (t10k)");
     if (train_images.dims[1] != test_images.dims[1] || train_images.dims[2] != test_images.dims[2]) {
@@ -41,7 +43,9 @@ class IdxDataset : public ImageDataset {
     const Split& s = split_[held_out ? 1 : 0];
     std::vector<std::size_t> picks(size);
     for (std::size_t& i : picks) i = gen.next_below(s.labels.data.size());
-    return gather(s, picks);
+    ImageBatch b = gather(s, picks);
+    if (!held_out && (augment_.flip || augment_.shift)) augment(b.images, gen);
+    return b;
   }
   std::size_t held_out_size() const override { return split_[1].labels.data.size(); }
   ImageBatch held_out_examples(std::size_t first, std::size_t count) const override {
@@ -71,6 +75,29 @@ class IdxDataset : public ImageDataset {
     }
     return {images, from_indices(labels, {picks.size()})};
   }
+  // Flips and shifts each image [B, 1, H, W] in place.
+  void augment(Tensor& images, Generator& gen) const {
+    const std::size_t h = height_, w = width_, count = images.size(0);
+    const auto shift = static_cast<std::int64_t>(augment_.shift);
+    std::vector<float> source(h * w);
+    float* data = images.data<float>();
+    for (std::size_t b = 0; b < count; ++b) {
+      float* img = data + b * h * w;
+      std::copy(img, img + h * w, source.begin());
+      const bool flip = augment_.flip && gen.next_below(2) == 1;
+      const std::int64_t dy = shift ? static_cast<std::int64_t>(gen.next_below(2 * augment_.shift + 1)) - shift : 0;
+      const std::int64_t dx = shift ? static_cast<std::int64_t>(gen.next_below(2 * augment_.shift + 1)) - shift : 0;
+      for (std::size_t y = 0; y < h; ++y) {
+        for (std::size_t x = 0; x < w; ++x) {
+          const std::int64_t sy = static_cast<std::int64_t>(y) - dy;
+          const std::int64_t sx0 = static_cast<std::int64_t>(x) - dx;
+          const std::int64_t sx = flip ? static_cast<std::int64_t>(w) - 1 - sx0 : sx0;
+          const bool inside = sy >= 0 && sy < static_cast<std::int64_t>(h) && sx >= 0 && sx < static_cast<std::int64_t>(w);
+          img[y * w + x] = inside ? source[static_cast<std::size_t>(sy) * w + static_cast<std::size_t>(sx)] : 0.0f;
+        }
+      }
+    }
+  }
   static void check_pair(const IdxArray& images, const IdxArray& labels, const std::string& what) {
     if (images.dims.size() != 3) throw std::runtime_error(what + ": images must be [N, H, W], got " + std::to_string(images.dims.size()) + " dimensions");
     if (labels.dims.size() != 1) throw std::runtime_error(what + ": labels must be [N], got " + std::to_string(labels.dims.size()) + " dimensions");
@@ -80,6 +107,7 @@ class IdxDataset : public ImageDataset {
     if (images.dims[0] == 0) throw std::runtime_error(what + ": no images");
   }
   std::size_t height_ = 0, width_ = 0, classes_ = 0;
+  ImageAugment augment_;
   Split split_[2];
 };
 
@@ -163,7 +191,7 @@ void write_idx(const std::string& path, const IdxArray& a) {
   out.write(reinterpret_cast<const char*>(a.data.data()), static_cast<std::streamsize>(a.data.size()));
 }
 
-std::unique_ptr<ImageDataset> load_idx_dataset(const std::string& dir) {
+std::unique_ptr<ImageDataset> load_idx_dataset(const std::string& dir, const ImageAugment& augment) {
   auto find = [&](const std::string& base) {
     for (const std::string& name : {base + ".gz", base})
       if (fs::exists(dir + "/" + name)) return dir + "/" + name;
@@ -171,7 +199,8 @@ std::unique_ptr<ImageDataset> load_idx_dataset(const std::string& dir) {
                              (dir.find("fashion-mnist") != std::string::npos ? "; install Debian's dataset-fashion-mnist (scripts/setup.sh does)" : ""));
   };
   return std::make_unique<IdxDataset>(read_idx(find("train-images-idx3-ubyte")), read_idx(find("train-labels-idx1-ubyte")),
-                                      read_idx(find("t10k-images-idx3-ubyte")), read_idx(find("t10k-labels-idx1-ubyte")), dir);
+                                      read_idx(find("t10k-images-idx3-ubyte")), read_idx(find("t10k-labels-idx1-ubyte")), dir,
+                                      augment);
 }
 
 std::unique_ptr<ImageDataset> make_quadrant_task(std::size_t size) { return std::make_unique<QuadrantTask>(size); }

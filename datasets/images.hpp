@@ -45,10 +45,17 @@ class ImageDataset {
   virtual ImageBatch held_out_examples(std::size_t first, std::size_t count) const;
 };
 
+// Random changes to training images (never to held-out ones), drawn from the batch's generator.
+struct ImageAugment {
+  bool flip = false;      // mirror left-right with probability 1/2
+  std::size_t shift = 0;  // move by up to this many pixels along each axis, filling with 0
+                          // (torchvision's RandomCrop(size, padding=shift))
+};
+
 // train-images-idx3-ubyte(.gz), train-labels-idx1-ubyte(.gz), t10k-images-idx3-ubyte(.gz),
 // t10k-labels-idx1-ubyte(.gz) in `dir`; the t10k files are the held-out split. Counts of images and
 // labels must agree, and labels must be below num_classes (the largest label + 1).
-std::unique_ptr<ImageDataset> load_idx_dataset(const std::string& dir);
+std::unique_ptr<ImageDataset> load_idx_dataset(const std::string& dir, const ImageAugment& augment = {});
 
 // Noise images (values up to 0.3) with a bright square (0.8 to 1.0) in one quadrant; the label is the
 // quadrant (0 top left, 1 top right, 2 bottom left, 3 bottom right). Every batch is drawn from `gen`;

@@ -96,6 +96,16 @@ ExperimentConfig read(const YAML::Node& root, const std::string& file, std::vect
   c.task.block_size = task.get<std::size_t>("block_size", c.task.block_size, Range::at_least(1));
   c.task.train_fraction = task.get("train_fraction", c.task.train_fraction, Range::open(0.0, 1.0));
   c.task.image_size = task.get<std::size_t>("image_size", c.task.image_size, Range::at_least(4));
+  c.task.augment.flip = task.get("flip", c.task.augment.flip);
+  c.task.augment.shift = task.get<std::size_t>("shift", c.task.augment.shift, Range::closed(0, 13));
+  auto only_fashion_mnist = [&](const std::string& key, bool used) {
+    if (used && c.task.name != "fashion_mnist") {
+      task.fail(key, "task." + key + " augments fashion_mnist's training images; task '" + c.task.name +
+                         "' has no such images (a flipped quadrants image changes its label): remove the key");
+    }
+  };
+  only_fashion_mnist("flip", c.task.augment.flip);
+  only_fashion_mnist("shift", c.task.augment.shift > 0);
   if (c.task.name == "quadrants" && c.task.image_size % 2 != 0) task.fail("image_size", "task.image_size must be even for quadrants");
   if (c.task.name == "fashion_mnist" && c.task.path.empty()) c.task.path = "/usr/share/datasets/fashion-mnist";
   if (c.task.name == "char_text" && c.task.path.empty()) task.fail("path", "task.path is required for char_text: the text file to train on");
@@ -329,6 +339,8 @@ std::string config_to_yaml(const ExperimentConfig& c) {
   out << YAML::Key << "block_size" << YAML::Value << c.task.block_size;
   out << YAML::Key << "train_fraction" << YAML::Value << c.task.train_fraction;
   out << YAML::Key << "image_size" << YAML::Value << c.task.image_size;
+  out << YAML::Key << "flip" << YAML::Value << c.task.augment.flip;
+  out << YAML::Key << "shift" << YAML::Value << c.task.augment.shift;
   out << YAML::EndMap;
   const EncoderConfig& e = c.model.encoder;
   out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;

@@ -25,6 +25,7 @@ struct TaskConfig {
   std::size_t block_size = 64;   // char_text: tokens per training window
   double train_fraction = 0.9;   // char_text
   std::size_t image_size = 16;   // quadrants: images are image_size x image_size
+  data::ImageAugment augment;    // fashion_mnist: flip, shift of training images
 };
 
 struct ModelConfig {

@@ -44,7 +44,7 @@ class BatchSource {
     } else if (c.task.name == "quadrants") {
       images_ = data::make_quadrant_task(c.task.image_size);
     } else if (c.task.name == "fashion_mnist") {
-      images_ = data::load_idx_dataset(c.task.path);
+      images_ = data::load_idx_dataset(c.task.path, c.task.augment);
     } else {
       task_ = data::make_toy_task(c.task.toy);
     }

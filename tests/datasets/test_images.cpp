@@ -1,9 +1,13 @@
-// Image data: IDX files plain and gzipped, the errors for broken ones, and the quadrant task's labels.
+// Image data: IDX files plain and gzipped, the errors for broken ones, walking the held-out split,
+// augmentation of training images, and the quadrant task's labels.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <array>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "datasets/images.hpp"
 
@@ -90,6 +94,54 @@ TEST_F(Images, AnIdxFolderIsADatasetAndMismatchesAreErrors) {
   EXPECT_THROW(load_idx_dataset(dir_), std::runtime_error);  // 2 images, 3 labels
   fs::remove(dir_ + "/train-labels-idx1-ubyte");
   EXPECT_THROW(load_idx_dataset(dir_), std::runtime_error);
+}
+
+TEST_F(Images, AugmentationFlipsAndShiftsTrainingImagesOnly) {
+  const IdxArray one = images(1, 6);  // pixel values 0..35, all distinct
+  write_idx(dir_ + "/train-images-idx3-ubyte", one);
+  write_idx(dir_ + "/train-labels-idx1-ubyte", IdxArray{{1}, {1}});
+  write_idx(dir_ + "/t10k-images-idx3-ubyte", one);
+  write_idx(dir_ + "/t10k-labels-idx1-ubyte", IdxArray{{1}, {0}});
+  auto pixel = [&](std::int64_t y, std::int64_t x) {  // the original image, black outside
+    return y < 0 || y >= 6 || x < 0 || x >= 6 ? 0.0 : one.data[static_cast<std::size_t>(y * 6 + x)] / 255.0;
+  };
+  // Which (flip, dy, dx) made image i of the batch, or -1s when none did.
+  auto transform_of = [&](const ImageBatch& b, std::size_t i) {
+    for (int flip = 0; flip < 2; ++flip)
+      for (std::int64_t dy = -2; dy <= 2; ++dy)
+        for (std::int64_t dx = -2; dx <= 2; ++dx) {
+          bool same = true;
+          for (std::int64_t y = 0; y < 6 && same; ++y)
+            for (std::int64_t x = 0; x < 6 && same; ++x) {
+              const std::int64_t sx = flip ? 5 - (x - dx) : x - dx;
+              same = std::abs(b.images.at({i, 0, static_cast<std::size_t>(y), static_cast<std::size_t>(x)}) - pixel(y - dy, sx)) < 1e-6;
+            }
+          if (same) return std::array<std::int64_t, 3>{flip, dy, dx};
+        }
+    return std::array<std::int64_t, 3>{-1, -1, -1};
+  };
+  Generator gen(7);
+  const auto flipped = load_idx_dataset(dir_, ImageAugment{true, 0});
+  const ImageBatch f = flipped->batch(false, 32, gen);
+  std::set<std::int64_t> flips;
+  for (std::size_t i = 0; i < 32; ++i) {
+    const auto t = transform_of(f, i);
+    EXPECT_EQ(t[1], 0);
+    EXPECT_EQ(t[2], 0);
+    flips.insert(t[0]);
+  }
+  EXPECT_EQ(flips, (std::set<std::int64_t>{0, 1}));
+  const auto shifted = load_idx_dataset(dir_, ImageAugment{false, 1});
+  const ImageBatch sb = shifted->batch(false, 64, gen);
+  std::set<std::pair<std::int64_t, std::int64_t>> moves;
+  for (std::size_t i = 0; i < 64; ++i) {
+    const auto t = transform_of(sb, i);
+    EXPECT_EQ(t[0], 0);
+    moves.insert({t[1], t[2]});
+  }
+  EXPECT_EQ(moves.size(), 9u);  // every move of up to one pixel along each axis
+  const ImageBatch held_out = shifted->batch(true, 8, gen);
+  for (std::size_t i = 0; i < 8; ++i) EXPECT_EQ(transform_of(held_out, i), (std::array<std::int64_t, 3>{0, 0, 0}));
 }
 
 TEST(QuadrantTask, TheBrightSquareIsInTheLabelledQuadrant) {

@@ -115,6 +115,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"train:\n  eval_batches: 0\n", {}, "2:17", "the whole held-out split, which task 'reverse' does not have"},
         BadConfig{"task: {name: quadrants}\nmodel: {kind: vit}\ntrain: {final_eval_batches: 0}\n", {}, "3:29",
                   "train.final_eval_batches 0 means the whole held-out split"},
+        BadConfig{"task: {name: quadrants, flip: true}\nmodel: {kind: vit}\n", {}, "1:31",
+                  "task.flip augments fashion_mnist's training images"},
         BadConfig{"model:\n  tie_embeddings: true\n", {}, "2:19", "model.kind token_tagger has no such layer"},
         BadConfig{"train:\n  optimizer: {name: sgd, decay_kinds: [weight, norm]}\n", {}, "2:39",
                   "sgd adds its L2 weight_decay to every parameter"},
