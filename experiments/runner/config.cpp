@@ -100,8 +100,8 @@ ExperimentConfig read(const YAML::Node& root, const std::string& file, std::vect
   c.task.augment.shift = task.get<std::size_t>("shift", c.task.augment.shift, Range::closed(0, 13));
   auto only_fashion_mnist = [&](const std::string& key, bool used) {
     if (used && c.task.name != "fashion_mnist") {
-      task.fail(key, "task." + key + " augments fashion_mnist's training images; task '" + c.task.name +
-                         "' has no such images (a flipped quadrants image changes its label): remove the key");
+      task.fail(key, "task." + key + " augments fashion_mnist's training images only; remove it for task '" + c.task.name +
+                         "'" + (c.task.name == "quadrants" ? " (a mirrored or shifted quadrants image can change its label)" : ""));
     }
   };
   only_fashion_mnist("flip", c.task.augment.flip);

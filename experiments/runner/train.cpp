@@ -93,8 +93,9 @@ class BatchSource {
       return {b.images, b.labels, Tensor()};
     }
     const std::size_t full = full_windows(), first = index * size;
-    const data::TokenBatch b = first < full ? text_->windows(data::Split::validation, first * block_size_, std::min(size, full - first), block_size_)
-                                            : text_->windows(data::Split::validation, full * block_size_, 1, text_tail());
+    const data::TokenBatch b =
+        first < full ? text_->windows(data::Split::validation, first * block_size_, std::min(size, full - first), block_size_)
+                     : text_->windows(data::Split::validation, full * block_size_, 1, text_tail());  // the tail
     return {b.input, b.target, Tensor()};
   }
 
@@ -221,7 +222,10 @@ Evaluation evaluate(Model& model, const BatchSource& source, std::size_t batches
   model.module().eval();
   Generator gen(seed);
   const bool whole = batches == 0;
-  if (whole) batches = source.held_out_batches(batch_size);
+  if (whole) {
+    batches = source.held_out_batches(batch_size);
+    if (batches == 0) throw std::invalid_argument("the held-out split has nothing to predict; use more text or a larger split");
+  }
   Evaluation e;
   double loss = 0, correct = 0, exact = 0, rows = 0;
   for (std::size_t i = 0; i < batches; ++i) {

@@ -24,14 +24,20 @@ EncoderConfig tiny_encoder(std::size_t max_len = 8) {
 
 std::vector<Tensor> parameters_of(const Module& m) { return m.parameters(); }
 
-TEST(CausalLM, ParameterCountMatchesTheGptReference) {
-  // The model of shared/bench/torch_gpt.py: V*C + T*C + L*(12 C^2 + 13 C) + 2C + C*V.
+// nanoGPT's shakespeare_char CPU sizes: 65 characters, width 128, 4 heads, 4 layers, block 64.
+CausalLMConfig shakespeare_sizes() {
   CausalLMConfig config;
   config.vocab_size = 65;
   config.encoder.d_model = 128;
   config.encoder.n_heads = 4;
   config.encoder.n_layers = 4;
   config.encoder.max_len = 64;
+  return config;
+}
+
+TEST(CausalLM, ParameterCountMatchesTheGptReference) {
+  // The model of shared/bench/torch_gpt.py: V*C + T*C + L*(12 C^2 + 13 C) + 2C + C*V.
+  const CausalLMConfig config = shakespeare_sizes();
   Generator gen(0);
   CausalLM model(config, gen);
   const std::size_t v = 65, c = 128, t = 64, l = 4;
@@ -41,12 +47,7 @@ TEST(CausalLM, ParameterCountMatchesTheGptReference) {
 }
 
 TEST(CausalLM, TiedEmbeddingsAreOneParameter) {
-  CausalLMConfig config;
-  config.vocab_size = 65;
-  config.encoder.d_model = 128;
-  config.encoder.n_heads = 4;
-  config.encoder.n_layers = 4;
-  config.encoder.max_len = 64;
+  CausalLMConfig config = shakespeare_sizes();
   config.encoder.bias = false;
   config.tie_embeddings = true;
   Generator gen(0);
