@@ -47,10 +47,11 @@ class TransformTask : public SequenceTask {
 //     T - 2 pairs more tokens in slots of two; `queries` distinct keys, chosen at random, each go to a
 //     slot drawn without replacement from a power law that favours the early slots (p(g) ~ (g+1)^(a-1),
 //     a = 0.01, as in zoology/data/multiquery_ar.py), the key first and its value, the only scored
-//     token, after it. The model reads a random key or value symbol in place of every other token,
-//     the values included: it never sees an answer, or it could rule out the values already given
-//     (values are distinct) and get a third of 8 queries right without recall. The SEP that opens the
-//     answer takes the place of zoology's first filler token.
+//     token, after it. The model reads a random key or value symbol in place of every other token
+//     (PAD with random_filler off, zoology's random_non_queries=False), the values included: it never
+//     sees an answer, or it could rule out the values already given (values are distinct) and get a
+//     third of 8 queries right without recall. The SEP that opens the answer takes the place of
+//     zoology's first filler token.
 class RecallTask : public SequenceTask {
  public:
   explicit RecallTask(const ToyTaskOptions& o) : SequenceTask(o.held_out_fraction), o_(o) {
@@ -90,7 +91,8 @@ class RecallTask : public SequenceTask {
     std::vector<std::size_t> pair(o_.pairs);
     for (std::size_t i = 0; i < o_.pairs; ++i) pair[i] = i;
     for (std::size_t q = 0; q < o_.queries; ++q) std::swap(pair[q], pair[q + gen.next_below(o_.pairs - q)]);
-    p.read = random_symbols(answer_length(), 2 * o_.symbols, gen);
+    p.read = o_.random_filler ? random_symbols(answer_length(), 2 * o_.symbols, gen)
+                              : std::vector<std::int64_t>(answer_length(), kPad);
     p.answer = p.read;
     p.scored.assign(answer_length(), false);
     for (std::size_t q = 0; q < o_.queries; ++q) {

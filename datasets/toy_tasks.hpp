@@ -88,6 +88,7 @@ struct ToyTaskOptions {
   std::size_t queries = 0;       // mqar: queries (0: one per pair)
   std::size_t gap = 0;           // induction: pad positions around the first segment, which sits at a random offset among them
   std::size_t sequence_length = 0;  // mqar: Zoology's layout of this many input tokens; 0: the compact layout
+  bool random_filler = true;         // mqar, Zoology's layout: random symbols between queries (false: PAD)
   double held_out_fraction = 0.1;
 };
 

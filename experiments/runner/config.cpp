@@ -91,6 +91,7 @@ ExperimentConfig read(const YAML::Node& root, const std::string& file, std::vect
   c.task.toy.queries = task.get<std::size_t>("queries", c.task.toy.queries);
   c.task.toy.gap = task.get<std::size_t>("gap", c.task.toy.gap);
   c.task.toy.sequence_length = task.get<std::size_t>("sequence_length", c.task.toy.sequence_length);
+  c.task.toy.random_filler = task.get("random_filler", c.task.toy.random_filler);
   c.task.toy.held_out_fraction = task.get("held_out_fraction", c.task.toy.held_out_fraction, Range::open(0.0, 1.0));
   c.task.path = task.get<std::string>("path", c.task.path);
   c.task.block_size = task.get<std::size_t>("block_size", c.task.block_size, Range::at_least(1));
@@ -334,6 +335,7 @@ std::string config_to_yaml(const ExperimentConfig& c) {
   out << YAML::Key << "queries" << YAML::Value << c.task.toy.queries;
   out << YAML::Key << "gap" << YAML::Value << c.task.toy.gap;
   out << YAML::Key << "sequence_length" << YAML::Value << c.task.toy.sequence_length;
+  out << YAML::Key << "random_filler" << YAML::Value << c.task.toy.random_filler;
   out << YAML::Key << "held_out_fraction" << YAML::Value << c.task.toy.held_out_fraction;
   out << YAML::Key << "path" << YAML::Value << c.task.path;
   out << YAML::Key << "block_size" << YAML::Value << c.task.block_size;

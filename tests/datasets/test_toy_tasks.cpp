@@ -182,6 +182,33 @@ TEST(ToyTasks, RecallInZoologysLayoutHoldsOutWholeContexts) {
   EXPECT_GT(train.size(), 60u);
 }
 
+TEST(ToyTasks, RecallInZoologysLayoutCanFillWithPad) {
+  // random_filler off (zoology's random_non_queries=False): after SEP the model reads the query keys
+  // and PAD, nothing else, and the scoring is the same.
+  ToyTaskOptions o;
+  o.name = "mqar";
+  o.sequence_length = 64;
+  o.pairs = 8;
+  o.symbols = 32;
+  o.random_filler = false;
+  auto t = make_toy_task(o);
+  Generator gen(11);
+  for (int i = 0; i < 20; ++i) {
+    const SequenceExample e = t->example(TaskSplit::train, TaskFormat::causal_lm, gen);
+    const std::vector<std::size_t> scored = scored_positions(e);
+    ASSERT_EQ(scored.size(), 8u);
+    std::size_t pads = 0;
+    for (std::size_t j = 17; j < 64; ++j) {
+      const bool query = std::find(scored.begin(), scored.end(), j) != scored.end();
+      EXPECT_EQ(e.input[j] == kPad, !query) << j;
+      pads += e.input[j] == kPad;
+    }
+    EXPECT_EQ(pads, 64u - 17u - 8u);
+    for (std::size_t at : scored) EXPECT_EQ(std::find(e.input.begin(), e.input.begin() + 16, e.input[at]) - e.input.begin() + 1,
+                                            std::find(e.input.begin(), e.input.begin() + 16, e.target[at]) - e.input.begin());
+  }
+}
+
 TEST(ToyTasks, RecallInZoologysLayoutRejectsWhatDoesNotFit) {
   try {
     zoology_mqar(31, 8, 8, 32);
