@@ -59,7 +59,12 @@ class RecallTask : public SequenceTask {
   }
   std::string name() const override { return "mqar"; }
   std::size_t vocab_size() const override { return static_cast<std::size_t>(kFirstSymbol) + 2 * o_.symbols; }
-  std::vector<TaskFormat> formats() const override { return {TaskFormat::causal_lm}; }
+  // Zoology's layout never shows an answer, so a bidirectional model (linformer's only kind) can tag it;
+  // the compact layout reads every value back, which a bidirectional model would simply copy.
+  std::vector<TaskFormat> formats() const override {
+    if (o_.sequence_length == 0) return {TaskFormat::causal_lm};
+    return {TaskFormat::causal_lm, TaskFormat::tagging};
+  }
   Problem problem(Generator& gen) const override {
     const std::vector<std::int64_t> keys = distinct_symbols(o_.pairs, 0, gen);
     std::vector<std::int64_t> values;
@@ -108,6 +113,7 @@ class RecallTask : public SequenceTask {
   std::size_t answer_length() const override {
     return o_.sequence_length == 0 ? 2 * o_.queries : o_.sequence_length - 2 * o_.pairs;
   }
+  bool tags_causal_layout() const override { return o_.sequence_length != 0; }
 
  private:
   // n distinct symbols of the range [offset, offset + symbols), in random order.
@@ -233,7 +239,7 @@ SequenceExample SequenceTask::example(TaskSplit split, TaskFormat format, Genera
     Problem p = problem(gen);
     if (in_held_out(p.source) != (split == TaskSplit::held_out)) continue;
     SequenceExample e;
-    if (format == TaskFormat::tagging) {
+    if (format == TaskFormat::tagging && !tags_causal_layout()) {
       e.input = p.source;
       e.target = p.answer;
     } else if (format == TaskFormat::classification) {
@@ -258,7 +264,8 @@ SequenceExample SequenceTask::example(TaskSplit split, TaskFormat format, Genera
 }
 
 std::size_t SequenceTask::max_length(TaskFormat format) const {
-  return format == TaskFormat::causal_lm ? source_length() + answer_length() : source_length();
+  const bool causal_layout = format == TaskFormat::causal_lm || (format == TaskFormat::tagging && tags_causal_layout());
+  return causal_layout ? source_length() + answer_length() : source_length();
 }
 
 SequenceBatch SequenceTask::batch(TaskSplit split, TaskFormat format, std::size_t size, Generator& gen) const {

@@ -6,6 +6,8 @@
 //                   only the answer's scored tokens count (the rest are kIgnore); a task may have the
 //                   model read other tokens than its answer after SEP (Problem::read)
 //   classification  (sequence classifier) input = source, target = one label
+// A task whose model never reads its answers (Problem::read, mqar's Zoology layout) tags the causal_lm
+// layout itself: a bidirectional model then reads the same tokens as a causal one, and later ones.
 // Held-out examples are those whose source hashes into the held-out share; training draws reject them,
 // so the two splits never share a source.
 //
@@ -74,6 +76,8 @@ class SequenceTask {
   explicit SequenceTask(double held_out_fraction) : held_out_fraction_(held_out_fraction) {}
   virtual std::size_t source_length() const = 0;
   virtual std::size_t answer_length() const = 0;
+  // True when the tagging format is the causal_lm layout with every position visible (see above).
+  virtual bool tags_causal_layout() const { return false; }
 
  private:
   bool in_held_out(const std::vector<std::int64_t>& source) const;

@@ -14,7 +14,7 @@ namespace attnlab {
 int list_kernels() {
   std::printf("tasks (task.name; options in docs/configs.md):\n"
               "  copy, reverse, sort   task.length, task.symbols        token_tagger or causal_lm\n"
-              "  mqar                  task.pairs, task.queries, task.symbols, task.sequence_length   causal_lm\n"
+              "  mqar                  task.pairs, task.queries, task.symbols, task.sequence_length   causal_lm (token_tagger too with sequence_length)\n"
               "  induction             task.length, task.symbols        causal_lm\n"
               "  majority              task.length, task.symbols        sequence_classifier\n"
               "  char_text             task.path, task.block_size, task.train_fraction   causal_lm\n"

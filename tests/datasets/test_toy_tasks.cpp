@@ -209,6 +209,32 @@ TEST(ToyTasks, RecallInZoologysLayoutCanFillWithPad) {
   }
 }
 
+TEST(ToyTasks, RecallInZoologysLayoutTagsTheCausalLayout) {
+  // A bidirectional model (linformer's only kind) can run Zoology's MQAR: it reads the same tokens as
+  // the causal model, which never include an answer, and is scored at the same places.
+  ToyTaskOptions o;
+  o.name = "mqar";
+  o.sequence_length = 64;
+  o.pairs = 8;
+  o.symbols = 32;
+  o.random_filler = false;
+  auto t = make_toy_task(o);
+  EXPECT_EQ(t->max_length(TaskFormat::tagging), 64u);
+  Generator a(5), b(5);
+  for (int i = 0; i < 20; ++i) {
+    const SequenceExample causal = t->example(TaskSplit::train, TaskFormat::causal_lm, a);
+    const SequenceExample tagged = t->example(TaskSplit::train, TaskFormat::tagging, b);
+    EXPECT_EQ(tagged.input, causal.input);
+    EXPECT_EQ(tagged.target, causal.target);
+    for (std::size_t at : scored_positions(tagged))
+      EXPECT_EQ(std::count(tagged.input.begin(), tagged.input.end(), tagged.target[at]), 1) << "the value appears once, among the pairs";
+  }
+  // The compact layout reads every value back after its query, so it stays causal only.
+  o.sequence_length = 0;
+  const auto formats = make_toy_task(o)->formats();
+  EXPECT_EQ(std::count(formats.begin(), formats.end(), TaskFormat::tagging), 0);
+}
+
 TEST(ToyTasks, RecallInZoologysLayoutRejectsWhatDoesNotFit) {
   try {
     zoology_mqar(31, 8, 8, 32);
