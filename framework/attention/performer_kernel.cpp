@@ -17,6 +17,8 @@
 namespace attnlab {
 namespace {
 
+constexpr double kDenominatorEps = 1e-12;
+
 struct PerformerKernelConfig {
   std::size_t features = 256;       // m
   std::size_t redraw_interval = 0;  // training forwards between redraws; 0: fixed features
@@ -73,7 +75,13 @@ class PerformerKernel : public AttentionKernel {
       std::int64_t& calls = calls_.data<std::int64_t>()[0];
       if (calls++ % static_cast<std::int64_t>(config_.redraw_interval) == 0 && calls > 1) draw_features();
     }
-    return feature_attention(features(q, true), features(k, false), v, context, 1e-12, "performer");
+    if (!context.causal && !context.need_pattern) {
+      // One op in blocks of tokens (ops/favor_attention.cpp): no [T, m] tensor at all.
+      return AttentionResult{favor_attention(q, k, v, projection_.to(q.dtype()), context.key_padding_mask, config_.eps, kDenominatorEps,
+                                             key_bound()),
+                             Tensor()};
+    }
+    return feature_attention(features(q, true), features(k, false), v, context, kDenominatorEps, "performer");
   }
 
  private:
@@ -82,19 +90,20 @@ class PerformerKernel : public AttentionKernel {
   // the bound max_r |w_r|^2 / 2 of every key's exponent (a constant: no key depends on another, so no
   // future key leaks into a causal output).
   Tensor features(const Tensor& x, bool is_query) const {
-    const double m = static_cast<double>(config_.features);
-    const Tensor scaled = mul(x, std::pow(static_cast<double>(head_dim_), -0.25));        // x'
-    const Tensor proj = matmul(scaled, projection_.to(x.dtype()), false, true);          // [B, H, T, m]
-    const Tensor half_norm = mul(sum(scaled * scaled, -1, true), 0.5);                  // [B, H, T, 1]
-    Tensor stabiliser;
-    {
-      NoGradGuard constant;
-      // Recomputed from the buffer each time, so a loaded checkpoint's features bring their own bound.
-      const double key_bound = 0.5 * max(sum(projection_ * projection_, -1)).item();
-      stabiliser = is_query ? max(proj - half_norm, -1, true) : full({}, key_bound, x.dtype());
-    }
-    const Tensor phi = exp(proj - half_norm - stabiliser) + mul(exp(neg(stabiliser)), config_.eps);
-    return mul(phi, 1.0 / std::sqrt(m));
+    const Tensor scaled = mul(x, std::pow(static_cast<double>(head_dim_), -0.25));  // x'
+    const Tensor proj = matmul(scaled, projection_.to(x.dtype()), false, true);    // [B, H, T, m]
+    const Tensor half_norm = mul(sum(scaled * scaled, -1, true), 0.5);            // [B, H, T, 1]
+    // One op from the projections to the features: the composed form held about six [B, H, T, m]
+    // tensors per call and spent more time in them than in the matrix products.
+    return positive_random_features(proj, half_norm, 1.0 / std::sqrt(static_cast<double>(config_.features)), config_.eps,
+                                    is_query, is_query ? 0.0 : key_bound());
+  }
+
+  // The keys' stabiliser, max_r |w_r|^2 / 2, recomputed from the buffer each time so that a loaded
+  // checkpoint's features bring their own bound.
+  double key_bound() const {
+    NoGradGuard constant;
+    return 0.5 * max(sum(projection_ * projection_, -1)).item();
   }
 
   void draw_features() {

@@ -8,6 +8,7 @@
 // process starts with; programs call reexec_with_blas_core() first thing in main() to fix that.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace attnlab {
@@ -23,5 +24,12 @@ void reexec_with_blas_core(char** argv);
 // Number of threads OpenBLAS uses for one call.
 void set_blas_threads(int threads);
 int blas_threads();
+
+// Row-major C [m, n] (leading dimension ldc) = op(A) op(B) + beta C through cblas_sgemm / cblas_dgemm,
+// with explicit leading dimensions so that a block of a larger product can be computed in place.
+void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda,
+          const float* b, std::size_t ldb, float* c, std::size_t ldc, float beta = 0.0f);
+void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const double* a, std::size_t lda,
+          const double* b, std::size_t ldb, double* c, std::size_t ldc, double beta = 0.0);
 
 }  // namespace attnlab

@@ -181,8 +181,14 @@ Tensor linear_attention(const Tensor& phi_q, const Tensor& phi_k, const Tensor& 
              const Tensor c = neg(sum(u * matmul(fq, s), -1, true)) / denominator;  // dL/d(denominator) [.., Tq, 1]
              const Tensor ds = matmul(fq, u, true, false);                       // [.., F, D]
              const Tensor dz = matmul(c, fq, true, false);                       // [.., 1, F]
-             return std::vector<Tensor>{matmul(u, s, false, true) + c * z, matmul(values, ds, false, true) + dz,
-                                        matmul(fk, ds)};
+             // d fq = u s^T + c z and d fk = v ds^T + 1 dz, each one product over an extra column, so no
+             // [.., T, F] temporary is made beside the two results.
+             Shape ones_shape = values.shape();
+             ones_shape.back() = 1;
+             const Tensor dfq = matmul(concat({u, c}, -1), concat({s, transpose(z, -1, -2)}, -1), false, true);
+             const Tensor dfk = matmul(concat({values, ones(ones_shape, values.dtype())}, -1),
+                                       concat({ds, transpose(dz, -1, -2)}, -1), false, true);
+             return std::vector<Tensor>{dfq, dfk, matmul(fk, ds)};
            });
   }
   return out;

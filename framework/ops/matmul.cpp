@@ -4,33 +4,15 @@
 //
 // Legend: a is [..., M, K] (stored [..., K, M] when transpose_a), b is [..., K, N] (stored [..., N, K]
 // when transpose_b), the result is [..., M, N].
-#include <cblas.h>
-
 #include <algorithm>
 #include <stdexcept>
 
+#include "framework/ops/blas.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/ops/parallel.hpp"
 
 namespace attnlab {
 namespace {
-
-// C [m, n] (leading dimension ldc) = op(A) op(B), with explicit leading dimensions so that a block of
-// rows or columns of a larger product can be computed in place.
-// beta 1 adds the product into C instead of overwriting it.
-void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda,
-          const float* b, std::size_t ldb, float* c, std::size_t ldc, float beta = 0.0f) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
-              static_cast<int>(ldc));
-}
-
-void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const double* a, std::size_t lda,
-          const double* b, std::size_t ldb, double* c, std::size_t ldc, double beta = 0.0) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
-              static_cast<int>(n), static_cast<int>(k), 1.0, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
-              static_cast<int>(ldc));
-}
 
 // One product C [m, n] = op(A) op(B) of contiguous operands, split into blocks of rows (or columns, when
 // n > m) across attnlab's threads when it is large enough to pay for it. OpenBLAS itself runs on one

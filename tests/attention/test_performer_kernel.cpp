@@ -59,5 +59,126 @@ TEST(PerformerKernel, FeaturesAreSeededAndRedrawnOnSchedule) {
   EXPECT_EQ(projection(a), frozen);  // never in eval
 }
 
+// out = scale * (exp(proj - half_norm - s) + eps * exp(-s)) row by row, s as the op chooses it.
+std::vector<double> features_formula(const Tensor& proj, const Tensor& half_norm, double scale, double eps, bool row_stabiliser,
+                                     double stabiliser) {
+  const std::size_t cols = proj.size(-1), rows = proj.numel() / cols;
+  const auto p = proj.to_vector(), h = half_norm.to_vector();
+  std::vector<double> out(p.size());
+  for (std::size_t r = 0; r < rows; ++r) {
+    double s = stabiliser;
+    if (row_stabiliser) {
+      s = -INFINITY;
+      for (std::size_t f = 0; f < cols; ++f) s = std::max(s, p[r * cols + f] - h[r]);
+    }
+    for (std::size_t f = 0; f < cols; ++f) out[r * cols + f] = scale * (std::exp(p[r * cols + f] - h[r] - s) + eps * std::exp(-s));
+  }
+  return out;
+}
+
+TEST(PositiveRandomFeatures, EqualsTheFormulaAndKeepsOnlyItsOutput) {
+  for (bool row_stabiliser : {true, false}) {
+    const Tensor proj = testing::param({2, 3, 7}, 21), half_norm = testing::param_uniform({2, 3, 1}, 22, 0.0, 2.0);
+    const std::size_t before = Storage::live_bytes();
+    const Tensor out = positive_random_features(proj, half_norm, 0.25, 1e-3, row_stabiliser, 1.5);
+    // The output and one number per row (the eps term), nothing of proj's size besides.
+    EXPECT_EQ(Storage::live_bytes() - before, (out.numel() + 6) * sizeof(double));
+    const std::vector<double> want = features_formula(proj, half_norm, 0.25, 1e-3, row_stabiliser, 1.5), got = out.to_vector();
+    for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-14) << i;
+  }
+}
+
+TEST(FusedGradcheck, PositiveRandomFeatures) {
+  // A constant stabiliser: the op's own gradient. The per-row stabiliser is held constant in the
+  // backward because it cancels in the attention's ratio; the kernel gradchecks in test_kernels cover it.
+  EXPECT_TRUE(testing::gradcheck_passes([](const auto& in) { return positive_random_features(in[0], in[1], 0.3, 1e-2, false, 0.7); },
+                                        {testing::param({2, 4, 5}, 23), testing::param_uniform({2, 4, 1}, 24, 0.0, 1.0)}));
+}
+
+// favor_attention's definition composed from the ops: features of queries (row stabiliser) and keys
+// (the constant bound), padded keys zeroed, then linear attention.
+Tensor composed_favor(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& w, const Tensor& mask, double feature_eps) {
+  const double alpha = std::pow(static_cast<double>(q.size(3)), -0.25), scale = 1.0 / std::sqrt(static_cast<double>(w.size(0)));
+  const auto features = [&](const Tensor& x, bool is_query, double bound) {
+    const Tensor xs = mul(x, alpha);
+    return positive_random_features(matmul(xs, w, false, true), mul(sum(xs * xs, -1, true), 0.5), scale, feature_eps, is_query, bound);
+  };
+  Tensor fk = features(k, false, 0.5 * max(sum(w * w, -1)).item());
+  if (mask.defined()) {
+    fk = fk * where(reshape(mask, {static_cast<std::int64_t>(k.size(0)), 1, static_cast<std::int64_t>(k.size(2)), 1}),
+                    zeros({}, DType::float64), ones({}, DType::float64));
+  }
+  return linear_attention(features(q, true, 0.0), fk, v, 1e-12);
+}
+
+TEST(FavorAttention, EqualsTheComposedOpsAcrossBlocks) {
+  // 150 queries and 300 keys: several blocks of 128 and partial ones; a padding mask on the second
+  // sequence. Values and the gradients of a weighted sum agree with the composition.
+  Generator gen(31);
+  const Tensor w = randn({24, 8}, gen, DType::float64);
+  Tensor mask = zeros({2, 300}, DType::boolean);
+  for (std::size_t j = 200; j < 300; ++j) mask.data<bool>()[300 + j] = true;
+  for (const Tensor& m : {Tensor(), mask}) {
+    std::vector<Tensor> a{testing::param({2, 3, 150, 8}, 32, 0.7), testing::param({2, 3, 300, 8}, 33, 0.7), testing::param({2, 3, 300, 5}, 34)};
+    std::vector<Tensor> b{a[0].detach().clone().set_requires_grad(true), a[1].detach().clone().set_requires_grad(true),
+                          a[2].detach().clone().set_requires_grad(true)};
+    const Tensor r = randn({2, 3, 150, 5}, gen, DType::float64);
+    const Tensor fused = favor_attention(a[0], a[1], a[2], w, m, 1e-3, 1e-12, 0.5 * max(sum(w * w, -1)).item());
+    const Tensor composed = composed_favor(b[0], b[1], b[2], w, m, 1e-3);
+    testing::expect_values(fused, composed.to_vector(), 1e-12);
+    sum(fused * r).backward();
+    sum(composed * r).backward();
+    for (std::size_t i = 0; i < 3; ++i) testing::expect_values(a[i].grad(), b[i].grad().to_vector(), 1e-11);
+    if (m.defined()) {
+      const std::vector<double> dk = a[1].grad().to_vector(), dv = a[2].grad().to_vector();
+      for (std::size_t h = 0; h < 3; ++h)
+        for (std::size_t j = 200; j < 300; ++j) EXPECT_EQ(dv[((3 + h) * 300 + j) * 5], 0.0) << "padded key " << j;
+    }
+  }
+}
+
+TEST(FusedGradcheck, FavorAttention) {
+  Generator gen(35);
+  const Tensor w = randn({6, 3}, gen, DType::float64);
+  const double bound = 0.5 * max(sum(w * w, -1)).item();
+  Tensor mask = zeros({2, 5}, DType::boolean);
+  mask.data<bool>()[9] = true;
+  for (const Tensor& m : {Tensor(), mask}) {
+    EXPECT_TRUE(testing::gradcheck_passes([&](const auto& in) { return favor_attention(in[0], in[1], in[2], w, m, 1e-2, 1e-12, bound); },
+                                          {testing::param({2, 2, 4, 3}, 36), testing::param({2, 2, 5, 3}, 37), testing::param({2, 2, 5, 2}, 38)}));
+  }
+}
+
+TEST(PerformerKernel, TrainingMemoryGrowsAsTD) {
+  // Forward and backward of the bidirectional kernel at T = 1024, m = 256: features are made block by
+  // block, so nothing of size T x m is held; what remains is O(T D) (q, k, v, their gradients, the output).
+  const std::size_t t = 1024, d = 32, m = 256;
+  Generator gen(3);
+  auto kernel = make_kernel("performer", KernelSpec{1, d, t, false}, YAML::Load("features: 256"), gen);
+  Tensor q = randn({1, 1, t, d}, gen).set_requires_grad(true), k = randn({1, 1, t, d}, gen).set_requires_grad(true),
+         v = randn({1, 1, t, d}, gen).set_requires_grad(true);
+  Storage::reset_peak_bytes();
+  const std::size_t before = Storage::live_bytes();
+  sum(kernel->forward(q, k, v, AttentionContext{false, Tensor(), false}).output).backward();
+  const std::size_t used = Storage::peak_bytes() - before;
+  EXPECT_LT(used, 12 * t * d * sizeof(float) + 2 * m * d * sizeof(float)) << used << " bytes";
+}
+
+TEST(PerformerKernel, CausalTrainingMemoryIsAFewFeatureTensors) {
+  // Causal: fused features (positive_random_features) into the prefix sums of causal_linear_attention;
+  // the features of queries and keys stay for the backward, with a few more of their size in it. The
+  // composed feature map held about six [T, m] tensors per call on top.
+  const std::size_t t = 1024, d = 32, m = 256;
+  Generator gen(3);
+  auto kernel = make_kernel("performer", KernelSpec{1, d, t, true}, YAML::Load("features: 256"), gen);
+  Tensor q = randn({1, 1, t, d}, gen).set_requires_grad(true), k = randn({1, 1, t, d}, gen).set_requires_grad(true),
+         v = randn({1, 1, t, d}, gen).set_requires_grad(true);
+  Storage::reset_peak_bytes();
+  const std::size_t before = Storage::live_bytes();
+  sum(kernel->forward(q, k, v, AttentionContext{true, Tensor(), false}).output).backward();
+  const std::size_t used = Storage::peak_bytes() - before;
+  EXPECT_LT(used, 6 * t * m * sizeof(float)) << used / double(t * m * sizeof(float)) << " feature tensors";
+}
+
 }  // namespace
 }  // namespace attnlab
