@@ -63,9 +63,12 @@ class LinformerKernel : public AttentionKernel {
     const Tensor f = config_.share_kv ? e : slice(f_, 1, 0, static_cast<I>(n));  // [k, T]
     const Tensor projected_keys = matmul(e, keys);                                // [B, H, k, D]
     const Tensor projected_values = matmul(f, values);                            // [B, H, k, D]
-    const Tensor weights = scaled_masked_softmax(matmul(q, projected_keys, false, true), scale_, Tensor(), false);  // [B, H, Tq, k]
+    // Attention over the k projected keys as one op (blocks of queries, no [B, H, Tq, k] tensor kept);
+    // the weights are formed only when a pattern is asked for.
+    Tensor weights;
     AttentionResult result;
-    result.output = matmul(weights, projected_values);                            // [B, H, Tq, D]
+    result.output = softmax_attention(q, projected_keys, projected_values, scale_, Tensor(), false,
+                                      context.need_pattern ? &weights : nullptr);  // [B, H, Tq, D]
     if (context.need_pattern) {
       NoGradGuard no_grad;
       Tensor mixing = matmul(weights, f);  // [B, H, Tq, T]

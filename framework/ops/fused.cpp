@@ -13,6 +13,7 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xnoalias.hpp>
 
+#include "framework/ops/blocked_attention.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/ops/parallel.hpp"
 
@@ -198,6 +199,9 @@ Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, doub
     throw std::invalid_argument("softmax_attention: q, k, v need the same rank >= 2, got " + shape_str(q.shape()) + ", " +
                                 shape_str(k.shape()) + ", " + shape_str(v.shape()));
   }
+  // Heads of [B, H, T, D] with at most a key padding mask, weights not wanted: in blocks of queries,
+  // never forming [Tq, Tk] (blocked_attention.cpp). Other shapes and masks take the general path.
+  if (!weights && detail::blocked_attention_applies(q, k, v, mask)) return detail::blocked_softmax_attention(q, k, v, scale, mask, causal);
   Tensor p, out;
   {
     NoGradGuard no_grad;

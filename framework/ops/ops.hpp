@@ -114,9 +114,11 @@ Tensor log_softmax(const Tensor& x);
 // entry masked give zeros and zero gradient. The attention kernels' softmax.
 Tensor scaled_masked_softmax(const Tensor& x, double scale, const Tensor& mask, bool causal);
 // Attention softmax(scale q k^T, mask, causal) v in one op (same masking rules as scaled_masked_softmax;
-// q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv]): training keeps only q, k and v, and the backward
-// recomputes the weights instead of holding a [..., Tq, Tk] tensor. `weights`, when given, receives
-// the weights (no gradient), for patterns.
+// q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv]): training keeps only q, k and v (and the output and
+// a number per query row), and the backward recomputes the weights instead of holding a [..., Tq, Tk]
+// tensor. For heads [B, H, T, D] with no mask or a key padding mask [B, 1, 1, Tk] and no `weights`, it
+// runs in blocks of queries and never forms [Tq, Tk] at all (blocked_attention.cpp). `weights`, when
+// given, receives the weights (no gradient), for patterns.
 Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& mask, bool causal,
                          Tensor* weights = nullptr);
 // Causal linear attention (ops/linear_attention.cpp): out_i = phi_q_i^T S_i / (phi_q_i . z_i + eps) with
