@@ -149,18 +149,22 @@ TEST(FusedGradcheck, FavorAttention) {
   }
 }
 
-TEST(PerformerKernel, TrainingMemoryGrowsAsTD) {
-  // Forward and backward of the bidirectional kernel at T = 1024, m = 256: features are made block by
-  // block, so nothing of size T x m is held; what remains is O(T D) (q, k, v, their gradients, the output).
-  const std::size_t t = 1024, d = 32, m = 256;
+// Peak bytes allocated by forward + backward of the kernel on q, k, v [1, 1, t, d], m = 256 features.
+std::size_t training_bytes(std::size_t t, std::size_t d, bool causal) {
   Generator gen(3);
-  auto kernel = make_kernel("performer", KernelSpec{1, d, t, false}, YAML::Load("features: 256"), gen);
+  auto kernel = make_kernel("performer", KernelSpec{1, d, t, causal}, YAML::Load("features: 256"), gen);
   Tensor q = randn({1, 1, t, d}, gen).set_requires_grad(true), k = randn({1, 1, t, d}, gen).set_requires_grad(true),
          v = randn({1, 1, t, d}, gen).set_requires_grad(true);
   Storage::reset_peak_bytes();
   const std::size_t before = Storage::live_bytes();
-  sum(kernel->forward(q, k, v, AttentionContext{false, Tensor(), false}).output).backward();
-  const std::size_t used = Storage::peak_bytes() - before;
+  sum(kernel->forward(q, k, v, AttentionContext{causal, Tensor(), false}).output).backward();
+  return Storage::peak_bytes() - before;
+}
+
+TEST(PerformerKernel, TrainingMemoryGrowsAsTD) {
+  // Bidirectional at T = 1024, m = 256: features are made block by block, so nothing of size T x m is
+  // held; what remains is O(T D) (q, k, v, their gradients, the output) and S, z per head.
+  const std::size_t t = 1024, d = 32, m = 256, used = training_bytes(t, d, false);
   EXPECT_LT(used, 12 * t * d * sizeof(float) + 2 * m * d * sizeof(float)) << used << " bytes";
 }
 
@@ -168,15 +172,7 @@ TEST(PerformerKernel, CausalTrainingMemoryIsAFewFeatureTensors) {
   // Causal: fused features (positive_random_features) into the prefix sums of causal_linear_attention;
   // the features of queries and keys stay for the backward, with a few more of their size in it. The
   // composed feature map held about six [T, m] tensors per call on top.
-  const std::size_t t = 1024, d = 32, m = 256;
-  Generator gen(3);
-  auto kernel = make_kernel("performer", KernelSpec{1, d, t, true}, YAML::Load("features: 256"), gen);
-  Tensor q = randn({1, 1, t, d}, gen).set_requires_grad(true), k = randn({1, 1, t, d}, gen).set_requires_grad(true),
-         v = randn({1, 1, t, d}, gen).set_requires_grad(true);
-  Storage::reset_peak_bytes();
-  const std::size_t before = Storage::live_bytes();
-  sum(kernel->forward(q, k, v, AttentionContext{true, Tensor(), false}).output).backward();
-  const std::size_t used = Storage::peak_bytes() - before;
+  const std::size_t t = 1024, d = 32, m = 256, used = training_bytes(t, d, true);
   EXPECT_LT(used, 6 * t * m * sizeof(float)) << used / double(t * m * sizeof(float)) << " feature tensors";
 }
 

@@ -182,15 +182,21 @@ TEST(ToyTasks, RecallInZoologysLayoutHoldsOutWholeContexts) {
   EXPECT_GT(train.size(), 60u);
 }
 
-TEST(ToyTasks, RecallInZoologysLayoutCanFillWithPad) {
-  // random_filler off (zoology's random_non_queries=False): after SEP the model reads the query keys
-  // and PAD, nothing else, and the scoring is the same.
+// Zoology's Figure 2 setting: 64 tokens, 8 pairs of 32-symbol ranges, PAD between the queries.
+ToyTaskOptions zoology_pad_options() {
   ToyTaskOptions o;
   o.name = "mqar";
   o.sequence_length = 64;
   o.pairs = 8;
   o.symbols = 32;
   o.random_filler = false;
+  return o;
+}
+
+TEST(ToyTasks, RecallInZoologysLayoutCanFillWithPad) {
+  // random_filler off (zoology's random_non_queries=False): after SEP the model reads the query keys
+  // and PAD, nothing else, and the scoring is the same.
+  ToyTaskOptions o = zoology_pad_options();
   auto t = make_toy_task(o);
   Generator gen(11);
   for (int i = 0; i < 20; ++i) {
@@ -212,12 +218,7 @@ TEST(ToyTasks, RecallInZoologysLayoutCanFillWithPad) {
 TEST(ToyTasks, RecallInZoologysLayoutTagsTheCausalLayout) {
   // A bidirectional model (linformer's only kind) can run Zoology's MQAR: it reads the same tokens as
   // the causal model, which never include an answer, and is scored at the same places.
-  ToyTaskOptions o;
-  o.name = "mqar";
-  o.sequence_length = 64;
-  o.pairs = 8;
-  o.symbols = 32;
-  o.random_filler = false;
+  ToyTaskOptions o = zoology_pad_options();
   auto t = make_toy_task(o);
   EXPECT_EQ(t->max_length(TaskFormat::tagging), 64u);
   Generator a(5), b(5);
@@ -272,8 +273,9 @@ TEST(ToyTasks, InductionWithAGapPlacesTheSegmentAtVaryingOffsetsWithDistinctSymb
     const std::vector<std::int64_t> segment(e.input.begin() + static_cast<std::ptrdiff_t>(offset),
                                             e.input.begin() + static_cast<std::ptrdiff_t>(offset + 5));
     EXPECT_EQ(std::set<std::int64_t>(segment.begin(), segment.end()).size(), 5u) << "symbols repeat in the segment";
-    for (std::size_t i = 0; i < 9; ++i)
+    for (std::size_t i = 0; i < 9; ++i) {
       if (i < offset || i >= offset + 5) EXPECT_EQ(e.input[i], kPad);
+    }
     EXPECT_EQ(e.input[9], kSep);
     for (std::size_t i = 0; i < 10; ++i) EXPECT_EQ(e.target[i], kIgnore);  // the window, and the repeat's first token
     for (std::size_t i = 1; i < 5; ++i) EXPECT_EQ(e.target[9 + i], segment[i]);
