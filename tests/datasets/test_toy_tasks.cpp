@@ -274,7 +274,9 @@ TEST(ToyTasks, InductionWithAGapPlacesTheSegmentAtVaryingOffsetsWithDistinctSymb
                                             e.input.begin() + static_cast<std::ptrdiff_t>(offset + 5));
     EXPECT_EQ(std::set<std::int64_t>(segment.begin(), segment.end()).size(), 5u) << "symbols repeat in the segment";
     for (std::size_t i = 0; i < 9; ++i) {
-      if (i < offset || i >= offset + 5) EXPECT_EQ(e.input[i], kPad);
+      if (i < offset || i >= offset + 5) {
+        EXPECT_EQ(e.input[i], kPad);
+      }
     }
     EXPECT_EQ(e.input[9], kSep);
     for (std::size_t i = 0; i < 10; ++i) EXPECT_EQ(e.target[i], kIgnore);  // the window, and the repeat's first token
