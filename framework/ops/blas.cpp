@@ -43,8 +43,24 @@ void reexec_with_blas_core(char** argv) {
 void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
 int blas_threads() { return openblas_get_num_threads(); }
 
+namespace {
+
+// Empty products: cblas rejects a leading dimension of 0, which an empty operand can have. With no
+// inner dimension, C = beta C (and exactly 0 when beta is 0, whatever C held).
+template <class T>
+bool empty_product(std::size_t m, std::size_t n, std::size_t k, T* c, std::size_t ldc, T beta) {
+  if (m == 0 || n == 0) return true;
+  if (k > 0) return false;
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T(0) ? T(0) : beta * c[i * ldc + j];
+  return true;
+}
+
+}  // namespace
+
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda,
           const float* b, std::size_t ldb, float* c, std::size_t ldc, float beta) {
+  if (empty_product(m, n, k, c, ldc, beta)) return;
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
               static_cast<int>(ldc));
@@ -52,6 +68,7 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const f
 
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const double* a, std::size_t lda,
           const double* b, std::size_t ldb, double* c, std::size_t ldc, double beta) {
+  if (empty_product(m, n, k, c, ldc, beta)) return;
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), 1.0, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
               static_cast<int>(ldc));
