@@ -287,18 +287,20 @@ void write_summary(const std::string& dir, const CompareSpec& spec, const std::v
   write_comparison_report(dir, spec.name, m, report_variants, table.str());
 }
 
-}  // namespace
-
-int run_comparison(const std::string& config_path, const CompareOptions& options) {
-  const CompareSpec spec = read_spec(config_path);
+// The base config's path, resolved against the comparison file's folder.
+std::string base_path(const CompareSpec& spec, const std::string& config_path) {
   const std::string base = (fs::path(config_path).parent_path() / spec.base).string();
   if (!fs::exists(base)) {
     YAML::Node root = YAML::Load(spec.text);
     fail_at(root["base"], config_path, "base '" + spec.base + "' does not exist (looked for " + base + ")");
   }
-  const std::string dir = (fs::path(spec.dir) / spec.name).string();
+  return base;
+}
 
-  // Resolve and validate every run before anything is written.
+// Every (variant, seed) run with its resolved config, validated; errors point at the comparison file.
+// With `against_existing`, a run whose folder already holds a different config is an error too.
+std::vector<Planned> plan_runs(const CompareSpec& spec, const std::string& config_path, const std::string& base,
+                               const std::string& dir, const std::vector<std::string>& extra, bool against_existing) {
   std::vector<Planned> plan;
   for (std::size_t v = 0; v < spec.variants.size(); ++v) {
     for (std::uint64_t seed : spec.seeds) {
@@ -310,7 +312,7 @@ int run_comparison(const std::string& config_path, const CompareOptions& options
       p.config_file = p.run_dir + ".yaml";
       std::vector<std::string> overrides = spec.common;
       overrides.insert(overrides.end(), spec.variants[v].overrides.begin(), spec.variants[v].overrides.end());
-      overrides.insert(overrides.end(), options.overrides.begin(), options.overrides.end());
+      overrides.insert(overrides.end(), extra.begin(), extra.end());
       overrides.push_back("seed=" + std::to_string(seed));
       overrides.push_back("name=seed_" + std::to_string(seed));
       overrides.push_back("log.dir=" + dir + "/runs/" + spec.variants[v].name);
@@ -321,7 +323,7 @@ int run_comparison(const std::string& config_path, const CompareOptions& options
         throw ConfigError(config_path, mark.line + 1, mark.column + 1,
                           "variant '" + spec.variants[v].name + "' (" + spec.variants[v].description + " on " + spec.base + "): " + e.what());
       }
-      if (fs::exists(p.config_file)) {
+      if (against_existing && fs::exists(p.config_file)) {
         std::ifstream in(p.config_file);
         std::stringstream existing;
         existing << in.rdbuf();
@@ -335,6 +337,23 @@ int run_comparison(const std::string& config_path, const CompareOptions& options
       plan.push_back(p);
     }
   }
+  return plan;
+}
+
+}  // namespace
+
+std::size_t check_comparison(const std::string& config_path) {
+  const CompareSpec spec = read_spec(config_path);
+  const std::string base = base_path(spec, config_path);
+  return plan_runs(spec, config_path, base, (fs::path(spec.dir) / spec.name).string(), {}, false).size();
+}
+
+int run_comparison(const std::string& config_path, const CompareOptions& options) {
+  const CompareSpec spec = read_spec(config_path);
+  const std::string base = base_path(spec, config_path);
+  const std::string dir = (fs::path(spec.dir) / spec.name).string();
+  // Resolve and validate every run before anything is written.
+  const std::vector<Planned> plan = plan_runs(spec, config_path, base, dir, options.overrides, true);
 
   fs::create_directories(dir + "/runs");
   write_file_atomic(dir + "/compare.yaml", "# " + config_path + (options.overrides.empty() ? "" : " with") +

@@ -21,6 +21,7 @@
 // changed is refused rather than mixed in.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -35,5 +36,9 @@ struct CompareOptions {
 // Returns the exit status: 0 when every run finished, 1 when some failed (the others are summarised),
 // 130 when interrupted (finished runs are kept; the same command resumes). Config errors throw ConfigError.
 int run_comparison(const std::string& config_path, const CompareOptions& options);
+
+// Reads a comparison file and resolves every run's config without running or writing anything, as
+// run_comparison does first; throws ConfigError. Returns the number of runs.
+std::size_t check_comparison(const std::string& config_path);
 
 }  // namespace attnlab

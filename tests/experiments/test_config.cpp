@@ -2,9 +2,11 @@
 // key, and a table of bad configs with the position and message each must give.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "experiments/runner/compare.hpp"
 #include "experiments/runner/config.hpp"
 #include "framework/io/config_node.hpp"
 
@@ -57,6 +59,27 @@ TEST(Config, EveryKeyIsDocumented) {
   text << in.rdbuf();
   for (const std::string& key : config_keys())
     EXPECT_NE(text.str().find("`" + key + "`"), std::string::npos) << key << " is read by the config but not in docs/configs.md";
+}
+
+TEST(Config, EveryShippedConfigLoads) {
+  // The README promises each config runs as it is: every experiment config, and every run of every
+  // comparison (its base with each variant's overrides), resolves and passes validation.
+  std::size_t experiments = 0, comparisons = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(ATTNLAB_SOURCE_DIR) + "/configs")) {
+    if (entry.path().extension() != ".yaml") continue;
+    const std::string path = entry.path().string();
+    if (entry.path().filename().string().rfind("compare_", 0) == 0) {
+      std::size_t runs = 0;
+      EXPECT_NO_THROW(runs = check_comparison(path)) << path;
+      EXPECT_GT(runs, 0u) << path;
+      ++comparisons;
+    } else {
+      EXPECT_NO_THROW(load_config(path)) << path;
+      ++experiments;
+    }
+  }
+  EXPECT_GE(experiments, 9u);
+  EXPECT_GE(comparisons, 2u);
 }
 
 struct BadConfig {
