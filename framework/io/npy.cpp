@@ -83,28 +83,33 @@ void export_npy_folder(const std::string& dir, const std::map<std::string, Tenso
   std::ofstream(dir + "/index.json") << index.str();
 }
 
+namespace {
+
+// The .npy at `path` as a tensor of dtype `dtype`; xtensor's loader throws std::runtime_error when the
+// stored dtype is another.
+template <class T>
+Tensor load_as(const std::string& path, DType dtype) {
+  const auto a = xt::load_npy<T>(path);
+  Tensor t = empty(Shape(a.shape().begin(), a.shape().end()), dtype);
+  std::copy(a.begin(), a.end(), t.data<T>());
+  return t;
+}
+
+}  // namespace
+
 Tensor read_npy(const std::string& path) {
   if (!fs::exists(path)) throw std::runtime_error("cannot read " + path + ": no such file");
   // xtensor's loader checks the stored dtype against the one asked for; try the three we write.
   try {
-    const auto a = xt::load_npy<float>(path);
-    Tensor t = empty(Shape(a.shape().begin(), a.shape().end()), DType::float32);
-    std::copy(a.begin(), a.end(), t.data<float>());
-    return t;
+    return load_as<float>(path, DType::float32);
   } catch (const std::runtime_error&) {
   }
   try {
-    const auto a = xt::load_npy<double>(path);
-    Tensor t = empty(Shape(a.shape().begin(), a.shape().end()), DType::float64);
-    std::copy(a.begin(), a.end(), t.data<double>());
-    return t;
+    return load_as<double>(path, DType::float64);
   } catch (const std::runtime_error&) {
   }
   try {
-    const auto a = xt::load_npy<std::int64_t>(path);
-    Tensor t = empty(Shape(a.shape().begin(), a.shape().end()), DType::int64);
-    std::copy(a.begin(), a.end(), t.data<std::int64_t>());
-    return t;
+    return load_as<std::int64_t>(path, DType::int64);
   } catch (const std::runtime_error& e) {
     throw std::runtime_error("cannot read " + path + " as a float32, float64 or int64 .npy: " + e.what());
   }
