@@ -1,13 +1,11 @@
 #include "framework/io/checkpoint.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+#include "framework/io/atomic_file.hpp"
 
 namespace attnlab {
 namespace {
@@ -88,28 +86,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
   file += payload;
   put<std::uint64_t>(file, fnv1a(payload));
 
-  const std::string temporary = path + ".tmp";
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot write checkpoint " + temporary + ": " + std::strerror(errno));
-  std::size_t written = 0;
-  while (written < file.size()) {
-    const ssize_t n = ::write(fd, file.data() + written, file.size() - written);
-    if (n < 0) {
-      const std::string reason = std::strerror(errno);
-      ::close(fd);
-      std::remove(temporary.c_str());
-      throw std::runtime_error("cannot write checkpoint " + temporary + ": " + reason);
-    }
-    written += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    std::remove(temporary.c_str());
-    throw std::runtime_error("cannot flush checkpoint " + temporary + ": " + std::strerror(errno));
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    throw std::runtime_error("cannot move checkpoint into place at " + path + ": " + std::strerror(errno));
-  }
+  write_file_atomically(path, file);
 }
 
 Checkpoint load_checkpoint(const std::string& path) {

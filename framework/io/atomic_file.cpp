@@ -1,0 +1,54 @@
+// write_file_atomically: POSIX open/write/fsync/rename (see atomic_file.hpp).
+#include "framework/io/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+namespace attnlab {
+namespace {
+
+// Removes the temporary file and throws "cannot <what> <file>: <reason>", the reason read from errno.
+[[noreturn]] void fail(const std::string& temporary, const std::string& what, const std::string& file) {
+  const std::string reason = std::strerror(errno);
+  std::remove(temporary.c_str());
+  throw std::runtime_error("cannot " + what + " " + file + ": " + reason);
+}
+
+}  // namespace
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  const std::string temporary = path + ".tmp";
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const std::string reason = std::strerror(errno);
+    throw std::runtime_error("cannot write " + temporary + " (the temporary file for " + path + "): " + reason +
+                             "; check that the folder exists and is writable");
+  }
+  std::size_t written = 0;
+  while (written < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int saved = errno;
+      ::close(fd);
+      errno = saved;
+      fail(temporary, "write", temporary);
+    }
+    written += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    const int saved = errno;
+    ::close(fd);
+    errno = saved;
+    fail(temporary, "flush", temporary);
+  }
+  if (::close(fd) != 0) fail(temporary, "flush", temporary);
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) fail(temporary, "move the finished file into place at", path);
+}
+
+}  // namespace attnlab

@@ -1,0 +1,14 @@
+// Writing a file so that a kill or a crash never leaves a half-written one in place: the bytes go to a
+// temporary file beside the target (path + ".tmp"), which is flushed, synced and then renamed over the
+// target. Readers see either the old file or the new one, never a mix.
+#pragma once
+
+#include <string>
+
+namespace attnlab {
+
+// Writes `bytes` to `path` atomically (see above). Errors name the file and the system's reason; on an
+// error the temporary file is removed and any previous file at `path` is left as it was.
+void write_file_atomically(const std::string& path, const std::string& bytes);
+
+}  // namespace attnlab
