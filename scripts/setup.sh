@@ -11,6 +11,7 @@ packages=(
   libopenblas-dev                     # BLAS (sgemm/dgemm)
   libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev
   libyaml-cpp-dev                     # experiment configs
+  nlohmann-json3-dev                  # JSON files (weights folders' index.json)
   libcli11-dev                        # the attnlab command line
   zlib1g-dev                          # gzipped IDX image files
   libstb-dev                          # PNG heatmaps (stb_image_write)

@@ -98,37 +98,6 @@ TEST(Checkpoint, ModuleStateIncludesGeneratorsSoDropoutResumesExactly) {
 }  // namespace
 }  // namespace attnlab
 
-#include "framework/io/npy.hpp"
-
-namespace attnlab {
-namespace {
-
-TEST(NpyFolder, ExportsWeightsAndImportsThemBack) {
-  const std::string dir = ::testing::TempDir() + "attnlab_npy_weights";
-  std::map<std::string, Tensor> weights{{"blocks.0.attn.qkv.weight", from_vector({1, 2, 3, 4, 5, 6}, {2, 3})},
-                                        {"bias", from_vector({0.25, -1.5}, {2}, DType::float64)},
-                                        {"drop.rng", from_indices({1, 2, 3}, {3})}};
-  export_npy_folder(dir, weights, "name: x\n");
-  const auto back = import_npy_folder(dir);
-  ASSERT_EQ(back.size(), 2u);  // the generator state is not a weight
-  EXPECT_EQ(back.at("blocks.0.attn.qkv.weight").shape(), (Shape{2, 3}));
-  EXPECT_EQ(back.at("blocks.0.attn.qkv.weight").to_vector(), weights.at("blocks.0.attn.qkv.weight").to_vector());
-  EXPECT_EQ(back.at("bias").dtype(), DType::float64);
-  EXPECT_EQ(back.at("bias").to_vector(), weights.at("bias").to_vector());
-  std::ifstream index(dir + "/index.json");
-  std::stringstream text;
-  text << index.rdbuf();
-  EXPECT_NE(text.str().find("\"shape\": [2, 3]"), std::string::npos) << text.str();
-  EXPECT_NE(text.str().find("\"config\": \"name: x\\n\""), std::string::npos) << text.str();
-  std::filesystem::remove(dir + "/bias.npy");
-  EXPECT_THROW(import_npy_folder(dir), std::runtime_error);
-  EXPECT_THROW(import_npy_folder(dir + "-missing"), std::runtime_error);
-  std::filesystem::remove_all(dir);
-}
-
-}  // namespace
-}  // namespace attnlab
-
 #include "framework/io/image.hpp"
 
 namespace attnlab {
