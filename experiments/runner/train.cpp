@@ -396,7 +396,7 @@ TrainResult train_experiment(const ExperimentConfig& c, int threads, const std::
   } else {
     if (!c.model.init_from.empty()) {
       try {
-        model.module().load_parameters(import_npy_folder(c.model.init_from));
+        model.module().load_weights(import_npy_folder(c.model.init_from));
       } catch (const std::invalid_argument& e) {
         throw std::invalid_argument("model.init_from " + c.model.init_from + ": " + e.what());
       }

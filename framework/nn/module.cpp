@@ -131,38 +131,57 @@ std::map<std::string, Tensor> Module::state_dict() const {
   return out;
 }
 
-void Module::load_state_dict(const std::map<std::string, Tensor>& state) { load(state, true); }
+void Module::load_state_dict(const std::map<std::string, Tensor>& state) { load(state, LoadMode::state); }
 
-void Module::load_parameters(const std::map<std::string, Tensor>& parameters) { load(parameters, false); }
+void Module::load_weights(const std::map<std::string, Tensor>& weights) { load(weights, LoadMode::weights); }
 
-void Module::load(const std::map<std::string, Tensor>& state, bool everything) {
-  std::map<std::string, Tensor> own;
+void Module::load(const std::map<std::string, Tensor>& state, LoadMode mode) {
+  const bool everything = mode == LoadMode::state;
+  const char* source = everything ? "the state" : "the weights";
+  std::map<std::string, Tensor> own;  // what will be copied, by name
+  std::set<std::string> optional;     // buffers, when loading weights
   for (const auto& p : named_parameters()) own.emplace(p.name, p.tensor);
+  for (const auto& [name, tensor] : named_buffers()) {
+    own.emplace(name, tensor);
+    if (!everything) optional.insert(name);
+  }
   std::vector<std::pair<std::string, Generator*>> generators;
+  collect_generators("", generators);
   if (everything) {
-    for (const auto& [name, tensor] : named_buffers()) own.emplace(name, tensor);
-    collect_generators("", generators);
     for (const auto& [name, g] : generators) own.emplace(name, zeros({7}, DType::int64));
   }
   std::string problems;
-  for (const auto& [name, tensor] : own) {
-    auto it = state.find(name);
-    if (it == state.end()) {
-      problems += "\n  missing: " + name + " " + shape_str(tensor.shape());
-    } else if (!it->second.defined()) {
-      problems += "\n  undefined: " + name;
-    } else if (it->second.shape() != tensor.shape()) {
-      problems += "\n  shape mismatch: " + name + " is " + shape_str(tensor.shape()) + " in the model but " +
-                  shape_str(it->second.shape()) + " in the state";
+  for (auto it = own.begin(); it != own.end();) {
+    const auto& [name, tensor] = *it;
+    auto given = state.find(name);
+    if (given == state.end() && optional.count(name)) {
+      it = own.erase(it);  // a buffer the weights do not carry keeps its value
+      continue;
     }
+    if (given == state.end()) {
+      problems += "\n  missing: " + name + " " + shape_str(tensor.shape());
+    } else if (!given->second.defined()) {
+      problems += "\n  undefined: " + name;
+    } else if (given->second.shape() != tensor.shape()) {
+      problems += "\n  shape mismatch: " + name + " is " + shape_str(tensor.shape()) + " in the model but " +
+                  shape_str(given->second.shape()) + " in " + source;
+    }
+    ++it;
   }
   for (const auto& [name, tensor] : state) {
-    if (!own.count(name)) problems += "\n  unexpected: " + name + (tensor.defined() ? " " + shape_str(tensor.shape()) : "");
+    if (own.count(name)) continue;
+    const bool generator = std::any_of(generators.begin(), generators.end(), [&](const auto& g) { return g.first == name; });
+    problems += "\n  unexpected: " + name + (tensor.defined() ? " " + shape_str(tensor.shape()) : "") +
+                (everything  ? " (the model has no parameter, buffer or generator of that name)"
+                 : generator ? " (a generator state; weights carry parameters and buffers only)"
+                             : " (the model has no parameter or buffer of that name)");
   }
   if (!problems.empty()) {
-    throw std::invalid_argument(std::string(everything ? "load_state_dict" : "load_parameters") +
-                                ": the state does not match the model:" + problems);
+    throw std::invalid_argument(everything ? "load_state_dict: the state does not match the model:" + problems
+                                           : "load_weights: the weights do not match the model (were they exported from a model "
+                                             "of another config?):" + problems);
   }
+  if (!everything) generators.clear();  // weights leave generator states as they are
   for (const auto& [name, g] : generators) {
     const Tensor saved = state.at(name).to(DType::int64);
     const std::int64_t* p = saved.data<std::int64_t>();
@@ -170,8 +189,8 @@ void Module::load(const std::map<std::string, Tensor>& state, bool everything) {
     own.erase(name);
   }
   for (auto& [name, tensor] : own) {
-    const Tensor source = state.at(name).to(tensor.dtype()).clone();  // clone: contiguous, exactly numel elements
-    std::memcpy(tensor.storage()->data(), source.storage()->data(), source.numel() * element_size(source.dtype()));
+    const Tensor given = state.at(name).to(tensor.dtype()).clone();  // clone: contiguous, exactly numel elements
+    std::memcpy(tensor.storage()->data(), given.storage()->data(), given.numel() * element_size(given.dtype()));
   }
 }
 

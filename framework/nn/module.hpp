@@ -73,9 +73,12 @@ class Module {
   // Copies values in by name (converting dtype when it differs). Missing, unexpected or mis-shaped
   // entries are an error naming every such entry; nothing is copied unless all entries match.
   void load_state_dict(const std::map<std::string, Tensor>& state);
-  // The same for parameters alone (weights exchanged with other tools): buffers and generator states
-  // keep their values.
-  void load_parameters(const std::map<std::string, Tensor>& parameters);
+  // Weights exchanged with other tools (a folder from `attnlab export`, read by import_npy_folder):
+  // every parameter is required; buffers (sinusoidal and rotary tables, the performer's random
+  // `projection`) are loaded when present and keep their values otherwise; generator states keep
+  // theirs. Missing parameters, unknown names and shape mismatches are an error naming every such
+  // entry (with both shapes); nothing is copied unless all entries match.
+  void load_weights(const std::map<std::string, Tensor>& weights);
   // Converts every parameter and buffer in place (float64 for gradient checks); gradients are dropped.
   void to(DType dtype);
 
@@ -94,7 +97,8 @@ class Module {
 
  private:
   void add_child(const std::string& name, std::shared_ptr<Module> module);
-  void load(const std::map<std::string, Tensor>& state, bool everything);
+  enum class LoadMode { state, weights };
+  void load(const std::map<std::string, Tensor>& state, LoadMode mode);
   void check_new_name(const std::string& name) const;
   void collect_parameters(const std::string& prefix, std::vector<NamedParameter>& out) const;
   void collect_buffers(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;

@@ -1,6 +1,10 @@
-// Module: dotted names, parameter kinds and counts, train/eval propagation, state dicts, dtype moves.
+// Module: dotted names, parameter kinds and counts, train/eval propagation, state dicts, loading
+// exported weights (buffers included), dtype moves.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
+#include "framework/io/npy.hpp"
 #include "framework/nn/layers.hpp"
 #include "tests/test_util.hpp"
 
@@ -127,17 +131,59 @@ TEST(Module, StateDictRoundTripsAndReportsMismatches) {
   }
 }
 
-TEST(Module, LoadParametersLeavesBuffersAndChecksNames) {
+TEST(Module, LoadWeightsNeedsParametersAndLeavesMissingBuffers) {
   Generator g1(1), g2(2);
   Net a(g1), b(g2);
   std::map<std::string, Tensor> weights;
   for (const auto& p : a.named_parameters()) weights.emplace(p.name, p.tensor.detach());
   b.blocks[0]->scale.data<float>()[0] = 5.0f;
-  b.load_parameters(weights);  // no buffers or generator states needed
+  b.load_weights(weights);  // no buffers or generator states needed
   EXPECT_EQ(b.head.to_vector(), a.head.to_vector());
   EXPECT_EQ(b.blocks[0]->scale.item(), 5.0);
   weights.erase("head");
-  EXPECT_THROW(b.load_parameters(weights), std::invalid_argument);
+  try {
+    b.load_weights(weights);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("missing: head [3, 2]"), std::string::npos) << e.what();
+  }
+}
+
+// `attnlab export` writes buffers too (rotary and sinusoidal tables, the performer's random features);
+// model.init_from must load such a folder back, keeping the exported buffer values.
+TEST(Module, LoadWeightsTakesBuffersFromAnExportedFolder) {
+  class WithBuffer : public Module {
+   public:
+    explicit WithBuffer(Generator& gen) {
+      weight = register_parameter("weight", randn({2, 3}, gen));
+      projection = register_buffer("projection", randn({3, 4}, gen));
+    }
+    Tensor weight, projection;
+  };
+  Generator g1(1), g2(2);
+  WithBuffer a(g1), b(g2);
+  const std::string dir = ::testing::TempDir() + "attnlab_load_weights";
+  std::filesystem::remove_all(dir);
+  export_npy_folder(dir, a.state_dict());
+  b.load_weights(import_npy_folder(dir));
+  EXPECT_EQ(b.weight.to_vector(), a.weight.to_vector());
+  EXPECT_EQ(b.projection.to_vector(), a.projection.to_vector());
+  std::filesystem::remove_all(dir);
+
+  auto error_for = [&](const std::map<std::string, Tensor>& weights) -> std::string {
+    try {
+      b.load_weights(weights);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  const std::string unknown = error_for({{"weight", zeros({2, 3})}, {"projektion", zeros({3, 4})}});
+  EXPECT_NE(unknown.find("unexpected: projektion [3, 4] (the model has no parameter or buffer of that name)"), std::string::npos)
+      << unknown;
+  const std::string shape = error_for({{"weight", zeros({2, 3})}, {"projection", zeros({3, 8})}});
+  EXPECT_NE(shape.find("shape mismatch: projection is [3, 4] in the model but [3, 8] in the weights"), std::string::npos) << shape;
+  EXPECT_EQ(b.projection.to_vector(), a.projection.to_vector());  // nothing copied on an error
 }
 
 TEST(Module, ToFloat64ConvertsInPlace) {
