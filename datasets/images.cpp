@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <stdexcept>
 
 namespace attnlab::data {
@@ -160,20 +161,25 @@ IdxArray read_idx(const std::string& path) {
   if (failed) throw std::runtime_error("IDX file " + path + " is corrupted (gzip error)");
   if (bytes.size() < 4 || bytes[0] != 0 || bytes[1] != 0) throw std::runtime_error(path + " is not an IDX file (bad magic number)");
   if (bytes[2] != 0x08) {
-    throw std::runtime_error(path + ": IDX element type 0x" + std::to_string(bytes[2]) + " is not supported (unsigned bytes, 0x08, are)");
+    const char* digits = "0123456789abcdef";
+    const std::string type = {'0', 'x', digits[bytes[2] >> 4], digits[bytes[2] & 15]};
+    throw std::runtime_error(path + ": IDX element type " + type + " is not supported (unsigned bytes, 0x08, are)");
   }
   IdxArray a;
   const std::size_t rank = bytes[3];
   if (bytes.size() < 4 + 4 * rank) throw std::runtime_error("IDX file " + path + " is truncated (in its header)");
   std::size_t count = 1;
+  bool overflow = false;
   for (std::size_t i = 0; i < rank; ++i) {
     a.dims.push_back(big_endian(bytes.data() + 4 + 4 * i));
+    overflow |= a.dims.back() && count > std::numeric_limits<std::size_t>::max() / a.dims.back();
     count *= a.dims.back();
   }
   const std::size_t start = 4 + 4 * rank;
-  if (bytes.size() - start != count) {
+  if (overflow || bytes.size() - start != count) {
     throw std::runtime_error("IDX file " + path + " holds " + std::to_string(bytes.size() - start) + " values but its header says " +
-                             std::to_string(count) + (bytes.size() - start < count ? " (truncated)" : ""));
+                             (overflow ? "more than 2^64" : std::to_string(count)) +
+                             (overflow || bytes.size() - start < count ? " (truncated)" : ""));
   }
   a.data.assign(bytes.begin() + static_cast<std::ptrdiff_t>(start), bytes.end());
   return a;

@@ -66,7 +66,10 @@ TEST_F(Images, BrokenIdxFilesAreClearErrors) {
     return std::string("no error");
   };
   EXPECT_NE(error_for("PK\x03\x04 not idx").find("bad magic"), std::string::npos);
-  EXPECT_NE(error_for(std::string("\0\0\x0d\x01\0\0\0\x01", 8)).find("not supported"), std::string::npos);
+  EXPECT_NE(error_for(std::string("\0\0\x0d\x01\0\0\0\x01", 8)).find("type 0x0d is not supported"), std::string::npos);
+  // dimensions whose product overflows 64 bits: the header still disagrees with the data
+  EXPECT_NE(error_for(std::string("\0\0\x08\x03\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 17)).find("header says more than 2^64"),
+            std::string::npos);
   EXPECT_NE(error_for(std::string("\0\0\x08\x01\0\0\0\x05\x01\x02", 10)).find("truncated"), std::string::npos);
   EXPECT_THROW(read_idx(dir_ + "/missing"), std::runtime_error);
 }
