@@ -17,24 +17,29 @@ std::uint32_t big_endian(const unsigned char* p) {
   return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) | std::uint32_t{p[3]};
 }
 
+// An IDX file as read, with its path for error messages.
+struct IdxFile {
+  std::string path;
+  IdxArray array;
+};
+
 class IdxDataset : public ImageDataset {
  public:
-  IdxDataset(IdxArray train_images, IdxArray train_labels, IdxArray test_images, IdxArray test_labels, const std::string& dir,
+  IdxDataset(IdxFile train_images, IdxFile train_labels, IdxFile test_images, IdxFile test_labels, std::size_t num_classes,
              const ImageAugment& augment)
-      : augment_(augment) {
-    check_pair(train_images, train_labels, dir + " (train)");
-    check_pair(test_images, test_labels, dir + " (t10k)");
-    if (train_images.dims[1] != test_images.dims[1] || train_images.dims[2] != test_images.dims[2]) {
-      throw std::runtime_error(dir + ": train and t10k images differ in size");
+      : classes_(num_classes), augment_(augment) {
+    check_pair(train_images, train_labels, num_classes);
+    check_pair(test_images, test_labels, num_classes);
+    const auto& train_dims = train_images.array.dims;
+    const auto& test_dims = test_images.array.dims;
+    if (train_dims[1] != test_dims[1] || train_dims[2] != test_dims[2]) {
+      throw std::runtime_error(train_images.path + " holds " + size_str(train_dims) + " images but " + test_images.path + " holds " +
+                               size_str(test_dims) + " ones; both splits must come from the same data set");
     }
-    height_ = train_images.dims[1];
-    width_ = train_images.dims[2];
-    for (std::uint8_t l : train_labels.data) classes_ = std::max<std::size_t>(classes_, l + std::size_t{1});
-    for (std::uint8_t l : test_labels.data) {
-      if (l >= classes_) throw std::runtime_error(dir + ": a t10k label (" + std::to_string(l) + ") never occurs in training");
-    }
-    split_[0] = {std::move(train_images), std::move(train_labels)};
-    split_[1] = {std::move(test_images), std::move(test_labels)};
+    height_ = train_dims[1];
+    width_ = train_dims[2];
+    split_[0] = {std::move(train_images.array), std::move(train_labels.array)};
+    split_[1] = {std::move(test_images.array), std::move(test_labels.array)};
   }
   std::size_t channels() const override { return 1; }
   std::size_t height() const override { return height_; }
@@ -99,13 +104,29 @@ class IdxDataset : public ImageDataset {
       }
     }
   }
-  static void check_pair(const IdxArray& images, const IdxArray& labels, const std::string& what) {
-    if (images.dims.size() != 3) throw std::runtime_error(what + ": images must be [N, H, W], got " + std::to_string(images.dims.size()) + " dimensions");
-    if (labels.dims.size() != 1) throw std::runtime_error(what + ": labels must be [N], got " + std::to_string(labels.dims.size()) + " dimensions");
-    if (images.dims[0] != labels.dims[0]) {
-      throw std::runtime_error(what + ": " + std::to_string(images.dims[0]) + " images but " + std::to_string(labels.dims[0]) + " labels");
+  static std::string size_str(const std::vector<std::size_t>& dims) { return std::to_string(dims[1]) + "x" + std::to_string(dims[2]); }
+  // Images [N, H, W] and labels [N] of one split: counts agree and every label is below num_classes.
+  static void check_pair(const IdxFile& images, const IdxFile& labels, std::size_t num_classes) {
+    const auto& image_dims = images.array.dims;
+    const auto& label_dims = labels.array.dims;
+    if (image_dims.size() != 3) {
+      throw std::runtime_error(images.path + ": images must be [N, H, W] (an idx3 file), got " + std::to_string(image_dims.size()) + " dimensions");
     }
-    if (images.dims[0] == 0) throw std::runtime_error(what + ": no images");
+    if (label_dims.size() != 1) {
+      throw std::runtime_error(labels.path + ": labels must be [N] (an idx1 file), got " + std::to_string(label_dims.size()) + " dimensions");
+    }
+    if (image_dims[0] != label_dims[0]) {
+      throw std::runtime_error(images.path + " holds " + std::to_string(image_dims[0]) + " images but " + labels.path + " holds " +
+                               std::to_string(label_dims[0]) + " labels; the two files of a split must come from the same data set");
+    }
+    if (image_dims[0] == 0) throw std::runtime_error(images.path + " holds no images");
+    const auto& values = labels.array.data;
+    const auto bad = std::find_if(values.begin(), values.end(), [&](std::uint8_t l) { return l >= num_classes; });
+    if (bad != values.end()) {
+      throw std::runtime_error(labels.path + ": label " + std::to_string(*bad) + " at index " + std::to_string(bad - values.begin()) +
+                               " is not below the " + std::to_string(num_classes) + " classes expected (labels 0 to " +
+                               std::to_string(num_classes - 1) + "); the file is damaged or from another data set");
+    }
   }
   std::size_t height_ = 0, width_ = 0, classes_ = 0;
   ImageAugment augment_;
@@ -197,16 +218,16 @@ void write_idx(const std::string& path, const IdxArray& a) {
   out.write(reinterpret_cast<const char*>(a.data.data()), static_cast<std::streamsize>(a.data.size()));
 }
 
-std::unique_ptr<ImageDataset> load_idx_dataset(const std::string& dir, const ImageAugment& augment) {
-  auto find = [&](const std::string& base) {
+std::unique_ptr<ImageDataset> load_idx_dataset(const std::string& dir, const ImageAugment& augment, std::size_t num_classes) {
+  if (num_classes == 0) throw std::invalid_argument("load_idx_dataset: num_classes must be at least 1");
+  auto read = [&](const std::string& base) {
     for (const std::string& name : {base + ".gz", base})
-      if (fs::exists(dir + "/" + name)) return dir + "/" + name;
+      if (fs::exists(dir + "/" + name)) return IdxFile{dir + "/" + name, read_idx(dir + "/" + name)};
     throw std::runtime_error("no " + base + "(.gz) in " + dir +
                              (dir.find("fashion-mnist") != std::string::npos ? "; install Debian's dataset-fashion-mnist (scripts/setup.sh does)" : ""));
   };
-  return std::make_unique<IdxDataset>(read_idx(find("train-images-idx3-ubyte")), read_idx(find("train-labels-idx1-ubyte")),
-                                      read_idx(find("t10k-images-idx3-ubyte")), read_idx(find("t10k-labels-idx1-ubyte")), dir,
-                                      augment);
+  return std::make_unique<IdxDataset>(read("train-images-idx3-ubyte"), read("train-labels-idx1-ubyte"), read("t10k-images-idx3-ubyte"),
+                                      read("t10k-labels-idx1-ubyte"), num_classes, augment);
 }
 
 std::unique_ptr<ImageDataset> make_quadrant_task(std::size_t size) { return std::make_unique<QuadrantTask>(size); }

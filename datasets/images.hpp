@@ -53,9 +53,11 @@ struct ImageAugment {
 };
 
 // train-images-idx3-ubyte(.gz), train-labels-idx1-ubyte(.gz), t10k-images-idx3-ubyte(.gz),
-// t10k-labels-idx1-ubyte(.gz) in `dir`; the t10k files are the held-out split. Counts of images and
-// labels must agree, and labels must be below num_classes (the largest label + 1).
-std::unique_ptr<ImageDataset> load_idx_dataset(const std::string& dir, const ImageAugment& augment = {});
+// t10k-labels-idx1-ubyte(.gz) in `dir`; the t10k files are the held-out split. Images keep the files'
+// H x W (one channel). Errors name the file: counts of images and labels must agree, both splits must
+// have one image size, and every label must be below `num_classes` (Fashion-MNIST's 10 by default),
+// which num_classes() then reports.
+std::unique_ptr<ImageDataset> load_idx_dataset(const std::string& dir, const ImageAugment& augment = {}, std::size_t num_classes = 10);
 
 // Noise images (values up to 0.3) with a bright square (0.8 to 1.0) in one quadrant; the label is the
 // quadrant (0 top left, 1 top right, 2 bottom left, 3 bottom right). Every batch is drawn from `gen`;

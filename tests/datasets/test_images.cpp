@@ -79,7 +79,8 @@ TEST_F(Images, AnIdxFolderIsADatasetAndMismatchesAreErrors) {
   write_idx(dir_ + "/train-labels-idx1-ubyte", IdxArray{{5}, {0, 1, 2, 1, 0}});
   write_gz(dir_ + "/t10k-images-idx3-ubyte.gz", images(2, 6));
   write_idx(dir_ + "/t10k-labels-idx1-ubyte", IdxArray{{2}, {2, 0}});
-  const auto d = load_idx_dataset(dir_);
+  EXPECT_EQ(load_idx_dataset(dir_)->num_classes(), 10u);  // Fashion-MNIST's, whatever labels occur
+  const auto d = load_idx_dataset(dir_, {}, 3);
   EXPECT_EQ(d->num_classes(), 3u);
   EXPECT_EQ(d->height(), 6u);
   Generator gen(1);
@@ -97,6 +98,58 @@ TEST_F(Images, AnIdxFolderIsADatasetAndMismatchesAreErrors) {
   EXPECT_THROW(load_idx_dataset(dir_), std::runtime_error);  // 2 images, 3 labels
   fs::remove(dir_ + "/train-labels-idx1-ubyte");
   EXPECT_THROW(load_idx_dataset(dir_), std::runtime_error);
+}
+
+class IdxErrors : public Images {
+ protected:
+  // A valid folder: 4 training and 2 held-out 6x6 images with labels below 10.
+  void write_folder() {
+    write_idx(dir_ + "/train-images-idx3-ubyte", images(4, 6));
+    write_idx(dir_ + "/train-labels-idx1-ubyte", IdxArray{{4}, {0, 9, 3, 1}});
+    write_idx(dir_ + "/t10k-images-idx3-ubyte", images(2, 6));
+    write_idx(dir_ + "/t10k-labels-idx1-ubyte", IdxArray{{2}, {2, 0}});
+  }
+  std::string error(std::size_t num_classes = 10) {
+    try {
+      load_idx_dataset(dir_, {}, num_classes);
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "";
+  }
+};
+
+// Before, a label past the class count grew num_classes (the largest label + 1) in silence.
+TEST_F(IdxErrors, ALabelPastTheClassCountNamesTheFileAndIndex) {
+  write_folder();
+  EXPECT_EQ(error(), "");
+  write_idx(dir_ + "/train-labels-idx1-ubyte", IdxArray{{4}, {0, 9, 12, 200}});
+  std::string m = error();
+  EXPECT_NE(m.find(dir_ + "/train-labels-idx1-ubyte: label 12 at index 2 is not below the 10 classes"), std::string::npos) << m;
+  write_folder();
+  write_idx(dir_ + "/t10k-labels-idx1-ubyte", IdxArray{{2}, {2, 10}});
+  m = error();
+  EXPECT_NE(m.find(dir_ + "/t10k-labels-idx1-ubyte: label 10 at index 1"), std::string::npos) << m;
+  write_folder();
+  m = error(9);  // label 9 in training
+  EXPECT_NE(m.find("train-labels-idx1-ubyte: label 9 at index 1 is not below the 9 classes"), std::string::npos) << m;
+  EXPECT_THROW(load_idx_dataset(dir_, {}, 0), std::invalid_argument);
+}
+
+TEST_F(IdxErrors, CountAndSizeMismatchesNameBothFiles) {
+  write_folder();
+  write_idx(dir_ + "/train-labels-idx1-ubyte", IdxArray{{3}, {0, 1, 2}});
+  std::string m = error();
+  EXPECT_NE(m.find(dir_ + "/train-images-idx3-ubyte holds 4 images but " + dir_ + "/train-labels-idx1-ubyte holds 3 labels"),
+            std::string::npos) << m;
+  write_folder();
+  write_idx(dir_ + "/t10k-images-idx3-ubyte", images(2, 5));
+  m = error();
+  EXPECT_NE(m.find("train-images-idx3-ubyte holds 6x6 images but " + dir_ + "/t10k-images-idx3-ubyte holds 5x5"), std::string::npos) << m;
+  write_folder();
+  write_idx(dir_ + "/t10k-images-idx3-ubyte", IdxArray{{2, 36}, std::vector<std::uint8_t>(72)});
+  m = error();
+  EXPECT_NE(m.find(dir_ + "/t10k-images-idx3-ubyte: images must be [N, H, W]"), std::string::npos) << m;
 }
 
 TEST_F(Images, AugmentationFlipsAndShiftsTrainingImagesOnly) {
