@@ -42,11 +42,18 @@ struct TokenBatch {
 
 class CharTextDataset {
  public:
-  // Reads `path`; a missing or unreadable file is an error that says how to get the reference text.
-  // train_fraction of the text (by position) trains, the rest validates.
+  // Reads `path`; train_fraction of the text (by position) trains, the rest validates. Errors name the
+  // file: missing or unreadable (saying how to get the reference text), a folder, or empty.
   CharTextDataset(const std::string& path, double train_fraction = 0.9);
+  // The same, and refuses now (not at the first batch) a text whose training or validation split is
+  // shorter than one window of block_size characters and its target (see check_block_size).
+  CharTextDataset(const std::string& path, double train_fraction, std::size_t block_size);
   // From text in memory (tests, and text the caller already has).
   static CharTextDataset from_text(const std::string& text, double train_fraction = 0.9);
+
+  // Throws std::invalid_argument unless both splits hold at least block_size + 1 characters, naming the
+  // file, the split and the fix.
+  void check_block_size(std::size_t block_size) const;
 
   const CharVocabulary& vocabulary() const { return vocabulary_; }
   std::size_t size(Split split) const { return split == Split::train ? train_.size() : validation_.size(); }
@@ -60,6 +67,8 @@ class CharTextDataset {
  private:
   CharTextDataset() = default;
   void build(const std::string& text, double train_fraction);
+  void check_split(Split split, std::size_t block_size) const;
+  std::string source_ = "the text";  // "the text file '<path>'" when read from a file, for messages
   CharVocabulary vocabulary_;
   std::vector<std::int64_t> train_, validation_;
 };

@@ -39,7 +39,7 @@ class BatchSource {
  public:
   explicit BatchSource(const ExperimentConfig& c) : format_(task_format(c.model)), batch_size_(c.train.batch_size) {
     if (c.task.name == "char_text") {
-      text_ = std::make_unique<data::CharTextDataset>(c.task.path, c.task.train_fraction);
+      text_ = std::make_unique<data::CharTextDataset>(c.task.path, c.task.train_fraction, c.task.block_size);
       block_size_ = c.task.block_size;
     } else if (c.task.name == "quadrants") {
       images_ = data::make_quadrant_task(c.task.image_size);

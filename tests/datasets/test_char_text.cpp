@@ -1,8 +1,10 @@
 // Character-level text: vocabulary, encoding round trip, non-overlapping splits, seeded batches of
-// shifted windows, and errors for missing files and short splits.
+// shifted windows, and errors naming the file for missing, empty and folder paths and for splits
+// shorter than the block size.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include "datasets/char_text.hpp"
@@ -70,6 +72,46 @@ TEST(CharText, AMissingFileSaysHowToGetTheText) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("scripts/get_data.sh"), std::string::npos) << e.what();
   }
+}
+
+// The file's path and the problem: a folder (before: "the text is empty"), an empty file, and a text
+// too short for its block size, refused at construction (before: at the first batch, without the file).
+TEST(CharText, FileErrorsNameTheFile) {
+  const std::string dir = ::testing::TempDir() + "attnlab_char_text_dir", path = dir + "/short.txt";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto error_for = [](auto make) -> std::string {
+    try {
+      make();
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "";
+  };
+  std::string m = error_for([&] { CharTextDataset d(dir); });
+  EXPECT_NE(m.find("the text file '" + dir + "' is a folder"), std::string::npos) << m;
+  { std::ofstream out(path); }
+  m = error_for([&] { CharTextDataset d(path); });
+  EXPECT_NE(m.find("the text file '" + path + "' is empty"), std::string::npos) << m;
+  m = error_for([&] { CharTextDataset d(dir + "/missing.txt"); });
+  EXPECT_NE(m.find(dir + "/missing.txt"), std::string::npos) << m;
+
+  std::ofstream(path) << std::string(40, 'a');
+  EXPECT_EQ(error_for([&] { CharTextDataset d(path, 0.9); }), "");  // no block size given: not checked
+  EXPECT_EQ(error_for([&] { CharTextDataset d(path, 0.9, 3); }), "");  // validation: 4 characters
+  m = error_for([&] { CharTextDataset d(path, 0.9, 8); });
+  EXPECT_NE(m.find("the text file '" + path + "' has 40 characters: its validation split (4) is shorter than block_size + 1 (9); "
+                   "use a smaller task.block_size or more text"),
+            std::string::npos)
+      << m;
+  m = error_for([&] { CharTextDataset d(path, 0.1, 8); });
+  EXPECT_NE(m.find("its training split (4) is shorter than block_size + 1 (9)"), std::string::npos) << m;
+  // A dataset built without a block size says the same at its first batch.
+  const CharTextDataset d(path, 0.9);
+  Generator gen(0);
+  m = error_for([&] { d.batch(Split::validation, 1, 8, gen); });
+  EXPECT_NE(m.find("the text file '" + path + "' has 40 characters: its validation split (4)"), std::string::npos) << m;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CharText, ReadsAFile) {
