@@ -13,7 +13,6 @@
 #include <fstream>
 #include <limits>
 #include <set>
-#include <sstream>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
