@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
 namespace attnlab {
@@ -49,6 +50,14 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   }
   if (::close(fd) != 0) fail(temporary, "flush", temporary);
   if (std::rename(temporary.c_str(), path.c_str()) != 0) fail(temporary, "move the finished file into place at", path);
+}
+
+void create_folders(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (std::filesystem::is_directory(path)) return;
+  const std::string reason = ec ? ec.message() : "a file has that name";
+  throw std::runtime_error("cannot create " + what + " " + path + ": " + reason + "; choose a folder you can write");
 }
 
 }  // namespace attnlab

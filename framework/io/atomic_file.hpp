@@ -11,4 +11,8 @@ namespace attnlab {
 // error the temporary file is removed and any previous file at `path` is left as it was.
 void write_file_atomically(const std::string& path, const std::string& bytes);
 
+// Creates the folder `path` and its parents (nothing to do when it is a folder already). Errors say what
+// the folder is for and why it cannot be made: "cannot create the export folder w: a file has that name".
+void create_folders(const std::string& path, const std::string& what);
+
 }  // namespace attnlab
