@@ -9,6 +9,9 @@
 #include <array>
 #include <cstddef>
 #include <limits>
+#include <vector>
+
+#include <xsimd/memory/xsimd_aligned_allocator.hpp>
 
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xmath.hpp>
@@ -16,6 +19,13 @@
 
 
 namespace attnlab::rowops {
+
+// Scratch rows for the kernels below, aligned like tensors (64 bytes). xsimd takes a scalar path for the
+// elements before the first aligned one, and its exp and std::exp may differ in the last bit: scratch
+// aligned by the heap's state would make results depend on what was allocated before (a run would not
+// repeat bit for bit across builds that allocate differently).
+template <class T>
+using AlignedVector = std::vector<T, xsimd::aligned_allocator<T, 64>>;
 
 template <class T>
 auto view(T* data, std::size_t n) {

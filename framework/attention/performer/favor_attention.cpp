@@ -18,10 +18,6 @@
 #include <stdexcept>
 #include <vector>
 
-#include <xtensor/xadapt.hpp>
-#include <xtensor/xmath.hpp>
-#include <xtensor/xnoalias.hpp>
-
 #include "framework/attention/performer/favor_attention.hpp"
 #include "framework/ops/blas.hpp"
 #include "framework/ops/parallel.hpp"
@@ -61,15 +57,8 @@ void block_features(const T* x, std::size_t rows, const T* w, const FavorDims& f
       floor[r] = 0;
       continue;
     }
-    T s = static_cast<T>(f.key_bound);
-    if (row_stabiliser) {
-      T top = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : top)
-      for (std::size_t i = 0; i < m; ++i) top = pr[i] > top ? pr[i] : top;
-      s = top - hn[r];
-    }
-    auto row = xt::adapt(pr, m, xt::no_ownership(), std::array<std::size_t, 1>{m});
-    xt::noalias(row) = xt::exp(row - (hn[r] + s));  // xsimd's exp; a scalar std::exp loop does not vectorise
+    const T s = row_stabiliser ? rowops::max(pr, m) - hn[r] : static_cast<T>(f.key_bound);
+    rowops::exp_shifted(pr, pr, m, hn[r] + s);
     floor[r] = c * static_cast<T>(f.feature_eps) * std::exp(-s);
     const T fl = floor[r];
 #pragma omp simd
@@ -105,7 +94,7 @@ void block_input_grad(T* dphi, const T* phi, const T* floor, const T* xs, std::s
 // Per-thread block buffers.
 template <class T>
 struct Scratch {
-  std::vector<T> xs, hn, phi, floor, dphi, rows_dv, den;
+  rowops::AlignedVector<T> xs, hn, phi, floor, dphi, rows_dv, den;
   explicit Scratch(const FavorDims& f)
       : xs(kBlock * f.d), hn(kBlock), phi(kBlock * f.m), floor(kBlock), dphi(kBlock * f.m), rows_dv(kBlock * f.dv), den(kBlock) {}
 };

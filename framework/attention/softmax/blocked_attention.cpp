@@ -96,7 +96,7 @@ std::size_t block_weights(const T* q, const T* k, const bool* pad, const BlockDi
 }
 
 template <class T>
-void forward_head(const T* q, const T* k, const T* v, const bool* pad, const BlockDims& f, T* out, T* lse, std::vector<T>& s) {
+void forward_head(const T* q, const T* k, const T* v, const bool* pad, const BlockDims& f, T* out, T* lse, rowops::AlignedVector<T>& s) {
   for (std::size_t i0 = 0; i0 < f.tq; i0 += f.rows) {
     const std::size_t rows = std::min(f.rows, f.tq - i0);
     const std::size_t cols = block_weights(q, k, pad, f, i0, rows, s.data(), lse + i0, true);
@@ -111,7 +111,7 @@ void forward_head(const T* q, const T* k, const T* v, const bool* pad, const Blo
 // dq, dk, dv of one head; dk and dv start at zero and accumulate over the query blocks.
 template <class T>
 void backward_head(const T* q, const T* k, const T* v, const bool* pad, const T* lse, const T* g, const BlockDims& f,
-                   T* dq, T* dk, T* dv, std::vector<T>& s, std::vector<T>& dp) {
+                   T* dq, T* dk, T* dv, rowops::AlignedVector<T>& s, rowops::AlignedVector<T>& dp) {
   std::fill(dk, dk + f.tk * f.d, T(0));
   std::fill(dv, dv + f.tk * f.dv, T(0));
   const T scale = static_cast<T>(f.scale);
@@ -169,7 +169,7 @@ Tensor blocked_softmax_attention(const Tensor& q, const Tensor& k, const Tensor&
   dispatch_floating(q.dtype(), "softmax_attention", [&](auto tag) {
     using T = typename decltype(tag)::type;
     parallel_for(heads, 1, [&](std::size_t h0, std::size_t h1) {
-      std::vector<T> s(f.rows * f.tk);
+      rowops::AlignedVector<T> s(f.rows * f.tk);
       for (std::size_t h = h0; h < h1; ++h)
         forward_head(q.data<T>() + h * f.tq * f.d, k.data<T>() + h * f.tk * f.d, v.data<T>() + h * f.tk * f.dv, pad_of(h), f,
                      out.data<T>() + h * f.tq * f.dv, lse.data<T>() + h * f.tq, s);
@@ -184,7 +184,7 @@ Tensor blocked_softmax_attention(const Tensor& q, const Tensor& k, const Tensor&
              dispatch_floating(q.dtype(), "softmax_attention backward", [&](auto tag) {
                using T = typename decltype(tag)::type;
                parallel_for(heads, 1, [&](std::size_t h0, std::size_t h1) {
-                 std::vector<T> s(f.rows * f.tk), dp(f.rows * f.tk);
+                 rowops::AlignedVector<T> s(f.rows * f.tk), dp(f.rows * f.tk);
                  for (std::size_t h = h0; h < h1; ++h)
                    backward_head(q.data<T>() + h * f.tq * f.d, k.data<T>() + h * f.tk * f.d, v.data<T>() + h * f.tk * f.dv,
                                  pm ? pm + (h / f.heads_per_batch) * f.tk : nullptr, lse.data<T>() + h * f.tq, g.data<T>() + h * f.tq * f.dv, f, dq.data<T>() + h * f.tq * f.d,
