@@ -20,6 +20,7 @@
 #include "datasets/images.hpp"
 #include "datasets/toy_tasks.hpp"
 #include "framework/tensor/batch.hpp"
+#include "framework/tensor/registry.hpp"
 
 namespace attnlab::data {
 
@@ -70,22 +71,16 @@ struct TaskInfo {
   std::function<std::unique_ptr<DataSource>(const TaskConfig&, TaskFormat)> make;
 };
 
-class TaskRegistry {
- public:
-  static TaskRegistry& instance();
-  bool add(TaskInfo info);  // a duplicate name is an error
-  // The task called `name`, or "task 'x' is not among [...]".
-  const TaskInfo& find(const std::string& name) const;
-  std::vector<std::string> names() const;  // sorted
-
- private:
-  std::vector<TaskInfo> tasks_;
-};
+// name -> TaskInfo ("task 'x' is not among [...]").
+using TaskRegistry = Registry<TaskInfo>;
 
 // The task's source for the config, checked first.
 std::unique_ptr<DataSource> make_data_source(const TaskConfig& config, TaskFormat format);
 
 }  // namespace attnlab::data
+
+template <>
+attnlab::data::TaskRegistry& attnlab::data::TaskRegistry::instance();
 
 #define ATTNLAB_TASK_CONCAT_(a, b) a##b
 #define ATTNLAB_TASK_CONCAT(a, b) ATTNLAB_TASK_CONCAT_(a, b)

@@ -8,36 +8,13 @@
 #include "datasets/char_text.hpp"
 #include "datasets/source.hpp"
 
-namespace attnlab::data {
-
-// ---- the registry ----
-
-TaskRegistry& TaskRegistry::instance() {
-  static TaskRegistry registry;
+template <>
+attnlab::data::TaskRegistry& attnlab::data::TaskRegistry::instance() {
+  static attnlab::data::TaskRegistry registry("task");
   return registry;
 }
 
-bool TaskRegistry::add(TaskInfo info) {
-  for (const TaskInfo& t : tasks_)
-    if (t.name == info.name) throw std::logic_error("task '" + info.name + "' is registered twice");
-  tasks_.push_back(std::move(info));
-  return true;
-}
-
-std::vector<std::string> TaskRegistry::names() const {
-  std::vector<std::string> out;
-  for (const TaskInfo& t : tasks_) out.push_back(t.name);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-const TaskInfo& TaskRegistry::find(const std::string& name) const {
-  for (const TaskInfo& t : tasks_)
-    if (t.name == name) return t;
-  std::string list;
-  for (const std::string& n : names()) list += (list.empty() ? "" : ", ") + n;
-  throw std::invalid_argument("task '" + name + "' is not among [" + list + "]");
-}
+namespace attnlab::data {
 
 std::unique_ptr<DataSource> make_data_source(const TaskConfig& config, TaskFormat format) {
   const TaskInfo& task = TaskRegistry::instance().find(config.name);

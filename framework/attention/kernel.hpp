@@ -40,6 +40,7 @@
 #include "framework/io/config_schema.hpp"
 #include "framework/nn/module.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/tensor/registry.hpp"
 
 namespace attnlab {
 
@@ -113,20 +114,10 @@ class AttentionKernel : public Module {
   KernelCapabilities capabilities_;
 };
 
-// name -> KernelInfo. A function-local static: no static-initialisation-order trouble.
-class KernelRegistry {
- public:
-  static KernelRegistry& instance();
-  // Adds a kernel; a duplicate name is an error (thrown at start-up).
-  bool add(KernelInfo info);
-  // The kernel called `name`, or an error "'X' is not among [a, b, c]".
-  const KernelInfo& find(const std::string& name) const;
-  bool contains(const std::string& name) const;
-  std::vector<std::string> names() const;  // sorted
-
- private:
-  std::vector<KernelInfo> kernels_;
-};
+// name -> KernelInfo ("attention kernel 'x' is not among [...]").
+using KernelRegistry = Registry<KernelInfo>;
+template <>
+KernelRegistry& KernelRegistry::instance();
 
 // Checks the spec against the kernel's capabilities, reads its options and builds it. Errors say what is
 // wrong and which kernels would do (std::invalid_argument), or where an option is bad (ConfigError).

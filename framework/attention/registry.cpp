@@ -24,35 +24,10 @@ std::string kernels_with(F has) {
 
 }  // namespace
 
+template <>
 KernelRegistry& KernelRegistry::instance() {
-  static KernelRegistry registry;
+  static KernelRegistry registry("attention kernel");
   return registry;
-}
-
-bool KernelRegistry::add(KernelInfo info) {
-  if (contains(info.name)) throw std::logic_error("attention kernel '" + info.name + "' is registered twice");
-  if (!info.build || !info.check) throw std::logic_error("attention kernel '" + info.name + "' has no factory");
-  kernels_.push_back(std::move(info));
-  return true;
-}
-
-bool KernelRegistry::contains(const std::string& name) const {
-  return std::any_of(kernels_.begin(), kernels_.end(), [&](const KernelInfo& k) { return k.name == name; });
-}
-
-const KernelInfo& KernelRegistry::find(const std::string& name) const {
-  for (const auto& k : kernels_)
-    if (k.name == name) return k;
-  const std::string guess = nearest(name, names());
-  throw std::invalid_argument("attention kernel '" + name + "' is not among [" + join(names()) + "]" +
-                              (guess.empty() ? "" : "; did you mean '" + guess + "'?"));
-}
-
-std::vector<std::string> KernelRegistry::names() const {
-  std::vector<std::string> out;
-  for (const auto& k : kernels_) out.push_back(k.name);
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 void check_kernel_capabilities(const std::string& name, const KernelSpec& spec) {

@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "framework/tensor/registry.hpp"
+
 namespace attnlab {
 
 // A configuration error and where it is: a file position (line and column 1-based; 0 when unknown), or
@@ -124,11 +126,6 @@ struct Range {
   bool contains(double v) const;
   std::string describe() const;  // "[0, 1)", ">= 1", "any number"
 };
-
-// Levenshtein distance, for "did you mean" suggestions.
-std::size_t edit_distance(const std::string& a, const std::string& b);
-// The candidate nearest to `word` when it is close enough to be a likely typo; empty otherwise.
-std::string nearest(const std::string& word, const std::vector<std::string>& candidates);
 
 class ConfigNode {
  public:

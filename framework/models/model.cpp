@@ -39,30 +39,10 @@ ModelOutput Model::forward(const Batch& batch, const ForwardOptions& options) {
   return out;
 }
 
+template <>
 ModelRegistry& ModelRegistry::instance() {
-  static ModelRegistry registry;
+  static ModelRegistry registry("model kind");
   return registry;
-}
-
-bool ModelRegistry::add(ModelKindInfo info) {
-  for (const ModelKindInfo& k : kinds_)
-    if (k.name == info.name) throw std::logic_error("model kind '" + info.name + "' is registered twice");
-  kinds_.push_back(std::move(info));
-  return true;
-}
-
-const ModelKindInfo& ModelRegistry::find(const std::string& name) const {
-  for (const ModelKindInfo& k : kinds_)
-    if (k.name == name) return k;
-  std::string list;
-  for (const std::string& n : names()) list += (list.empty() ? "" : ", ") + n;
-  throw std::invalid_argument("model kind '" + name + "' is not among [" + list + "]");
-}
-
-std::vector<std::string> ModelRegistry::names() const {
-  std::vector<std::string> out;
-  for (const ModelKindInfo& k : kinds_) out.push_back(k.name);
-  return out;
 }
 
 std::shared_ptr<Model> make_model(const ModelConfig& config, const DataShape& shape, Generator& gen) {

@@ -24,6 +24,7 @@
 #include "framework/models/encoder.hpp"
 #include "framework/nn/hooks.hpp"
 #include "framework/tensor/batch.hpp"
+#include "framework/tensor/registry.hpp"
 
 namespace attnlab {
 
@@ -84,17 +85,10 @@ struct ModelKindInfo {
   std::function<std::shared_ptr<Model>(const ModelConfig&, const DataShape&, Generator&)> make;
 };
 
-class ModelRegistry {
- public:
-  static ModelRegistry& instance();
-  bool add(ModelKindInfo info);  // a duplicate name is an error
-  // The kind called `name`, or "model kind 'x' is not among [...]".
-  const ModelKindInfo& find(const std::string& name) const;
-  std::vector<std::string> names() const;  // in registration order
-
- private:
-  std::vector<ModelKindInfo> kinds_;
-};
+// name -> ModelKindInfo ("model kind 'x' is not among [...]").
+using ModelRegistry = Registry<ModelKindInfo>;
+template <>
+ModelRegistry& ModelRegistry::instance();
 
 // The model `config.kind` names, for data of `shape`.
 std::shared_ptr<Model> make_model(const ModelConfig& config, const DataShape& shape, Generator& gen);
