@@ -185,40 +185,42 @@ class ImageSource : public DataSource {
 
 const char* const kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
 
-TaskInfo image_task(const std::string& name) {
+TaskInfo quadrants_task() {
   TaskInfo t;
-  t.name = name;
+  t.name = "quadrants";
+  t.description = "which quadrant of a noisy image holds a bright square (synthetic, no files)";
+  t.keys = {"image_size"};
   t.formats = [](const TaskConfig&) { return std::vector<TaskFormat>{TaskFormat::images}; };
-  if (name == "quadrants") {
-    t.description = "which quadrant of a noisy image holds a bright square (synthetic, no files)";
-    t.keys = {"image_size"};
-    t.check = [](const TaskConfig& c) {
-      if (c.image_size < 4 || c.image_size % 2 != 0) {
-        throw OptionError("image_size", "task.image_size must be even and at least 4 for quadrants, got " +
-                                                std::to_string(c.image_size));
-      }
-    };
-    t.shape = [](const TaskConfig& c, TaskFormat) { return ImageSource::shape_of(c.image_size, 4); };
-    t.make = [](const TaskConfig& c, TaskFormat) {
-      return std::unique_ptr<DataSource>(std::make_unique<ImageSource>(make_quadrant_task(c.image_size)));
-    };
-  } else {
-    t.description = std::string("Fashion-MNIST, 28x28 grey images in 10 classes (IDX files; default ") + kFashionMnistDir + ")";
-    t.keys = {"path", "flip", "shift"};
-    t.held_out_split = true;
-    t.check = [](const TaskConfig& c) {
-      if (c.augment.shift > 13) throw OptionError("shift", "task.shift must be at most 13 pixels");
-    };
-    t.shape = [](const TaskConfig&, TaskFormat) { return ImageSource::shape_of(28, 10); };
-    t.make = [](const TaskConfig& c, TaskFormat) {
-      return std::unique_ptr<DataSource>(
-          std::make_unique<ImageSource>(load_idx_dataset(c.path.empty() ? kFashionMnistDir : c.path, c.augment)));
-    };
-  }
+  t.check = [](const TaskConfig& c) {
+    if (c.image_size < 4 || c.image_size % 2 != 0) {
+      throw OptionError("image_size", "task.image_size must be even and at least 4 for quadrants, got " + std::to_string(c.image_size));
+    }
+  };
+  t.shape = [](const TaskConfig& c, TaskFormat) { return ImageSource::shape_of(c.image_size, 4); };
+  t.make = [](const TaskConfig& c, TaskFormat) {
+    return std::unique_ptr<DataSource>(std::make_unique<ImageSource>(make_quadrant_task(c.image_size)));
+  };
   return t;
 }
-ATTNLAB_REGISTER_TASK(image_task("quadrants"));
-ATTNLAB_REGISTER_TASK(image_task("fashion_mnist"));
+ATTNLAB_REGISTER_TASK(quadrants_task());
+
+TaskInfo fashion_mnist_task() {
+  TaskInfo t;
+  t.name = "fashion_mnist";
+  t.description = std::string("Fashion-MNIST, 28x28 grey images in 10 classes (IDX files; default ") + kFashionMnistDir + ")";
+  t.keys = {"path", "flip", "shift"};
+  t.held_out_split = true;
+  t.formats = [](const TaskConfig&) { return std::vector<TaskFormat>{TaskFormat::images}; };
+  t.check = [](const TaskConfig& c) {
+    if (c.augment.shift > 13) throw OptionError("shift", "task.shift must be at most 13 pixels");
+  };
+  t.shape = [](const TaskConfig&, TaskFormat) { return ImageSource::shape_of(28, 10); };
+  t.make = [](const TaskConfig& c, TaskFormat) {
+    return std::unique_ptr<DataSource>(std::make_unique<ImageSource>(load_idx_dataset(c.path.empty() ? kFashionMnistDir : c.path, c.augment)));
+  };
+  return t;
+}
+ATTNLAB_REGISTER_TASK(fashion_mnist_task());
 
 }  // namespace
 }  // namespace attnlab::data

@@ -7,7 +7,9 @@
 //   hook_q, hook_k, hook_v  [B, H, T, D]   what the kernel receives (after rotary, when rotary is on)
 //   hook_pattern            [B, H, Tq, Tk] the kernel's pattern (formed only when asked for, by a separate
 //                                          call in eval mode under no-grad, so caching it changes no
-//                                          output); a replaced pattern mixes the values: z = pattern v
+//                                          output); a replaced pattern mixes the values: z = pattern v,
+//                                          with gradients reaching v and whatever the replacement was
+//                                          computed from, not q and k through the kernel
 //   hook_z                  [B, H, Tq, D]  each head's output before the output projection
 //   hook_result             [B, H, Tq, C]  each head's contribution to the output (formed only when asked
 //                                          for; a replaced one makes the output their sum plus the

@@ -161,7 +161,8 @@ TEST(MultiHeadAttentionHooks, AReplacedPatternMixesTheValues) {
   HookRequest uniform;
   uniform.replace = {{"hook_pattern", [](const Tensor& p, const std::string&) { return full(p.shape(), 1.0 / 3, DType::float64); }}};
   uniform.cache = {"hook_v", "hook_z"};
-  attend(*mha, x, AttentionContext{}, uniform, cache);
+  const Tensor mixed = attend(*mha, x, AttentionContext{}, uniform, cache);
+  EXPECT_NE(mixed.to_vector(), mha->self_attention(x, AttentionContext{}).to_vector());  // the replacement acts
   const Tensor mean_v = matmul(full({1, 2, 3, 3}, 1.0 / 3, DType::float64), cache.at("hook_v"));
   testing::expect_values(cache.at("hook_z"), mean_v.to_vector(), 1e-12);
 }

@@ -1,5 +1,5 @@
 // CausalLM and the classifiers: shapes, parameter counts, generation, padding handling, tied embeddings,
-// gradchecks.
+// gradchecks, and the named activations of a model (cached, replaced, missing, gradients through them).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -271,6 +271,110 @@ TEST(ModelHooks, AblatingAHeadAndAskingForAMissingNameOrAWrongShape) {
   ForwardOptions reshaped;
   reshaped.hooks.replace = {{"hook_embed", [](const Tensor& x, const std::string&) { return slice(x, 1, 0, 2); }}};
   EXPECT_THROW(model.forward(batch, reshaped), std::invalid_argument);
+}
+
+
+// A two-layer CausalLM (vocabulary 7, sequences up to 6) for the hook cases below.
+Spec two_layers() {
+  Spec spec = tiny(7, 6);
+  spec.config.encoder.n_layers = 2;
+  return spec;
+}
+
+TEST(ModelHooks, CachedPatternsAreOnePerLayerAndCausalDistributions) {
+  const Spec spec = two_layers();
+  Generator gen(10);
+  CausalLM model(spec.config, spec.shape, gen);
+  const Batch batch{from_indices({0, 4, 2, 1, 3, 6, 5, 2, 2, 1, 0, 3}, {2, 6}), Tensor(), Tensor()};
+  ForwardOptions patterns;
+  patterns.hooks.cache = {"blocks.*.attn.hook_pattern"};  // every layer's
+  const ModelOutput out = model.forward(batch, patterns);
+  ASSERT_EQ(out.cache.size(), 2u);  // the patterns and nothing else
+  for (int l = 0; l < 2; ++l) {
+    const std::string name = "blocks." + std::to_string(l) + ".attn.hook_pattern";
+    ASSERT_EQ(out.cache.count(name), 1u) << name;
+    const Tensor& pattern = out.cache.at(name);  // [B, H, T, T]
+    ASSERT_EQ(pattern.shape(), (Shape{2, 2, 6, 6}));
+    for (double s : sum(pattern, -1).to_vector()) EXPECT_NEAR(s, 1.0, 1e-5) << name;
+    for (std::size_t b = 0; b < 2; ++b)
+      for (std::size_t h = 0; h < 2; ++h)
+        for (std::size_t i = 0; i < 6; ++i) {
+          EXPECT_GT(pattern.at({b, h, i, i}), 0.0) << name;  // a token always sees itself
+          for (std::size_t j = i + 1; j < 6; ++j) EXPECT_EQ(pattern.at({b, h, i, j}), 0.0) << name << " [" << b << ", " << h << ", " << i << ", " << j << "]";
+        }
+  }
+}
+
+TEST(ModelHooks, HeadResultsPlusTheProjectionBiasAreTheAttentionOutput) {
+  Spec spec = two_layers();
+  spec.config.encoder.dropout = 0.0;  // hook_attn_out is after the residual dropout
+  Generator gen(11);
+  CausalLM model(spec.config, spec.shape, gen);
+  model.to(DType::float64);
+  const Batch batch{from_indices({0, 4, 2, 1, 3, 6, 5, 2, 2, 1, 0, 3}, {2, 6}), Tensor(), Tensor()};
+  ForwardOptions options;
+  options.hooks.cache = {"blocks.*.attn.hook_result", "blocks.*.hook_attn_out"};
+  const ModelOutput out = model.forward(batch, options);
+  for (std::size_t l = 0; l < 2; ++l) {
+    const std::string block = "blocks." + std::to_string(l) + ".";
+    const Tensor& result = out.cache.at(block + "attn.hook_result");  // [B, H, T, C]
+    ASSERT_EQ(result.shape(), (Shape{2, 2, 6, 4}));
+    const Tensor& bias = model.body->encoder->blocks[l]->attn->proj->bias;
+    testing::expect_values(sum(result, 1) + bias, out.cache.at(block + "hook_attn_out").to_vector(), 1e-12);
+  }
+}
+
+TEST(ModelHooks, AMissingNameIsAnErrorListingTheModelsNames) {
+  const Spec spec = two_layers();
+  Generator gen(12);
+  CausalLM model(spec.config, spec.shape, gen);
+  const Batch batch{from_indices({0, 4, 2, 1}, {1, 4}), Tensor(), Tensor()};
+  ForwardOptions missing;
+  missing.hooks.cache = {"blocks.7.attn.hook_z"};
+  try {
+    model.forward(batch, missing);
+    FAIL() << "blocks.7.attn.hook_z does not exist in a 2-layer model";
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("'blocks.7.attn.hook_z'"), std::string::npos) << m;
+    for (const char* name : {"hook_embed", "blocks.0.hook_resid_pre", "blocks.1.attn.hook_z", "blocks.1.attn.hook_pattern",
+                             "blocks.1.hook_resid_post", "ln_final.hook_normalized"})
+      EXPECT_NE(m.find(name), std::string::npos) << name << " missing from: " << m;
+  }
+  ForwardOptions replace_missing;  // replacements are held to the same rule
+  replace_missing.hooks.replace = {{"blocks.*.attn.hook_nope", [](const Tensor& x, const std::string&) { return x; }}};
+  EXPECT_THROW(model.forward(batch, replace_missing), std::invalid_argument);
+}
+
+TEST(ModelHooks, ResidPreOfABlockIsResidPostOfTheOneBefore) {
+  const Spec spec = two_layers();
+  Generator gen(13);
+  CausalLM model(spec.config, spec.shape, gen);
+  const Batch batch{from_indices({0, 4, 2, 1, 3, 6}, {1, 6}), Tensor(), Tensor()};
+  ForwardOptions options;
+  options.hooks.cache = {"blocks.0.hook_resid_pre", "blocks.0.hook_resid_post", "blocks.1.hook_resid_pre"};
+  const ModelOutput out = model.forward(batch, options);
+  ASSERT_EQ(out.cache.size(), 3u);
+  EXPECT_EQ(out.cache.at("blocks.1.hook_resid_pre").to_vector(), out.cache.at("blocks.0.hook_resid_post").to_vector());
+  // and block 0 does change the stream, so the equality above says which tensors flow where
+  EXPECT_NE(out.cache.at("blocks.0.hook_resid_pre").to_vector(), out.cache.at("blocks.0.hook_resid_post").to_vector());
+}
+
+TEST(ModelHooksGradcheck, CausalLMThroughAReplacedHeadZ) {
+  // Gradients flow through a replacement: block 0's head 0 output scaled by 0.5, checked over every parameter.
+  const Spec spec = two_layers();
+  Generator gen(14);
+  CausalLM model(spec.config, spec.shape, gen);
+  model.to(DType::float64);
+  ForwardOptions half;
+  half.hooks.replace = {{"blocks.0.attn.hook_z", [](const Tensor& z, const std::string&) {
+                           Tensor scale = ones({1, 2, 1, 1}, DType::float64);
+                           scale.data<double>()[0] = 0.5;  // head 0
+                           return z * scale;
+                         }}};
+  const Batch batch{from_indices({0, 4, 2, 1, 3, 6}, {2, 3}), Tensor(), Tensor()};
+  EXPECT_NE(model.forward(batch, half).logits.to_vector(), model.forward(batch).logits.to_vector());  // it does act
+  EXPECT_TRUE(testing::gradcheck_passes([&](const auto&) { return model.forward(batch, half).logits; }, parameters_of(model)));
 }
 
 }  // namespace
