@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <optional>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -95,13 +94,6 @@ void read_variants(const ConfigNode& node, CompareSpec& spec) {
 // The base config's path, resolved against the comparison file's folder.
 std::string base_path(const CompareSpec& spec) { return (fs::path(spec.file).parent_path() / spec.base).string(); }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 }  // namespace
 
 std::string CompareSpec::folder() const { return (fs::path(dir) / name).string(); }
@@ -159,7 +151,7 @@ std::vector<PlannedRun> plan_comparison(const CompareSpec& spec, const std::vect
       config.name = "seed_" + std::to_string(seed);
       config.log.dir = dir + "/runs/" + variant.name;
       p.config_yaml = config_to_yaml(config);
-      if (against_existing && fs::exists(p.config_file) && read_file(p.config_file) != p.config_yaml) {
+      if (against_existing && fs::exists(p.config_file) && read_file(p.config_file, "run's config") != p.config_yaml) {
         throw ConfigError(spec.file, mark.line + 1, mark.column + 1,
                           "variant '" + variant.name + "': " + dir + " already holds this run with a different config (" + p.config_file +
                               "); set a new name: for the comparison, or remove the folder to start again");

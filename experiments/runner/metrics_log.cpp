@@ -31,14 +31,6 @@ std::string csv_number(double v) {
   return std::string(text, result.ptr);
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 json row_json(const MetricRow& r) {
   json j{{"step", r.step}, {"split", r.split}};
   for (const auto& [name, member] : MetricRow::columns()) j[name] = number(r.*member);
@@ -89,7 +81,7 @@ std::size_t step_of(const std::string& line) {
 void keep_rows_up_to(const std::string& path, std::size_t step, std::size_t header_lines,
                      const std::function<std::size_t(const std::string&)>& step_of_line) {
   if (!fs::exists(path)) return;
-  std::istringstream in(read_text(path));
+  std::istringstream in(read_file(path, "metrics log"));
   std::string kept, line;
   for (std::size_t i = 0; std::getline(in, line); ++i)
     if (i < header_lines || (!line.empty() && step_of_line(line) <= step)) kept += line + "\n";
@@ -145,7 +137,7 @@ std::optional<RunSummary> read_summary(const std::string& run_dir) {
   const std::string path = run_dir + "/summary.json";
   if (!fs::exists(path)) return std::nullopt;
   try {
-    const json j = json::parse(read_text(path));
+    const json j = json::parse(read_file(path, "run summary"));
     RunSummary s;
     s.name = j.at("name").get<std::string>();
     s.status = j.at("status").get<std::string>();
@@ -223,7 +215,7 @@ double RunRecord::final_value(const std::string& column) const {
 RunRecord read_run(const std::string& run_dir) {
   RunRecord run;
   run.dir = run_dir;
-  run.config_text = read_text(run_dir + "/config.yaml");
+  run.config_text = read_file(run_dir + "/config.yaml", "run's config");
   std::ifstream in(run_dir + "/metrics.jsonl");
   if (!in) throw std::runtime_error("cannot read " + run_dir + "/metrics.jsonl");
   std::size_t line_number = 0;

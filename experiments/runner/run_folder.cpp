@@ -2,8 +2,6 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
 #include "framework/io/atomic_file.hpp"
@@ -12,13 +10,6 @@ namespace attnlab {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 bool blank(const std::string& text) { return text.find_first_not_of(" \t\r\n") == std::string::npos; }
 
@@ -150,7 +141,7 @@ LoadedRun load_run(const std::string& dir, const std::string& which, const std::
   run.state = state_of(run.checkpoint, checkpoint_path);
   const std::string trained_text = config_text_of(run.checkpoint, checkpoint_path);
   const ExperimentConfig trained = parse_config(trained_text, checkpoint_path + " (its config)");
-  std::string text = fs::exists(config_path) ? read_text(config_path) : "";
+  std::string text = fs::exists(config_path) ? read_file(config_path, "run's config") : "";
   if (blank(text)) {
     std::fprintf(stderr, "attnlab: %s is %s; using the config stored in %s\n", config_path.c_str(),
                  fs::exists(config_path) ? "empty" : "missing", run.checkpoint_file.c_str());

@@ -4,10 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
+#include "framework/io/atomic_file.hpp"
 #include "experiments/runner/compare.hpp"
 #include "experiments/runner/config.hpp"
 #include "framework/io/config_node.hpp"
@@ -74,15 +73,8 @@ TEST(Config, ResumableKeysAreTheOnlyOnesARunMayChange) {
   EXPECT_EQ(config_differences(a, b, true).size(), 3u);
 }
 
-std::string read_docs() {
-  std::ifstream in(std::string(ATTNLAB_SOURCE_DIR) + "/docs/configs.md");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
 TEST(Config, DocsHoldTheTablesTheSchemaGenerates) {
-  const std::string docs = read_docs();
+  const std::string docs = read_file(std::string(ATTNLAB_SOURCE_DIR) + "/docs/configs.md", "config docs");
   ASSERT_FALSE(docs.empty()) << "docs/configs.md is missing";
   for (const char* section : {"", "task", "model", "train", "log"}) {
     const std::string table = config_docs_table(section);

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "framework/io/atomic_file.hpp"
 #include "experiments/runner/run_folder.hpp"
 #include "experiments/runner/train.hpp"
 #include "framework/io/checkpoint.hpp"
@@ -120,28 +121,21 @@ TEST_F(Training, ResumingWithoutACheckpointIsAClearError) {
   }
 }
 
-std::string read(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // Faults halfway through: a kill during start-up or after a checkpoint, leftovers of an interrupted
 // write, an edited config, a run that diverged.
 TEST_F(Training, ResumeRestoresAnEmptiedConfigFromTheCheckpoint) {
   const TrainResult half = train_experiment(small(dir_, "half", 20), 1);
-  const std::string config = read(half.run_dir + "/config.yaml");
+  const std::string config = read_file(half.run_dir + "/config.yaml", "test file");
   std::ofstream(half.run_dir + "/config.yaml", std::ios::trunc).flush();  // a kill while it was rewritten
   const TrainResult resumed = resume_experiment(half.run_dir, {"train.steps=30"}, 1);
   EXPECT_EQ(resumed.exit_status(), 0);
   EXPECT_EQ(load_config(half.run_dir + "/config.yaml").train.steps, 30u);
-  EXPECT_NE(read(half.run_dir + "/config.yaml").find("batch_size: 8"), std::string::npos);
+  EXPECT_NE(read_file(half.run_dir + "/config.yaml", "test file").find("batch_size: 8"), std::string::npos);
 }
 
 TEST_F(Training, AnEditedConfigIsRefusedNamingTheKeysAndBothFiles) {
   const TrainResult run = train_experiment(small(dir_, "run", 20), 1);
-  std::string config = read(run.run_dir + "/config.yaml");
+  std::string config = read_file(run.run_dir + "/config.yaml", "test file");
   config.replace(config.find("n_heads: 2"), 10, "n_heads: 4");  // keeps every parameter's shape
   std::ofstream(run.run_dir + "/config.yaml") << config;
   for (auto resume : {true, false}) {
@@ -163,7 +157,7 @@ TEST_F(Training, AnEditedConfigIsRefusedNamingTheKeysAndBothFiles) {
 
 // The lines of `path` that `keep` accepts.
 std::string filtered(const std::string& path, const std::function<bool(const std::string&)>& keep) {
-  std::istringstream in(read(path));
+  std::istringstream in(read_file(path, "test file"));
   std::string out;
   for (std::string line; std::getline(in, line);)
     if (keep(line)) out += line + "\n";
@@ -216,8 +210,8 @@ TEST_F(Training, ADivergedRunKeepsTheLastFiniteStateAndSaysSo) {
   EXPECT_EQ(run.checkpoint_file, "last.ckpt");
   for (const auto& [name, t] : checkpoint_part(run.checkpoint, "model."))
     for (double v : t.to_vector()) ASSERT_TRUE(std::isfinite(v)) << name;
-  EXPECT_NE(read(r.run_dir + "/summary.json").find("\"status\": \"diverged\""), std::string::npos);
-  EXPECT_NE(read(r.run_dir + "/metrics.jsonl").find("\"split\":\"diverged\""), std::string::npos);
+  EXPECT_NE(read_file(r.run_dir + "/summary.json", "test file").find("\"status\": \"diverged\""), std::string::npos);
+  EXPECT_NE(read_file(r.run_dir + "/metrics.jsonl", "test file").find("\"split\":\"diverged\""), std::string::npos);
 }
 
 TEST_F(Training, BadDataFailsBeforeTheRunFolderExists) {
