@@ -210,14 +210,7 @@ class MajorityTask : public SequenceTask {
 
 }  // namespace
 
-const char* task_format_name(TaskFormat format) {
-  switch (format) {
-    case TaskFormat::tagging: return "tagging";
-    case TaskFormat::causal_lm: return "causal_lm";
-    case TaskFormat::classification: return "classification";
-  }
-  return "?";
-}
+
 
 bool SequenceTask::in_held_out(const std::vector<std::int64_t>& source) const {
   std::uint64_t h = 1469598103934665603ULL;  // FNV-1a over the tokens
@@ -286,44 +279,44 @@ SequenceBatch SequenceTask::batch(TaskSplit split, TaskFormat format, std::size_
 
 std::vector<std::string> toy_task_names() { return {"copy", "induction", "majority", "mqar", "reverse", "sort"}; }
 
-std::unique_ptr<SequenceTask> make_toy_task(const ToyTaskOptions& o) {
-  if (o.length == 0 && o.name != "mqar") throw std::invalid_argument("task.length must be at least 1");
-  if (o.symbols < 2) throw std::invalid_argument("task.symbols must be at least 2, got " + std::to_string(o.symbols));
+void check_toy_task(const ToyTaskOptions& o) {
+  const auto n = [](std::size_t v) { return std::to_string(v); };
+  if (o.length == 0 && o.name != "mqar") throw OptionError("length", "task.length must be at least 1");
+  if (o.symbols < 2) throw OptionError("symbols", "task.symbols must be at least 2, got " + n(o.symbols));
   if (!(o.held_out_fraction > 0.0 && o.held_out_fraction < 1.0)) {
-    throw std::invalid_argument("task.held_out_fraction must be in (0, 1), got " + std::to_string(o.held_out_fraction));
+    throw OptionError("held_out_fraction", "task.held_out_fraction must be in (0, 1), got " + std::to_string(o.held_out_fraction));
   }
-  if (o.name != "induction" && o.gap != 0) throw std::invalid_argument("task.gap applies to the induction task only");
+  if (o.name == "induction" && o.gap > 0 && o.symbols < o.length) {
+    throw OptionError("gap", "task.gap > 0 draws the segment's " + n(o.length) + " symbols without repeats: task.symbols (" +
+                                     n(o.symbols) + ") must be at least task.length; raise task.symbols or set task.gap: 0");
+  }
+  if (o.name != "mqar") return;
+  if (o.pairs == 0 || o.pairs > o.symbols) {
+    throw OptionError("pairs", "task.pairs (" + n(o.pairs) + ") must be between 1 and task.symbols (" + n(o.symbols) +
+                                       "): keys are distinct symbols");
+  }
+  const std::size_t queries = o.queries == 0 ? o.pairs : o.queries;
+  if (o.sequence_length != 0 && queries > o.pairs) {
+    throw OptionError("queries", "task.queries (" + n(queries) + ") must not exceed task.pairs (" + n(o.pairs) +
+                                         ") when task.sequence_length is set: each key is queried once");
+  }
+  if (o.sequence_length != 0 && o.sequence_length < 2 * o.pairs + 2 * queries) {
+    throw OptionError("sequence_length", "task.sequence_length (" + n(o.sequence_length) + ") is too short for " + n(o.pairs) +
+                                                 " pairs and " + n(queries) + " queries: it needs at least 2 * pairs + 2 * queries = " +
+                                                 n(2 * o.pairs + 2 * queries) + "; raise it or lower task.pairs");
+  }
+}
+
+std::unique_ptr<SequenceTask> make_toy_task(const ToyTaskOptions& o) {
+  check_toy_task(o);
   if (o.name == "copy") return std::make_unique<TransformTask>(TransformTask::Kind::copy, o);
   if (o.name == "reverse") return std::make_unique<TransformTask>(TransformTask::Kind::reverse, o);
   if (o.name == "sort") return std::make_unique<TransformTask>(TransformTask::Kind::sort, o);
-  if (o.name == "induction") {
-    if (o.gap > 0 && o.symbols < o.length) {
-      throw std::invalid_argument("task.gap > 0 draws the segment's " + std::to_string(o.length) + " symbols without repeats: task.symbols (" +
-                                  std::to_string(o.symbols) + ") must be at least task.length");
-    }
-    return std::make_unique<InductionTask>(o);
-  }
+  if (o.name == "induction") return std::make_unique<InductionTask>(o);
   if (o.name == "majority") return std::make_unique<MajorityTask>(o);
-  if (o.name == "mqar") {
-    if (o.pairs == 0 || o.pairs > o.symbols) {
-      throw std::invalid_argument("task.pairs (" + std::to_string(o.pairs) + ") must be between 1 and task.symbols (" +
-                                  std::to_string(o.symbols) + "): keys are distinct symbols");
-    }
-    const std::size_t queries = o.queries == 0 ? o.pairs : o.queries;
-    if (o.sequence_length != 0 && queries > o.pairs) {
-      throw std::invalid_argument("task.queries (" + std::to_string(queries) + ") must not exceed task.pairs (" +
-                                  std::to_string(o.pairs) + ") when task.sequence_length is set: each key is queried once");
-    }
-    if (o.sequence_length != 0 && o.sequence_length < 2 * o.pairs + 2 * queries) {
-      throw std::invalid_argument("task.sequence_length (" + std::to_string(o.sequence_length) + ") is too short for " +
-                                  std::to_string(o.pairs) + " pairs and " + std::to_string(queries) +
-                                  " queries: it needs at least 2 * pairs + 2 * queries = " +
-                                  std::to_string(2 * o.pairs + 2 * queries) + " tokens");
-    }
-    return std::make_unique<RecallTask>(o);
-  }
+  if (o.name == "mqar") return std::make_unique<RecallTask>(o);
   std::string list;
-  for (const auto& n : toy_task_names()) list += (list.empty() ? "" : ", ") + n;
+  for (const auto& name : toy_task_names()) list += (list.empty() ? "" : ", ") + name;
   throw std::invalid_argument("task '" + o.name + "' is not among [" + list + "]");
 }
 

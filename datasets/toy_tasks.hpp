@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "framework/tensor/batch.hpp"
+#include "framework/tensor/enum_names.hpp"
 #include "framework/tensor/random.hpp"
 #include "framework/tensor/tensor.hpp"
 
@@ -29,8 +31,7 @@ constexpr std::int64_t kSep = 1;
 constexpr std::int64_t kFirstSymbol = 2;
 constexpr std::int64_t kIgnore = -100;  // targets not scored (cross_entropy's ignore_index)
 
-enum class TaskFormat { tagging, causal_lm, classification };
-const char* task_format_name(TaskFormat format);
+using attnlab::TaskFormat;  // framework/tensor/batch.hpp: the layouts a task can produce
 
 enum class TaskSplit { train, held_out };
 
@@ -39,11 +40,7 @@ struct SequenceExample {
   std::vector<std::int64_t> target;  // same length as input (kIgnore where not scored); one label for classification
 };
 
-struct SequenceBatch {
-  Tensor input;             // [B, T] int64
-  Tensor target;            // [B, T] int64 (kIgnore where not scored), or [B] for classification
-  Tensor key_padding_mask;  // [B, T] bool where lengths vary; undefined otherwise
-};
+using SequenceBatch = Batch;  // input [B, T], target [B, T] (or [B] for classification), no padding
 
 class SequenceTask {
  public:
@@ -96,8 +93,10 @@ struct ToyTaskOptions {
   double held_out_fraction = 0.1;
 };
 
-// Builds a task; errors name the bad option and the valid range.
+// Builds a task; errors (OptionError) name the bad option and the valid range.
 std::unique_ptr<SequenceTask> make_toy_task(const ToyTaskOptions& options);
+// Checks the options of toy task `options.name` the way make_toy_task does, without building it.
+void check_toy_task(const ToyTaskOptions& options);
 std::vector<std::string> toy_task_names();
 
 // Metrics over logits [B, T, V] (or [B, K]) and targets from a batch: the share of scored tokens

@@ -3,42 +3,68 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "datasets/source.hpp"
+#include "experiments/runner/config.hpp"
 #include "framework/attention/kernel.hpp"
 #include "framework/attention/kernel_check.hpp"
 #include "framework/attention/multi_head.hpp"
 #include "framework/autograd/gradcheck.hpp"
 #include "framework/models/encoder.hpp"
+#include "framework/models/model.hpp"
 
 namespace attnlab {
+namespace {
 
-int list_kernels() {
-  std::printf("tasks (task.name; options in docs/configs.md):\n"
-              "  copy, reverse, sort   task.length, task.symbols        token_tagger or causal_lm\n"
-              "  mqar                  task.pairs, task.queries, task.symbols, task.sequence_length   causal_lm (token_tagger too with sequence_length)\n"
-              "  induction             task.length, task.symbols        causal_lm\n"
-              "  majority              task.length, task.symbols        sequence_classifier\n"
-              "  char_text             task.path, task.block_size, task.train_fraction   causal_lm\n"
-              "  quadrants             task.image_size                  vit\n"
-              "  fashion_mnist         task.path (default /usr/share/datasets/fashion-mnist)   vit\n"
-              "\nmodels (model.kind): causal_lm, token_tagger, sequence_classifier (model.pooling mean|cls), vit "
-              "(model.patch_size);\n  shared: d_model, n_heads, n_layers, ff_hidden, norm pre|post, activation gelu|relu, "
-              "dropout, bias,\n  positional none|sinusoidal|learned|rotary, init_from\n\n");
-  std::printf("attention kernels (model.attention.name):\n");
+std::string joined(const std::vector<std::string>& items, const std::string& prefix, const char* separator = ", ") {
+  std::string out;
+  for (const std::string& item : items) out += (out.empty() ? "" : separator) + prefix + item;
+  return out.empty() ? "none" : out;
+}
+
+void list_tasks() {
+  std::printf("tasks (task.name; every key in docs/configs.md):\n");
+  const data::TaskConfig defaults;
+  for (const std::string& name : data::TaskRegistry::instance().names()) {
+    const data::TaskInfo& task = data::TaskRegistry::instance().find(name);
+    data::TaskConfig config = defaults;
+    config.name = name;
+    std::vector<std::string> kinds;
+    for (const std::string& kind : ModelRegistry::instance().names()) {
+      const TaskFormat f = ModelRegistry::instance().find(kind).format;
+      try {
+        const auto formats = task.formats(config);
+        if (std::find(formats.begin(), formats.end(), f) != formats.end()) kinds.push_back(kind);
+      } catch (const std::exception&) {  // the defaults do not suit this task: say nothing of its formats
+      }
+    }
+    std::printf("  %-14s %s\n  %-14s reads %s; trains %s\n", name.c_str(), task.description.c_str(), "",
+                joined(task.keys, "task.").c_str(), joined(kinds, "", " or ").c_str());
+  }
+}
+
+void list_models() {
+  std::printf("\nmodel kinds (model.kind; every kind reads the stack's keys: d_model, n_heads, n_layers, ff_hidden, norm,\n"
+              "activation, dropout, bias, attention, init_from):\n");
+  for (const std::string& name : ModelRegistry::instance().names()) {
+    const ModelKindInfo& kind = ModelRegistry::instance().find(name);
+    std::printf("  %-20s %s\n  %-20s reads %s; %s attention on %s examples\n", name.c_str(), kind.description.c_str(), "",
+                joined(kind.keys, "model.").c_str(), kind.causal ? "causal" : "bidirectional", task_format_name(kind.format));
+  }
+}
+
+void list_kernels() {
+  std::printf("\nattention kernels (model.attention.name):\n");
   for (const auto& name : KernelRegistry::instance().names()) {
     const KernelInfo& k = KernelRegistry::instance().find(name);
     const KernelCapabilities& c = k.capabilities;
-    std::printf("\n  %s\n    %s\n    causal: %s  bidirectional: %s  padding mask: %s  cross-attention: %s  fixed max length: %s\n",
-                name.c_str(), k.description.c_str(), c.causal ? "yes" : "no", c.bidirectional ? "yes" : "no",
-                c.padding_mask ? "yes" : "no", c.cross_attention ? "yes" : "no", c.fixed_max_length ? "yes" : "no");
+    std::printf("\n  %s\n    %s\n    causal: %s  bidirectional: %s  padding mask: %s  cross-attention: %s  fixed max length: %s  pattern: %s\n",
+                name.c_str(), k.description.c_str(), c.causal ? "yes" : "no", c.bidirectional ? "yes" : "no", c.padding_mask ? "yes" : "no",
+                c.cross_attention ? "yes" : "no", c.fixed_max_length ? "yes" : "no", c.pattern ? "yes" : "no");
     if (k.options.empty()) std::printf("    options: none\n");
-    for (const auto& o : k.options)
-      std::printf("    %-16s %-22s default %-10s %s\n", o.name.c_str(), o.type.c_str(), o.default_value.c_str(),
-                  o.description.c_str());
+    for (const KeyDoc& o : k.options)
+      std::printf("    %-16s %-22s default %-10s %s\n", o.key.c_str(), o.values.c_str(), o.default_text.c_str(), o.doc.c_str());
   }
-  return 0;
 }
-
-namespace {
 
 // The float64 gradient check of the framework's modules over their inputs and parameters (small sizes).
 std::vector<std::pair<std::string, GradcheckResult>> check_modules() {
@@ -57,10 +83,10 @@ std::vector<std::pair<std::string, GradcheckResult>> check_modules() {
   LayerNorm norm(5);
   run("LayerNorm", norm, {3, 5}, [&](const Tensor& x) { return norm.forward(x); });
   FeedForward ff(4, 6, Activation::gelu, 0.0, gen);
-  run("FeedForward", ff, {2, 3, 4}, [&](Tensor x) { return ff.forward(x); });
-  auto kernel = make_kernel("softmax", KernelSpec{2, 2, 8, true}, YAML::Node(), gen);
+  run("FeedForward", ff, {2, 3, 4}, [&](const Tensor& x) { return ff.forward(x); });
+  auto kernel = make_kernel("softmax", KernelSpec{2, 2, 8, true}, KernelOptions(), gen);
   MultiHeadAttention mha(4, 2, kernel, true, gen);
-  run("MultiHeadAttention (causal)", mha, {2, 3, 4}, [&](const Tensor& x) { return mha.forward(x, Tensor(), AttentionContext{true, Tensor(), false}).output; });
+  run("MultiHeadAttention (causal)", mha, {2, 3, 4}, [&](const Tensor& x) { return mha.self_attention(x, AttentionContext{true, Tensor(), false}); });
   EncoderConfig config;
   config.d_model = 4;
   config.n_heads = 2;
@@ -68,11 +94,24 @@ std::vector<std::pair<std::string, GradcheckResult>> check_modules() {
   config.ff_hidden = 6;
   config.max_len = 8;
   Encoder encoder(config, gen);
-  run("Encoder (pre-norm)", encoder, {2, 3, 4}, [&](const Tensor& x) { return encoder.forward(x).hidden; });
+  run("Encoder (pre-norm)", encoder, {2, 3, 4}, [&](const Tensor& x) { return encoder.forward(x); });
   return results;
 }
 
 }  // namespace
+
+int list_registered() {
+  list_tasks();
+  list_models();
+  list_kernels();
+  return 0;
+}
+
+int list_config_keys() {
+  for (const char* section : {"", "task", "model", "train", "log"})
+    std::printf("<!-- config-keys: %s -->\n%s\n", *section ? section : "top", config_docs_table(section).c_str());
+  return 0;
+}
 
 int gradcheck_kernels(const std::string& name) {
   std::vector<std::string> names;

@@ -1,5 +1,7 @@
 // The attnlab command: `train`, `compare`, `report`, `eval`, `sample`, `export`, `list`, `gradcheck`,
-// `bench gpt`, `bench attention`.
+// `bench gpt`, `bench attention`. Exit status: 0 done, 1 a run diverged or a check failed, 2 bad input
+// (config errors say file:line:column or the override), 130 / 143 stopped by SIGINT / SIGTERM after
+// writing a checkpoint.
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -10,147 +12,172 @@
 #include "experiments/inspect.hpp"
 #include "experiments/runner/compare.hpp"
 #include "experiments/runner/report.hpp"
+#include "experiments/runner/run_commands.hpp"
 #include "experiments/runner/train.hpp"
 #include "framework/io/config_node.hpp"
 #include "framework/ops/blas.hpp"
+
+namespace {
+
+// Every command's options, filled by CLI11.
+struct Commands {
+  CLI::App* train = nullptr;
+  std::vector<std::string> train_args;
+  std::string resume_dir;
+  int train_threads = 1;
+
+  CLI::App* eval = nullptr;
+  std::string eval_run, eval_checkpoint = "best";
+
+  CLI::App* sample = nullptr;
+  std::string sample_run;
+  attnlab::SampleOptions sample_options;
+
+  CLI::App* export_ = nullptr;
+  std::string export_run, export_dir, export_checkpoint = "best";
+
+  CLI::App* compare = nullptr;
+  std::vector<std::string> compare_args;
+  attnlab::CompareOptions compare_options;
+
+  CLI::App* report = nullptr;
+  std::string report_dir;
+
+  CLI::App* list = nullptr;
+  bool config_keys = false;
+  CLI::App* gradcheck = nullptr;
+  std::string check_kernel = "all";
+
+  CLI::App* gpt = nullptr;
+  attnlab::bench::GptBenchOptions gpt_options;
+  CLI::App* attention = nullptr;
+  attnlab::bench::AttentionBenchOptions attention_options;
+};
+
+void add_run_commands(CLI::App& app, Commands& c) {
+  c.train = app.add_subcommand("train", "train the experiment a YAML config describes (CONFIG [key=value ...]), or --resume RUN [key=value ...]");
+  c.train->add_option("args", c.train_args, "the experiment's YAML file, then key=value overrides (e.g. model.attention.name=linear)");
+  c.train->add_option("--resume", c.resume_dir, "continue the run in this folder from its last.ckpt")->check(CLI::ExistingDirectory);
+  c.train->add_option("--threads", c.train_threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
+
+  c.eval = app.add_subcommand("eval", "held-out loss and metrics of a run's checkpoint, as one JSON line");
+  c.eval->add_option("run", c.eval_run, "the run folder")->required()->check(CLI::ExistingDirectory);
+  c.eval->add_option("--checkpoint", c.eval_checkpoint, "best (last when the run has no best) or last")->capture_default_str();
+
+  attnlab::SampleOptions& s = c.sample_options;
+  c.sample = app.add_subcommand("sample", "continue a prompt with a causal LM run's model");
+  c.sample->add_option("run", c.sample_run, "the run folder")->required()->check(CLI::ExistingDirectory);
+  c.sample->add_option("--prompt", s.prompt, "text (character-level runs) or space-separated token ids");
+  c.sample->add_option("--tokens", s.tokens, "tokens to generate")->capture_default_str();
+  c.sample->add_option("--temperature", s.temperature, "0 picks the most likely token")->check(CLI::NonNegativeNumber)->capture_default_str();
+  c.sample->add_option("--top-k", s.top_k, "sample among the k most likely tokens; 0: all")->capture_default_str();
+  c.sample->add_option("--seed", s.seed, "sampling seed")->capture_default_str();
+  c.sample->add_option("--checkpoint", s.checkpoint, "best (last when the run has no best) or last")->capture_default_str();
+
+  c.export_ = app.add_subcommand("export", "a run's weights as .npy files named by parameter, with index.json");
+  c.export_->add_option("run", c.export_run, "the run folder")->required()->check(CLI::ExistingDirectory);
+  c.export_->add_option("dir", c.export_dir, "the folder to write")->required();
+  c.export_->add_option("--checkpoint", c.export_checkpoint, "best (last when the run has no best) or last")->capture_default_str();
+
+  c.compare = app.add_subcommand("compare", "train every variant x seed of a comparison file (CONFIG [key=value ...]); the same command resumes it");
+  c.compare->add_option("args", c.compare_args, "the comparison's YAML file, then key=value overrides for every run")->required();
+  c.compare->add_option("--jobs", c.compare_options.jobs, "runs at a time")->check(CLI::Range(1, 64))->capture_default_str();
+  c.compare->add_option("--threads", c.compare_options.threads, "threads per run; 0: the cores divided among the jobs")
+      ->check(CLI::Range(0, 256))
+      ->capture_default_str();
+
+  c.report = app.add_subcommand("report", "(re)write a run folder's report.html");
+  c.report->add_option("run", c.report_dir, "the run folder")->required()->check(CLI::ExistingDirectory);
+}
+
+void add_tool_commands(CLI::App& app, Commands& c) {
+  c.list = app.add_subcommand("list", "tasks, model kinds, and attention kernels with their capabilities and options");
+  c.list->add_flag("--config-keys", c.config_keys, "instead: the tables of every config key, as docs/configs.md holds them");
+  c.gradcheck = app.add_subcommand("gradcheck", "float64 gradient check of attention kernels in every mode they support (all: and the modules)");
+  c.gradcheck->add_option("--kernel", c.check_kernel, "a kernel name, or all")->capture_default_str();
+
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks against the PyTorch references in shared/bench");
+  bench->require_subcommand(1);
+  attnlab::bench::GptBenchOptions& g = c.gpt_options;
+  c.gpt = bench->add_subcommand("gpt", "train the reference GPT on random tokens; prints one JSON line");
+  c.gpt->add_option("--layers", g.layers, "transformer blocks")->check(CLI::PositiveNumber)->capture_default_str();
+  c.gpt->add_option("--heads", g.heads, "attention heads")->check(CLI::PositiveNumber)->capture_default_str();
+  c.gpt->add_option("--dim", g.dim, "model width")->check(CLI::PositiveNumber)->capture_default_str();
+  c.gpt->add_option("--block", g.block, "sequence length")->check(CLI::PositiveNumber)->capture_default_str();
+  c.gpt->add_option("--batch", g.batch, "sequences per step")->check(CLI::PositiveNumber)->capture_default_str();
+  c.gpt->add_option("--vocab", g.vocab, "vocabulary size")->check(CLI::PositiveNumber)->capture_default_str();
+  c.gpt->add_option("--steps", g.steps, "timed steps")->check(CLI::PositiveNumber)->capture_default_str();
+  c.gpt->add_option("--warmup", g.warmup, "untimed steps first")->capture_default_str();
+  c.gpt->add_option("--threads", g.threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
+
+  attnlab::bench::AttentionBenchOptions& a = c.attention_options;
+  c.attention = bench->add_subcommand("attention", "forward + backward of attention kernels alone; one JSON line per (variant, length)");
+  c.attention->add_option("--variants", a.variants, "kernels (and 'causal'); default: all registered")->delimiter(',');
+  c.attention->add_option("--lengths", a.lengths, "sequence lengths")->delimiter(',')->capture_default_str();
+  c.attention->add_option("--batch", a.batch, "batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  c.attention->add_option("--heads", a.heads, "heads")->check(CLI::PositiveNumber)->capture_default_str();
+  c.attention->add_option("--dhead", a.dhead, "head dimension")->check(CLI::PositiveNumber)->capture_default_str();
+  c.attention->add_option("--proj", a.proj, "projected length of kernels with a fixed maximum length (linformer's k)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  c.attention->add_option("--threads", a.threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
+  c.attention->add_option("--min-seconds", a.min_seconds, "time each case at least this long")->capture_default_str();
+}
+
+// `train CONFIG [overrides]` or `train --resume RUN [overrides]`.
+int run_train(const Commands& c) {
+  if (!c.resume_dir.empty()) return attnlab::resume_experiment(c.resume_dir, c.train_args, c.train_threads).exit_status();
+  if (c.train_args.empty() || c.train_args[0].find('=') != std::string::npos) {
+    std::fprintf(stderr, "attnlab train: give a config file (attnlab train CONFIG [key=value ...]) or --resume RUN\n");
+    return 2;
+  }
+  const std::vector<std::string> overrides(c.train_args.begin() + 1, c.train_args.end());
+  return attnlab::train_experiment(attnlab::load_config(c.train_args[0], overrides), c.train_threads).exit_status();
+}
+
+int run_compare(Commands& c) {
+  if (c.compare_args[0].find('=') != std::string::npos) {
+    std::fprintf(stderr, "attnlab compare: give a comparison file first (attnlab compare CONFIG [key=value ...])\n");
+    return 2;
+  }
+  c.compare_options.overrides.assign(c.compare_args.begin() + 1, c.compare_args.end());
+  return attnlab::run_comparison(c.compare_args[0], c.compare_options);
+}
+
+int dispatch(Commands& c) {
+  if (*c.train) return run_train(c);
+  if (*c.compare) return run_compare(c);
+  if (*c.report) {
+    attnlab::write_run_report(c.report_dir);
+    std::printf("attnlab: wrote %s/report.html\n", c.report_dir.c_str());
+    return 0;
+  }
+  if (*c.export_) return attnlab::export_run(c.export_run, c.export_checkpoint, c.export_dir);
+  if (*c.eval) return attnlab::evaluate_run(c.eval_run, c.eval_checkpoint, 1);
+  if (*c.sample) return attnlab::sample_run(c.sample_run, c.sample_options, 1);
+  if (*c.list) return c.config_keys ? attnlab::list_config_keys() : attnlab::list_registered();
+  if (*c.gradcheck) return attnlab::gradcheck_kernels(c.check_kernel);
+  if (*c.gpt) return attnlab::bench::run_gpt_bench(c.gpt_options);
+  if (*c.attention) return attnlab::bench::run_attention_bench(c.attention_options);
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   attnlab::reexec_with_blas_core(argv);
   CLI::App app{"attnlab: train mini transformers and compare attention mechanisms"};
   app.require_subcommand(1);
-
-  std::vector<std::string> train_args;
-  std::string resume_dir;
-  int train_threads = 1;
-  CLI::App* train_cmd = app.add_subcommand(
-      "train", "train the experiment a YAML config describes (CONFIG [key=value ...]), or --resume RUN [key=value ...]");
-  train_cmd->add_option("args", train_args, "the experiment's YAML file, then key=value overrides (e.g. model.attention.name=linear)");
-  train_cmd->add_option("--resume", resume_dir, "continue the run in this folder from its last.ckpt")->check(CLI::ExistingDirectory);
-  train_cmd->add_option("--threads", train_threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
-
-  std::string eval_run, eval_checkpoint = "best";
-  CLI::App* eval_cmd = app.add_subcommand("eval", "held-out loss and metrics of a run's checkpoint, as one JSON line");
-  eval_cmd->add_option("run", eval_run, "the run folder")->required()->check(CLI::ExistingDirectory);
-  eval_cmd->add_option("--checkpoint", eval_checkpoint, "best or last")->capture_default_str();
-
-  std::string sample_run_dir;
-  attnlab::SampleOptions sample;
-  CLI::App* sample_cmd = app.add_subcommand("sample", "continue a prompt with a causal LM run's model");
-  sample_cmd->add_option("run", sample_run_dir, "the run folder")->required()->check(CLI::ExistingDirectory);
-  sample_cmd->add_option("--prompt", sample.prompt, "text (character-level runs) or space-separated token ids");
-  sample_cmd->add_option("--tokens", sample.tokens, "tokens to generate")->capture_default_str();
-  sample_cmd->add_option("--temperature", sample.temperature, "0 picks the most likely token")->check(CLI::NonNegativeNumber)->capture_default_str();
-  sample_cmd->add_option("--top-k", sample.top_k, "sample among the k most likely tokens; 0: all")->capture_default_str();
-  sample_cmd->add_option("--seed", sample.seed, "sampling seed")->capture_default_str();
-  sample_cmd->add_option("--checkpoint", sample.checkpoint, "best or last")->capture_default_str();
-
-  std::string export_run_dir, export_dir, export_checkpoint = "best";
-  CLI::App* export_cmd = app.add_subcommand("export", "a run's weights as .npy files named by parameter, with index.json");
-  export_cmd->add_option("run", export_run_dir, "the run folder")->required()->check(CLI::ExistingDirectory);
-  export_cmd->add_option("dir", export_dir, "the folder to write")->required();
-  export_cmd->add_option("--checkpoint", export_checkpoint, "best or last")->capture_default_str();
-
-  std::vector<std::string> compare_args;
-  attnlab::CompareOptions compare;
-  CLI::App* compare_cmd = app.add_subcommand(
-      "compare", "train every variant x seed of a comparison file (CONFIG [key=value ...]); the same command resumes it");
-  compare_cmd->add_option("args", compare_args, "the comparison's YAML file, then key=value overrides for every run")->required();
-  compare_cmd->add_option("--jobs", compare.jobs, "runs at a time")->check(CLI::Range(1, 64))->capture_default_str();
-  compare_cmd->add_option("--threads", compare.threads, "threads per run; 0: the cores divided among the jobs")
-      ->check(CLI::Range(0, 256))
-      ->capture_default_str();
-
-  std::string report_dir;
-  CLI::App* report_cmd = app.add_subcommand("report", "(re)write a run folder's report.html");
-  report_cmd->add_option("run", report_dir, "the run folder")->required()->check(CLI::ExistingDirectory);
-
-  CLI::App* list_cmd = app.add_subcommand("list", "tasks, model kinds, and attention kernels with their capabilities and options");
-  std::string check_kernel = "all";
-  CLI::App* gradcheck_cmd = app.add_subcommand(
-      "gradcheck", "float64 gradient check of attention kernels in every mode they support (all: and the modules)");
-  gradcheck_cmd->add_option("--kernel", check_kernel, "a kernel name, or all")->capture_default_str();
-
-  CLI::App* bench = app.add_subcommand("bench", "benchmarks against the PyTorch references in shared/bench");
-  bench->require_subcommand(1);
-  attnlab::bench::GptBenchOptions gpt;
-  CLI::App* gpt_cmd = bench->add_subcommand("gpt", "train the reference GPT on random tokens; prints one JSON line");
-  gpt_cmd->add_option("--layers", gpt.layers, "transformer blocks")->check(CLI::PositiveNumber)->capture_default_str();
-  gpt_cmd->add_option("--heads", gpt.heads, "attention heads")->check(CLI::PositiveNumber)->capture_default_str();
-  gpt_cmd->add_option("--dim", gpt.dim, "model width")->check(CLI::PositiveNumber)->capture_default_str();
-  gpt_cmd->add_option("--block", gpt.block, "sequence length")->check(CLI::PositiveNumber)->capture_default_str();
-  gpt_cmd->add_option("--batch", gpt.batch, "sequences per step")->check(CLI::PositiveNumber)->capture_default_str();
-  gpt_cmd->add_option("--vocab", gpt.vocab, "vocabulary size")->check(CLI::PositiveNumber)->capture_default_str();
-  gpt_cmd->add_option("--steps", gpt.steps, "timed steps")->check(CLI::PositiveNumber)->capture_default_str();
-  gpt_cmd->add_option("--warmup", gpt.warmup, "untimed steps first")->capture_default_str();
-  gpt_cmd->add_option("--threads", gpt.threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
-
-  attnlab::bench::AttentionBenchOptions attention;
-  CLI::App* attention_cmd = bench->add_subcommand(
-      "attention", "forward + backward of attention kernels alone; one JSON line per (variant, length)");
-  attention_cmd->add_option("--variants", attention.variants, "kernels (and 'causal'); default: all registered")
-      ->delimiter(',');
-  attention_cmd->add_option("--lengths", attention.lengths, "sequence lengths")->delimiter(',')->capture_default_str();
-  attention_cmd->add_option("--batch", attention.batch, "batch size")->check(CLI::PositiveNumber)->capture_default_str();
-  attention_cmd->add_option("--heads", attention.heads, "heads")->check(CLI::PositiveNumber)->capture_default_str();
-  attention_cmd->add_option("--dhead", attention.dhead, "head dimension")->check(CLI::PositiveNumber)->capture_default_str();
-  attention_cmd->add_option("--proj", attention.proj, "linformer projection length k")->check(CLI::PositiveNumber)->capture_default_str();
-  attention_cmd->add_option("--threads", attention.threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
-  attention_cmd->add_option("--min-seconds", attention.min_seconds, "time each case at least this long")->capture_default_str();
-
+  Commands commands;
+  add_run_commands(app, commands);
+  add_tool_commands(app, commands);
   CLI11_PARSE(app, argc, argv);
   try {
-    if (*train_cmd) {
-      std::string config_path = resume_dir.empty() ? "" : resume_dir + "/config.yaml";
-      std::vector<std::string> overrides = train_args;
-      if (resume_dir.empty()) {
-        if (train_args.empty() || train_args[0].find('=') != std::string::npos) {
-          std::fprintf(stderr, "attnlab train: give a config file (attnlab train CONFIG [key=value ...]) or --resume RUN\n");
-          return 2;
-        }
-        config_path = train_args[0];
-        overrides.erase(overrides.begin());
-      }
-      attnlab::ExperimentConfig config;
-      try {
-        config = attnlab::load_config(config_path, overrides);
-      } catch (const attnlab::ConfigError& e) {
-        std::fprintf(stderr, "attnlab: config error: %s\n", e.what());
-        return 2;
-      } catch (const std::invalid_argument& e) {
-        std::fprintf(stderr, "attnlab: config error in %s: %s\n", config_path.c_str(), e.what());
-        return 2;
-      }
-      const attnlab::TrainResult result = attnlab::train_experiment(config, train_threads, resume_dir);
-      return result.interrupted ? 130 : 0;
-    }
-    if (*compare_cmd) {
-      if (compare_args[0].find('=') != std::string::npos) {
-        std::fprintf(stderr, "attnlab compare: give a comparison file first (attnlab compare CONFIG [key=value ...])\n");
-        return 2;
-      }
-      compare.overrides.assign(compare_args.begin() + 1, compare_args.end());
-      try {
-        return attnlab::run_comparison(compare_args[0], compare);
-      } catch (const attnlab::ConfigError& e) {
-        std::fprintf(stderr, "attnlab: config error: %s\n", e.what());
-        return 2;
-      }
-    }
-    if (*report_cmd) {
-      attnlab::write_run_report(report_dir);
-      std::printf("attnlab: wrote %s/report.html\n", report_dir.c_str());
-      return 0;
-    }
-    if (*export_cmd) return attnlab::export_run(export_run_dir, export_checkpoint, export_dir);
-    if (*eval_cmd) return attnlab::evaluate_run(eval_run, eval_checkpoint, 1);
-    if (*sample_cmd) return attnlab::sample_run(sample_run_dir, sample, 1);
-    if (*list_cmd) return attnlab::list_kernels();
-    if (*gradcheck_cmd) return attnlab::gradcheck_kernels(check_kernel);
-    if (*gpt_cmd) return attnlab::bench::run_gpt_bench(gpt);
-    if (*attention_cmd) return attnlab::bench::run_attention_bench(attention);
+    return dispatch(commands);
+  } catch (const attnlab::ConfigError& e) {
+    std::fprintf(stderr, "attnlab: config error: %s\n", e.what());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "attnlab: %s\n", e.what());
-    return 2;
   }
-  return 0;
+  return 2;
 }

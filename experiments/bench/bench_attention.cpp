@@ -1,6 +1,7 @@
 #include "experiments/bench/bench_attention.hpp"
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <cstdio>
 #include <stdexcept>
 
@@ -18,7 +19,7 @@ struct Variant {
   YAML::Node options;
 };
 
-Variant resolve(const std::string& name, std::size_t n, const AttentionBenchOptions& o) {
+Variant resolve(const std::string& name, const AttentionBenchOptions& o) {
   Variant v;
   v.kernel = name == "causal" ? "softmax" : name;
   v.causal = name == "causal";
@@ -27,10 +28,10 @@ Variant resolve(const std::string& name, std::size_t n, const AttentionBenchOpti
     for (const auto& k : KernelRegistry::instance().names()) known += ", " + k;
     throw std::invalid_argument("bench attention: variant '" + name + "' is not among [" + known + "]");
   }
-  if (v.kernel == "linformer") {
-    v.options["proj_dim"] = o.proj;
-    v.options["max_len"] = n;
-  }
+  // A kernel that projects the sequence to a fixed length declares that length as its option proj_dim;
+  // its maximum length is the benchmark's n (KernelSpec.max_len).
+  for (const KeyDoc& option : KernelRegistry::instance().find(v.kernel).options)
+    if (option.key == "proj_dim") v.options["proj_dim"] = o.proj;
   return v;
 }
 
@@ -46,9 +47,9 @@ int run_attention_bench(const AttentionBenchOptions& o) {
   }
   for (std::size_t n : o.lengths) {
     for (const std::string& name : variants) {
-      const Variant variant = resolve(name, n, o);
+      const Variant variant = resolve(name, o);
       Generator gen(0);
-      auto kernel = make_kernel(variant.kernel, KernelSpec{o.heads, o.dhead, n, variant.causal}, variant.options, gen);
+      auto kernel = make_kernel(variant.kernel, KernelSpec{o.heads, o.dhead, n, variant.causal}, KernelOptions(variant.options), gen);
       Tensor q = randn({o.batch, o.heads, n, o.dhead}, gen).set_requires_grad(true);
       Tensor k = randn({o.batch, o.heads, n, o.dhead}, gen).set_requires_grad(true);
       Tensor v = randn({o.batch, o.heads, n, o.dhead}, gen).set_requires_grad(true);
@@ -66,9 +67,10 @@ int run_attention_bench(const AttentionBenchOptions& o) {
         ++reps;
         elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       }
-      std::printf("{\"impl\": \"attnlab\", \"variant\": \"%s\", \"n\": %zu, \"ms\": %.3f, \"peak_rss_mb\": %.1f, "
-                  "\"base_rss_mb\": %.1f}\n",
-                  name.c_str(), n, elapsed / static_cast<double>(reps) * 1e3, peak_rss_mb(), base_rss);
+      const nlohmann::ordered_json line{{"impl", "attnlab"},          {"variant", name},
+                                        {"n", n},                     {"ms", elapsed / static_cast<double>(reps) * 1e3},
+                                        {"peak_rss_mb", peak_rss_mb()}, {"base_rss_mb", base_rss}};
+      std::printf("%s\n", line.dump(-1, ' ', false).c_str());
       std::fflush(stdout);
     }
   }

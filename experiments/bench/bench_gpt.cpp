@@ -1,6 +1,7 @@
 #include "experiments/bench/bench_gpt.hpp"
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <cstdio>
 #include <string>
 
@@ -15,18 +16,19 @@ namespace attnlab::bench {
 int run_gpt_bench(const GptBenchOptions& o) {
   const double base_rss = current_rss_mb();
   set_num_threads(o.threads);  // attnlab's pool; OpenBLAS runs on one thread inside it
-  CausalLMConfig config;
-  config.vocab_size = o.vocab;
+  ModelConfig config;
+  config.kind = "causal_lm";
   config.positional = PositionalKind::learned;
   config.encoder.d_model = o.dim;
   config.encoder.n_heads = o.heads;
   config.encoder.n_layers = o.layers;
-  config.encoder.max_len = o.block;
   config.encoder.norm = NormPlacement::pre;
   config.encoder.activation = Activation::gelu;
-  config.encoder.validate();
+  DataShape shape;
+  shape.vocab_size = shape.num_classes = o.vocab;
+  shape.max_len = o.block;
   Generator gen(0);
-  CausalLM model(config, gen);
+  CausalLM model(config, shape, gen);
   AdamWOptions adam;
   adam.lr = 1e-3;
   AdamW optimizer(model.named_parameters(), adam);
@@ -49,11 +51,17 @@ int run_gpt_bench(const GptBenchOptions& o) {
   for (std::size_t i = 0; i < o.steps; ++i) step();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double step_s = seconds / static_cast<double>(std::max<std::size_t>(o.steps, 1));
-  std::printf("{\"impl\": \"attnlab\", \"threads\": %d, \"params\": %zu, \"step_ms\": %.3f, \"tokens_per_s\": %.1f, "
-              "\"peak_rss_mb\": %.1f, \"base_rss_mb\": %.1f, \"tensor_peak_mb\": %.1f, \"cached_mb\": %.1f, \"openblas_core\": \"%s\"}\n",
-              o.threads, model.parameter_count(), step_s * 1e3, static_cast<double>(o.batch * o.block) / step_s,
-              peak_rss_mb(), base_rss, static_cast<double>(Storage::peak_bytes()) / (1 << 20),
-              static_cast<double>(Storage::cached_bytes()) / (1 << 20), blas_core_name().c_str());
+  const nlohmann::ordered_json line{{"impl", "attnlab"},
+                                    {"threads", o.threads},
+                                    {"params", model.parameter_count()},
+                                    {"step_ms", step_s * 1e3},
+                                    {"tokens_per_s", static_cast<double>(o.batch * o.block) / step_s},
+                                    {"peak_rss_mb", peak_rss_mb()},
+                                    {"base_rss_mb", base_rss},
+                                    {"tensor_peak_mb", static_cast<double>(Storage::peak_bytes()) / (1 << 20)},
+                                    {"cached_mb", static_cast<double>(Storage::cached_bytes()) / (1 << 20)},
+                                    {"openblas_core", blas_core_name()}};
+  std::printf("%s\n", line.dump(-1, ' ', false).c_str());
   return 0;
 }
 

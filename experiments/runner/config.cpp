@@ -1,409 +1,392 @@
 #include "experiments/runner/config.hpp"
 
 #include <algorithm>
-#include <fstream>
 #include <sstream>
 
+#include "experiments/runner/memory_estimate.hpp"
+#include "experiments/runner/run_folder.hpp"
 #include "framework/attention/kernel.hpp"
-#include "framework/io/config_node.hpp"
 
 namespace attnlab {
 namespace {
 
-// A ConfigNode that also records the dotted name of every key it reads (for config_keys()).
-class Section {
- public:
-  Section(const YAML::Node& node, const std::string& path, const std::string& file, std::vector<std::string>* keys)
-      : node_(node, path, file), path_(path), keys_(keys) {}
-  template <class T>
-  T get(const std::string& key, const T& fallback, const Range& range = Range::any()) {
-    note(key);
-    return node_.get(key, fallback, range);
-  }
-  std::string choice(const std::string& key, const std::string& fallback, const std::vector<std::string>& choices) {
-    note(key);
-    return node_.get_choice(key, fallback, choices);
-  }
-  std::vector<std::string> choices(const std::string& key, const std::vector<std::string>& fallback,
-                                   const std::vector<std::string>& valid) {
-    note(key);
-    return node_.get_choices(key, fallback, valid);
-  }
-  YAML::Node child(const std::string& key) { return node_.child(key); }  // a nested section records its own keys
-  void finish() { node_.finish(); }
-  [[noreturn]] void fail(const std::string& key, const std::string& message) const { node_.fail(key, message); }
-  std::string sub(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+using data::TaskConfig;
 
- private:
-  void note(const std::string& key) {
-    if (keys_) keys_->push_back(sub(key));
-  }
-  ConfigNode node_;
-  std::string path_;
-  std::vector<std::string>* keys_;
-};
+// ---- the sections, each key described once ----
 
-// Sets `path` (dotted) in `root` to the YAML value `text`, creating maps on the way.
-void apply_override(YAML::Node& root, const std::string& assignment) {
-  const auto eq = assignment.find('=');
-  if (eq == std::string::npos || eq == 0) {
-    throw ConfigError("", 0, 0, "override '" + assignment + "' must look like key=value, e.g. train.steps=500");
-  }
-  const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
-  std::vector<std::string> parts;
-  std::stringstream ss(path);
-  for (std::string part; std::getline(ss, part, '.');) parts.push_back(part);
-  YAML::Node value;
-  try {
-    value = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw ConfigError("", 0, 0, "override '" + assignment + "': the value is not valid YAML (" + e.msg + ")");
-  }
-  std::vector<YAML::Node> chain{root};
-  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
-    YAML::Node next = chain.back()[parts[i]];
-    if (next.IsDefined() && !next.IsNull() && !next.IsMap()) {
-      throw ConfigError("", 0, 0, "override '" + assignment + "': '" + parts[i] + "' is a value, not a section");
-    }
-    if (!next.IsDefined() || next.IsNull()) chain.back()[parts[i]] = YAML::Node(YAML::NodeType::Map);
-    chain.push_back(chain.back()[parts[i]]);
-  }
-  chain.back()[parts.back()] = value;
+template <class T>
+std::function<T&(TaskConfig&)> toy(T data::ToyTaskOptions::*member) {
+  return [member](TaskConfig& t) -> T& { return t.toy.*member; };
 }
 
-ExperimentConfig read(const YAML::Node& root, const std::string& file, std::vector<std::string>* keys) {
-  ExperimentConfig c;
-  c.file = file;
-  Section top(root, "", file, keys);
-  c.name = top.get<std::string>("name", c.name);
-  c.seed = static_cast<std::uint64_t>(top.get<std::int64_t>("seed", 0, Range::at_least(0)));
+Schema<TaskConfig> task_schema() {
+  Schema<TaskConfig> s;
+  s.name("name", &TaskConfig::name, [] { return data::TaskRegistry::instance().names(); },
+         "the task (`attnlab list` describes each): toy tasks generated from the seed, char_text, or an image task");
+  s.field<std::size_t>("length", toy(&data::ToyTaskOptions::length),
+                       "tokens in a source sequence (copy, reverse, sort, majority), or in the repeated segment (induction)");
+  s.field<std::size_t>("symbols", toy(&data::ToyTaskOptions::symbols), "distinct symbols (mqar: keys and values each)");
+  s.field<std::size_t>("pairs", toy(&data::ToyTaskOptions::pairs), "mqar: key-value pairs (at most `symbols`)");
+  s.field<std::size_t>("queries", toy(&data::ToyTaskOptions::queries), "mqar: queries; 0 means one per pair");
+  s.field<std::size_t>("gap", toy(&data::ToyTaskOptions::gap),
+                       "induction: pad positions around the first segment, which sits at a random offset among them, so the "
+                       "distance between the occurrences varies (the segment's symbols are then distinct; needs symbols >= length)");
+  s.field<std::size_t>("sequence_length", toy(&data::ToyTaskOptions::sequence_length),
+                       "mqar: Zoology's layout with this many input tokens: the pairs, SEP, then random symbols with each queried "
+                       "key (a distinct key each, queries <= pairs) at a power-law-drawn place, scored on its value, which the model "
+                       "never reads; needs at least 2 pairs + 2 queries. 0 means the compact layout (pairs, SEP, queries back to "
+                       "back, each value read back)");
+  s.field<bool>("random_filler", toy(&data::ToyTaskOptions::random_filler),
+                "mqar with `sequence_length`: the tokens between queries are random key and value symbols (zoology's "
+                "`random_non_queries`, its default); false makes them PAD, as zoology's Figure 2 configs do");
+  s.field<double>("held_out_fraction", toy(&data::ToyTaskOptions::held_out_fraction),
+                  "toy tasks: share of sources kept for evaluation; training never sees them", Range::open(0.0, 1.0));
+  s.field("path", &TaskConfig::path,
+          "char_text: the text file (`scripts/get_data.sh` fetches Tiny Shakespeare); fashion_mnist: the folder of IDX "
+          "files, empty for /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist)");
+  s.field("block_size", &TaskConfig::block_size, "char_text: characters per training window", Range::at_least(1));
+  s.field("train_fraction", &TaskConfig::train_fraction, "char_text: the leading share of the text that trains; the rest validates",
+          Range::open(0.0, 1.0));
+  s.field("image_size", &TaskConfig::image_size, "quadrants: images are this many pixels square (even)", Range::at_least(4));
+  s.field<bool>("flip", [](TaskConfig& t) -> bool& { return t.augment.flip; },
+                "fashion_mnist: mirror each training image left-right with probability 1/2 (held-out images are never changed)");
+  s.field<std::size_t>("shift", [](TaskConfig& t) -> std::size_t& { return t.augment.shift; },
+                       "fashion_mnist: move each training image by a random 0 to `shift` pixels up or down and left or right, "
+                       "filling with black: torchvision's `RandomCrop(28, padding=shift)`",
+                       Range::closed(0, 13));
+  s.rule([](const ConfigNode&, TaskConfig& t) { t.toy.name = t.name; });
+  return s;
+}
 
-  std::vector<std::string> task_names = data::toy_task_names();
-  task_names.push_back("char_text");
-  task_names.push_back("quadrants");
-  task_names.push_back("fashion_mnist");
-  Section task(top.child("task"), "task", file, keys);
-  c.task.name = task.choice("name", c.task.name, task_names);
-  c.task.toy.name = c.task.name;
-  c.task.toy.length = task.get<std::size_t>("length", c.task.toy.length, Range::at_least(1));
-  c.task.toy.symbols = task.get<std::size_t>("symbols", c.task.toy.symbols, Range::at_least(2));
-  c.task.toy.pairs = task.get<std::size_t>("pairs", c.task.toy.pairs, Range::at_least(1));
-  c.task.toy.queries = task.get<std::size_t>("queries", c.task.toy.queries);
-  c.task.toy.gap = task.get<std::size_t>("gap", c.task.toy.gap);
-  c.task.toy.sequence_length = task.get<std::size_t>("sequence_length", c.task.toy.sequence_length);
-  c.task.toy.random_filler = task.get("random_filler", c.task.toy.random_filler);
-  c.task.toy.held_out_fraction = task.get("held_out_fraction", c.task.toy.held_out_fraction, Range::open(0.0, 1.0));
-  c.task.path = task.get<std::string>("path", c.task.path);
-  c.task.block_size = task.get<std::size_t>("block_size", c.task.block_size, Range::at_least(1));
-  c.task.train_fraction = task.get("train_fraction", c.task.train_fraction, Range::open(0.0, 1.0));
-  c.task.image_size = task.get<std::size_t>("image_size", c.task.image_size, Range::at_least(4));
-  c.task.augment.flip = task.get("flip", c.task.augment.flip);
-  c.task.augment.shift = task.get<std::size_t>("shift", c.task.augment.shift, Range::closed(0, 13));
-  auto only_fashion_mnist = [&](const std::string& key, bool used) {
-    if (used && c.task.name != "fashion_mnist") {
-      task.fail(key, "task." + key + " augments fashion_mnist's training images only; remove it for task '" + c.task.name +
-                         "'" + (c.task.name == "quadrants" ? " (a mirrored or shifted quadrants image can change its label)" : ""));
-    }
-  };
-  only_fashion_mnist("flip", c.task.augment.flip);
-  only_fashion_mnist("shift", c.task.augment.shift > 0);
-  if (c.task.name == "quadrants" && c.task.image_size % 2 != 0) task.fail("image_size", "task.image_size must be even for quadrants");
-  if (c.task.name == "fashion_mnist" && c.task.path.empty()) c.task.path = "/usr/share/datasets/fashion-mnist";
-  if (c.task.name == "char_text" && c.task.path.empty()) task.fail("path", "task.path is required for char_text: the text file to train on");
-  if (c.task.name == "mqar" && c.task.toy.pairs > c.task.toy.symbols) {
-    task.fail("pairs", "task.pairs (" + std::to_string(c.task.toy.pairs) + ") must not exceed task.symbols (" +
-                           std::to_string(c.task.toy.symbols) + "): keys are distinct symbols");
-  }
-  if (c.task.name == "mqar" && c.task.toy.sequence_length != 0) {
-    const std::size_t pairs = c.task.toy.pairs, queries = c.task.toy.queries == 0 ? pairs : c.task.toy.queries;
-    if (queries > pairs) {
-      task.fail("queries", "task.queries (" + std::to_string(queries) + ") must not exceed task.pairs (" + std::to_string(pairs) +
-                               ") when task.sequence_length is set: each key is queried once");
-    }
-    if (c.task.toy.sequence_length < 2 * pairs + 2 * queries) {
-      task.fail("sequence_length", "task.sequence_length (" + std::to_string(c.task.toy.sequence_length) + ") is too short for " +
-                                       std::to_string(pairs) + " pairs and " + std::to_string(queries) +
-                                       " queries: it needs at least 2 * pairs + 2 * queries = " +
-                                       std::to_string(2 * pairs + 2 * queries) + "; raise it or lower task.pairs");
-    }
-  }
-  task.finish();
+template <class T>
+std::function<T&(ModelConfig&)> stack(T EncoderConfig::*member) {
+  return [member](ModelConfig& m) -> T& { return m.encoder.*member; };
+}
 
-  Section model(top.child("model"), "model", file, keys);
-  c.model.kind = model.choice("kind", c.model.kind, {"causal_lm", "token_tagger", "sequence_classifier", "vit"});
-  c.model.patch_size = model.get<std::size_t>("patch_size", c.model.patch_size, Range::at_least(1));
-  EncoderConfig& e = c.model.encoder;
-  e.d_model = model.get<std::size_t>("d_model", 64, Range::at_least(1));
-  e.n_heads = model.get<std::size_t>("n_heads", 4, Range::at_least(1));
-  e.n_layers = model.get<std::size_t>("n_layers", 2, Range::at_least(1));
-  e.ff_hidden = model.get<std::size_t>("ff_hidden", 0);
-  e.norm = parse_norm_placement(model.choice("norm", "pre", {"pre", "post"}));
-  e.activation = parse_activation(model.choice("activation", "gelu", {"gelu", "relu"}));
-  e.dropout = model.get("dropout", 0.0, Range::closed_open(0.0, 1.0));
-  e.bias = model.get("bias", true);
-  c.model.positional = parse_positional_kind(model.choice("positional", "learned", {"none", "sinusoidal", "learned", "rotary"}));
-  c.model.pooling = parse_pooling(model.choice("pooling", "mean", {"mean", "cls"}));
-  c.model.init_from = model.get<std::string>("init_from", "");
-  c.model.tie_embeddings = model.get("tie_embeddings", false);
-  if (c.model.tie_embeddings && c.model.kind != "causal_lm") {
-    model.fail("tie_embeddings", "model.tie_embeddings shares the token embedding with the output layer of a causal_lm; "
-                                 "model.kind " + c.model.kind + " has no such layer: remove the key or set it false");
+Schema<EncoderConfig> attention_schema() {
+  Schema<EncoderConfig> s;
+  s.name("name", &EncoderConfig::attention, [] { return KernelRegistry::instance().names(); },
+         "the attention kernel (`attnlab list`); its capabilities must fit the model (linformer cannot be causal)");
+  s.yaml("options", &EncoderConfig::attention_options, "the kernel's own options, checked by the kernel (docs/attention.md)");
+  return s;
+}
+
+Schema<ModelConfig> model_schema() {
+  Schema<ModelConfig> s;
+  s.name("kind", &ModelConfig::kind, [] { return ModelRegistry::instance().names(); },
+         "`causal_lm` (decoder), `token_tagger` (bidirectional encoder, a label per token), `sequence_classifier`, `vit` (images)");
+  s.field("patch_size", &ModelConfig::patch_size, "vit: square patches; must divide the image size", Range::at_least(1));
+  s.field<std::size_t>("d_model", stack(&EncoderConfig::d_model), "width", Range::at_least(1));
+  s.field<std::size_t>("n_heads", stack(&EncoderConfig::n_heads), "attention heads; must divide d_model", Range::at_least(1));
+  s.field<std::size_t>("n_layers", stack(&EncoderConfig::n_layers), "transformer blocks", Range::at_least(1));
+  s.field<std::size_t>("ff_hidden", stack(&EncoderConfig::ff_hidden), "feed-forward width; 0 means 4 d_model");
+  s.choice<NormPlacement>("norm", stack(&EncoderConfig::norm), norm_placement_names(), "`pre` (GPT-2) or `post` (original Transformer)");
+  s.choice<Activation>("activation", stack(&EncoderConfig::activation), activation_names(), "the feed-forward activation");
+  s.field<double>("dropout", stack(&EncoderConfig::dropout), "dropout on residual branches", Range::closed_open(0.0, 1.0));
+  s.field<bool>("bias", stack(&EncoderConfig::bias),
+                "biases in the blocks' Linear layers (attention projections, feed-forward) and LayerNorm shifts; `false` is "
+                "nanoGPT's `bias=False` (gains stay)");
+  s.choice("positional", &ModelConfig::positional, positional_kind_names(),
+           "token models: added positions (`sinusoidal`, `learned`), rotated queries and keys (`rotary`, needs an even head "
+           "dimension) or `none`");
+  s.choice("pooling", &ModelConfig::pooling, pooling_names(), "sequence_classifier: `mean` over real tokens or a learned `cls` token");
+  s.field("init_from", &ModelConfig::init_from,
+          "a weights folder written by `attnlab export` (or by numpy: one .npy per tensor and index.json) to start from")
+      .resumable();
+  s.field("tie_embeddings", &ModelConfig::tie_embeddings,
+          "causal_lm: the output layer's weight is the token embedding (GPT-2 and nanoGPT tie them); saved once, as "
+          "`body.tok.weight`");
+  s.section<EncoderConfig>("attention", [](ModelConfig& m) -> EncoderConfig& { return m.encoder; }, attention_schema());
+  return s;
+}
+
+Schema<OptimizerConfig> optimizer_schema() {
+  Schema<OptimizerConfig> s;
+  s.name("name", &OptimizerConfig::name, [] { return std::vector<std::string>{"adamw", "adam", "sgd"}; },
+         "`adamw` (decoupled weight decay on the kinds in `decay_kinds`), `adam` or `sgd` (L2 decay on every parameter)");
+  s.field("lr", &OptimizerConfig::lr, "peak learning rate", Range::greater_than(0.0));
+  s.field("beta1", &OptimizerConfig::beta1, "Adam's first-moment decay", Range::closed_open(0.0, 1.0));
+  s.field("beta2", &OptimizerConfig::beta2, "Adam's second-moment decay", Range::closed_open(0.0, 1.0));
+  s.field("eps", &OptimizerConfig::eps, "Adam's epsilon", Range::greater_than(0.0));
+  s.field("weight_decay", &OptimizerConfig::weight_decay, "weight decay", Range::at_least(0.0));
+  s.choices("decay_kinds", &OptimizerConfig::decay_kinds, param_kind_names(),
+            "adamw: which parameters decay: `weight` (Linear matrices), `embedding` (token and position embeddings, CLS "
+            "tokens), `bias`, `norm` (LayerNorm gains and shifts). nanoGPT decays every tensor of two or more dimensions: "
+            "`[weight, embedding]`");
+  s.field("momentum", &OptimizerConfig::momentum, "sgd: momentum", Range::at_least(0.0));
+  s.rule([](const ConfigNode& node, OptimizerConfig& o) {
+    if (o.name != "adamw" && o.decay_kinds != std::set<ParamKind>{ParamKind::weight}) {
+      node.fail("decay_kinds", "train.optimizer.decay_kinds chooses what adamw decays; " + o.name +
+                                   " adds its L2 weight_decay to every parameter: remove the key or use adamw");
+    }
+  });
+  return s;
+}
+
+Schema<ScheduleOptions> schedule_schema() {
+  Schema<ScheduleOptions> s;
+  s.choice("kind", &ScheduleOptions::kind, schedule_kind_names(), "the learning-rate schedule (its peak is train.optimizer.lr)");
+  s.field("warmup_steps", &ScheduleOptions::warmup_steps, "steps of linear warmup");
+  s.field("decay_steps", &ScheduleOptions::decay_steps, "where the decay reaches min_lr (decaying kinds); 0 for constant")
+      .default_shown_as("train.steps (0 for constant)");
+  s.field("min_lr", &ScheduleOptions::min_lr, "the floor of the decay", Range::at_least(0.0));
+  return s;
+}
+
+// The schedule's checks at the key each is about (lr lives in the optimizer section).
+void check_schedule_keys(const ConfigNode& train, TrainConfig& t) {
+  const YAML::Node schedule = train.node()["schedule"];
+  if (!schedule.IsDefined() || !schedule.IsMap() || !schedule["decay_steps"].IsDefined()) {
+    t.schedule.decay_steps = t.schedule.kind == ScheduleKind::constant ? 0 : t.steps;
   }
+  t.schedule.lr = t.optimizer.lr;
+  try {
+    check_schedule(t.schedule);
+  } catch (const OptionError& e) {
+    const bool lr = e.key() == "lr";
+    ConfigNode section(train.node()[lr ? "optimizer" : "schedule"], train.dotted(lr ? "optimizer" : "schedule"), train.source_ptr());
+    section.fail(e.key(), "train.schedule: " + std::string(e.what()));
+  }
+}
+
+Schema<TrainConfig> train_schema() {
+  Schema<TrainConfig> s;
+  s.field("steps", &TrainConfig::steps, "optimizer steps", Range::at_least(1)).resumable();
+  s.field("batch_size", &TrainConfig::batch_size, "sequences per step", Range::at_least(1));
+  s.field("grad_clip", &TrainConfig::grad_clip, "clip the global gradient norm to this; 0 turns clipping off", Range::at_least(0.0));
+  s.field("eval_interval", &TrainConfig::eval_interval, "evaluate on the held-out split every this many steps (and at the end)",
+          Range::at_least(1))
+      .resumable();
+  s.field("eval_batches", &TrainConfig::eval_batches,
+          "held-out batches of `batch_size` per evaluation (the same ones every time); 0 means the whole held-out split in "
+          "order (char_text: consecutive block_size windows, so every validation character after the first is predicted "
+          "once; fashion_mnist: all 10,000 test images); generated tasks have no whole split")
+      .resumable();
+  s.field("final_eval_batches", &TrainConfig::final_eval_batches,
+          "the same for the evaluation after the last step, the figure to report (split `final` in the metrics); e.g. 20 "
+          "sampled batches during training and 0 (the whole split) at the end")
+      .derived_default("train.eval_batches", [](TrainConfig& t) { t.final_eval_batches = t.eval_batches; })
+      .resumable();
+  s.field("checkpoint_interval", &TrainConfig::checkpoint_interval,
+          "also write `last.ckpt` every this many steps (it is always written at the end, on Ctrl-C and on SIGTERM)")
+      .resumable();
+  s.section("optimizer", &TrainConfig::optimizer, optimizer_schema());
+  s.section("schedule", &TrainConfig::schedule, schedule_schema());
+  s.rule(check_schedule_keys);
+  return s;
+}
+
+Schema<LogConfig> log_schema() {
+  Schema<LogConfig> s;
+  s.field("dir", &LogConfig::dir, "where run folders go").resumable();
+  s.field("interval", &LogConfig::interval, "a progress line and a metrics row every this many steps", Range::at_least(1)).resumable();
+  s.field("patterns", &LogConfig::patterns, "capture every layer's and head's attention pattern on fixed held-out probes").resumable();
+  s.field("pattern_interval", &LogConfig::pattern_interval,
+          "capture every this many steps; 0 means at every evaluation (and always at the end)")
+      .resumable();
+  s.field("probes", &LogConfig::probes, "probe examples per capture", Range::at_least(1)).resumable();
+  s.rule([](const ConfigNode& node, LogConfig& l) {
+    for (char ch : l.dir)
+      if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) {
+        node.fail("dir", "'log.dir' holds a control character (a newline or tab?); give a plain path");
+      }
+  });
+  return s;
+}
+
+// ---- checks across sections ----
+
+// A ConfigNode over the section at dotted `path` of the root ("model.attention"), for positioned errors.
+ConfigNode section_of(const ConfigNode& root, const std::string& path) {
+  YAML::Node node = root.node();
+  std::stringstream parts(path);
+  // reset, not =: assigning one YAML::Node to another rewrites the node it refers to.
+  for (std::string part; std::getline(parts, part, '.');) node.reset(node.IsMap() ? node[part] : YAML::Node());
+  return ConfigNode(node, path, root.source_ptr());
+}
+
+// A key set away from its default that the chosen task or model kind does not read.
+void check_unread_keys(const ConfigNode& root, const std::string& section, const std::vector<KeyDifference>& set,
+                       const std::vector<std::string>& specific, const std::vector<std::string>& read, const std::string& who) {
+  for (const KeyDifference& d : set) {
+    const bool is_specific = std::find(specific.begin(), specific.end(), d.key) != specific.end();
+    if (!is_specific || std::find(read.begin(), read.end(), d.key) != read.end()) continue;
+    std::string list;
+    for (const std::string& k : read) list += (list.empty() ? "" : ", ") + section + "." + k;
+    section_of(root, section)
+        .fail(d.key, section + "." + d.key + " is not read by " + who + (list.empty() ? "" : " (it reads " + list + ")") +
+                         "; remove it or set it to its default (" + d.second + ")");
+  }
+}
+
+void check_task(const ConfigNode& root, const TaskConfig& t) {
+  const data::TaskInfo& info = data::TaskRegistry::instance().find(t.name);
+  std::vector<std::string> specific = task_schema().keys();
+  specific.erase(std::remove(specific.begin(), specific.end(), "name"), specific.end());
+  check_unread_keys(root, "task", task_schema().differences(t, TaskConfig{}), specific, info.keys, "task '" + t.name + "'");
+  try {
+    info.check(t);
+  } catch (const OptionError& e) {
+    section_of(root, "task").fail(e.key(), e.what());
+  }
+}
+
+// The kinds that read one of `formats`, for "use model.kind a or b".
+std::string kinds_reading(const std::vector<TaskFormat>& formats) {
+  std::string list;
+  for (const std::string& name : ModelRegistry::instance().names()) {
+    const TaskFormat f = ModelRegistry::instance().find(name).format;
+    if (std::find(formats.begin(), formats.end(), f) != formats.end()) list += (list.empty() ? "" : " or ") + name;
+  }
+  return list;
+}
+
+void check_model(const ConfigNode& root, const ExperimentConfig& c) {
+  const ModelKindInfo& kind = ModelRegistry::instance().find(c.model.kind);
+  const ConfigNode model = section_of(root, "model");
+  const auto formats = data::TaskRegistry::instance().find(c.task.name).formats(c.task);
+  if (std::find(formats.begin(), formats.end(), kind.format) == formats.end()) {
+    model.fail("kind", "task '" + c.task.name + "' cannot train a " + c.model.kind + "; use model.kind " + kinds_reading(formats));
+  }
+  std::vector<std::string> specific;
+  for (const std::string& name : ModelRegistry::instance().names())
+    for (const std::string& k : ModelRegistry::instance().find(name).keys) specific.push_back(k);
+  check_unread_keys(root, "model", model_schema().differences(c.model, ModelConfig{}), specific, kind.keys,
+                    "model.kind " + c.model.kind);
+  const EncoderConfig& e = c.model.encoder;
   if (e.d_model % e.n_heads != 0) {
     model.fail("n_heads", "model.n_heads (" + std::to_string(e.n_heads) + ") must divide model.d_model (" + std::to_string(e.d_model) + ")");
   }
-  if (c.model.positional == PositionalKind::rotary && (e.d_model / e.n_heads) % 2 != 0) {
-    model.fail("positional", "rotary positions need an even head dimension; d_model / n_heads is " + std::to_string(e.d_model / e.n_heads));
-  }
-  Section attention(model.child("attention"), "model.attention", file, keys);
-  e.attention = attention.get<std::string>("name", "softmax");
-  e.attention_options = attention.child("options");
-  if (keys) keys->push_back("model.attention.options");
-  e.config_file = file;
-  e.causal = c.model.kind == "causal_lm";
-  if (!KernelRegistry::instance().contains(e.attention)) {
-    try {
-      KernelRegistry::instance().find(e.attention);
-    } catch (const std::invalid_argument& error) {
-      attention.fail("name", error.what());
-    }
+  const bool reads_positions = std::find(kind.keys.begin(), kind.keys.end(), "positional") != kind.keys.end();
+  if (reads_positions && c.model.positional == PositionalKind::rotary && e.head_dim() % 2 != 0) {
+    model.fail("positional", "rotary positions need an even head dimension; d_model / n_heads is " + std::to_string(e.head_dim()));
   }
   try {
-    check_kernel_capabilities(e.attention, KernelSpec{e.n_heads, e.d_model / e.n_heads, 1, e.causal}, false);
-  } catch (const std::invalid_argument& error) {
-    attention.fail("name", std::string(error.what()) + " (model.kind " + c.model.kind + " is " + (e.causal ? "causal" : "bidirectional") + ")");
+    kind.sequence_length(c.model, data_shape(c));
+  } catch (const OptionError& e) {
+    model.fail(e.key(), e.what());
   }
-  attention.finish();
-  model.finish();
-
-  Section train(top.child("train"), "train", file, keys);
-  c.train.steps = train.get<std::size_t>("steps", c.train.steps, Range::at_least(1));
-  c.train.batch_size = train.get<std::size_t>("batch_size", c.train.batch_size, Range::at_least(1));
-  c.train.grad_clip = train.get("grad_clip", c.train.grad_clip, Range::at_least(0.0));
-  c.train.eval_interval = train.get<std::size_t>("eval_interval", c.train.eval_interval, Range::at_least(1));
-  c.train.eval_batches = train.get<std::size_t>("eval_batches", c.train.eval_batches);
-  c.train.final_eval_batches = train.get<std::size_t>("final_eval_batches", c.train.eval_batches);
-  auto needs_finite_split = [&](const std::string& key, std::size_t batches) {
-    if (batches == 0 && c.task.name != "char_text" && c.task.name != "fashion_mnist") {
-      train.fail(key, "train." + key + " 0 means the whole held-out split, which task '" + c.task.name +
-                          "' does not have (it generates held-out examples afresh); give a number of batches");
-    }
-  };
-  needs_finite_split("eval_batches", c.train.eval_batches);
-  needs_finite_split("final_eval_batches", c.train.final_eval_batches);
-  c.train.checkpoint_interval = train.get<std::size_t>("checkpoint_interval", c.train.checkpoint_interval);
-  Section opt(train.child("optimizer"), "train.optimizer", file, keys);
-  OptimizerConfig& o = c.train.optimizer;
-  o.name = opt.choice("name", o.name, {"adamw", "adam", "sgd"});
-  o.lr = opt.get("lr", o.lr, Range::greater_than(0.0));
-  o.beta1 = opt.get("beta1", o.beta1, Range::closed_open(0.0, 1.0));
-  o.beta2 = opt.get("beta2", o.beta2, Range::closed_open(0.0, 1.0));
-  o.eps = opt.get("eps", o.eps, Range::greater_than(0.0));
-  o.weight_decay = opt.get("weight_decay", o.weight_decay, Range::at_least(0.0));
-  std::vector<std::string> default_kinds;
-  for (ParamKind kind : o.decay_kinds) default_kinds.push_back(param_kind_name(kind));
-  const std::vector<std::string> kinds = opt.choices("decay_kinds", default_kinds, {"weight", "embedding", "bias", "norm"});
-  o.decay_kinds.clear();
-  for (const std::string& kind : kinds) o.decay_kinds.insert(parse_param_kind(kind));
-  if (o.name != "adamw" && o.decay_kinds != std::set<ParamKind>{ParamKind::weight}) {
-    opt.fail("decay_kinds", "train.optimizer.decay_kinds chooses what adamw decays; " + o.name +
-                                " adds its L2 weight_decay to every parameter: remove the key or use adamw");
-  }
-  o.momentum = opt.get("momentum", o.momentum, Range::at_least(0.0));
-  opt.finish();
-  Section sched(train.child("schedule"), "train.schedule", file, keys);
-  ScheduleOptions& s = c.train.schedule;
-  s.kind = parse_schedule_kind(sched.choice("kind", "constant", {"constant", "warmup_cosine", "warmup_linear"}));
-  s.warmup_steps = sched.get<std::size_t>("warmup_steps", 0);
-  s.decay_steps = sched.get<std::size_t>("decay_steps", s.kind == ScheduleKind::constant ? 0 : c.train.steps);
-  s.min_lr = sched.get("min_lr", 0.0, Range::at_least(0.0));
-  s.lr = o.lr;
-  try {
-    LrSchedule check(s);
-  } catch (const std::invalid_argument& error) {
-    sched.fail("kind", std::string("train.schedule: ") + error.what());
-  }
-  sched.finish();
-  train.finish();
-
-  Section log(top.child("log"), "log", file, keys);
-  c.log.dir = log.get<std::string>("dir", c.log.dir);
-  c.log.interval = log.get<std::size_t>("interval", c.log.interval, Range::at_least(1));
-  c.log.patterns = log.get("patterns", c.log.patterns);
-  c.log.pattern_interval = log.get<std::size_t>("pattern_interval", c.log.pattern_interval);
-  c.log.probes = log.get<std::size_t>("probes", c.log.probes, Range::at_least(1));
-  log.finish();
-  top.finish();
-
-  // The model must read what the task writes.
-  if (is_image_task(c.task.name) || c.model.kind == "vit") {
-    if (!is_image_task(c.task.name)) model.fail("kind", "model.kind vit needs an image task (task.name quadrants or fashion_mnist)");
-    if (c.model.kind != "vit") model.fail("kind", "task '" + c.task.name + "' is made of images; set model.kind: vit");
-    const std::size_t side = c.task.name == "quadrants" ? c.task.image_size : 28;
-    if (side % c.model.patch_size != 0) {
-      model.fail("patch_size", "model.patch_size (" + std::to_string(c.model.patch_size) + ") must divide the image size (" +
-                                   std::to_string(side) + "x" + std::to_string(side) + ")");
-    }
-    e.max_len = (side / c.model.patch_size) * (side / c.model.patch_size) + 1;
-  } else if (c.task.name != "char_text") {
-    const auto t = data::make_toy_task(c.task.toy);
-    const auto formats = t->formats();
-    const data::TaskFormat needed = task_format(c.model);
-    if (std::find(formats.begin(), formats.end(), needed) == formats.end()) {
-      std::string list;
-      for (auto f : formats) list += (list.empty() ? "" : ", ") + std::string(f == data::TaskFormat::tagging ? "token_tagger" : f == data::TaskFormat::causal_lm ? "causal_lm" : "sequence_classifier");
-      model.fail("kind", "task '" + c.task.name + "' cannot train a " + c.model.kind + "; use model.kind " + list);
-    }
-    e.max_len = t->max_length(needed);
-  } else {
-    if (c.model.kind != "causal_lm") model.fail("kind", "task 'char_text' trains a causal_lm; set model.kind: causal_lm");
-    e.max_len = c.task.block_size;
-  }
-  // Build the kernel once now, so that its own options are checked before any training.
-  Generator probe(0);
-  make_kernel(e.attention, KernelSpec{e.n_heads, e.d_model / e.n_heads, e.max_len, e.causal}, e.attention_options, probe, false, file);
-  return c;
 }
 
-YAML::Node parse_yaml(const std::string& text, const std::string& file) {
+void check_attention(const ConfigNode& root, const ExperimentConfig& c) {
+  const ModelKindInfo& kind = ModelRegistry::instance().find(c.model.kind);
+  const ConfigNode attention = section_of(root, "model.attention");
+  KernelSpec spec = c.model.encoder.kernel_spec(data_shape(c).padded);
+  spec.max_len = attention_length(c);
+  spec.causal = kind.causal;
   try {
-    YAML::Node root = YAML::Load(text);
-    if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
-    return root;
-  } catch (const YAML::ParserException& e) {
-    // yaml-cpp reports a tab used for indentation in several ways; say it plainly.
-    std::string line;
-    std::istringstream lines(text);
-    for (int i = 0; i <= e.mark.line && std::getline(lines, line); ++i) {
-    }
-    const bool tab = line.find('\t') != std::string::npos;
-    throw ConfigError(file, e.mark.line + 1, e.mark.column + 1,
-                      e.msg + (tab ? " (this line holds a tab: YAML indents with spaces only)" : ""));
+    check_kernel_capabilities(c.model.encoder.attention, spec);
+  } catch (const std::invalid_argument& error) {
+    attention.fail("name", std::string(error.what()) + " (model.kind " + c.model.kind + " is " + (kind.causal ? "causal" : "bidirectional") + ")");
   }
+  // The kernel reads its own options (positioned errors), without building anything yet.
+  check_kernel(c.model.encoder.attention, spec,
+               KernelOptions(c.model.encoder.attention_options.node(), "model.attention.options", root.source_ptr()), c.train.batch_size);
+}
+
+void check_evaluation(const ConfigNode& root, const ExperimentConfig& c) {
+  const bool walkable = data::TaskRegistry::instance().find(c.task.name).held_out_split;
+  for (const auto& [key, batches] : {std::pair<std::string, std::size_t>{"eval_batches", c.train.eval_batches},
+                                     {"final_eval_batches", c.train.final_eval_batches}}) {
+    if (batches == 0 && !walkable) {
+      section_of(root, "train").fail(key, "train." + key + " 0 means the whole held-out split, which task '" + c.task.name +
+                                              "' does not have (it generates held-out examples afresh); give a number of batches");
+    }
+  }
+}
+
+// An estimate of the memory the experiment needs, before anything is allocated.
+void check_memory(const ConfigNode& root, const ExperimentConfig& c) {
+  const auto [key, message] = memory_problem(c, physical_memory_bytes());
+  if (key.empty()) return;
+  const std::size_t dot = key.rfind('.');
+  section_of(root, key.substr(0, dot)).fail(key.substr(dot + 1), message);
+}
+
+void check_experiment(const ConfigNode& root, ExperimentConfig& c) {
+  const std::string problem = folder_name_problem(c.name);
+  if (!problem.empty()) root.fail("name", "'name' names the run's folder: " + problem);
+  check_task(root, c.task);
+  check_model(root, c);
+  check_attention(root, c);
+  check_evaluation(root, c);
+  check_memory(root, c);  // last: it sizes everything the checks above accepted
+}
+
+Schema<ExperimentConfig> make_schema() {
+  Schema<ExperimentConfig> s;
+  s.field("name", &ExperimentConfig::name, "names the run folder (`log.dir/name`, then `name-2`, ... when taken): letters, "
+                                           "digits, `_`, `-`, `.`")
+      .resumable();
+  s.field("seed", &ExperimentConfig::seed, "seeds initialisation, data and dropout: same seed, same thread count, same run");
+  s.section("task", &ExperimentConfig::task, task_schema());
+  s.section("model", &ExperimentConfig::model, model_schema());
+  s.section("train", &ExperimentConfig::train, train_schema());
+  s.section("log", &ExperimentConfig::log, log_schema());
+  s.rule(check_experiment);
+  return s;
+}
+
+ExperimentConfig read(YAML::Node root, ConfigSourcePtr source) {
+  ExperimentConfig c;
+  ConfigNode node(root, "", std::move(source));
+  config_schema().read(node, c);
+  return c;
 }
 
 }  // namespace
 
-bool is_image_task(const std::string& name) { return name == "quadrants" || name == "fashion_mnist"; }
-
-data::TaskFormat task_format(const ModelConfig& model) {
-  if (model.kind == "causal_lm") return data::TaskFormat::causal_lm;
-  if (model.kind == "sequence_classifier" || model.kind == "vit") return data::TaskFormat::classification;
-  return data::TaskFormat::tagging;
+const Schema<ExperimentConfig>& config_schema() {
+  static const Schema<ExperimentConfig> schema = make_schema();
+  return schema;
 }
 
-CausalLMConfig causal_lm_config(const ModelConfig& model, std::size_t vocab_size) {
-  CausalLMConfig lm;
-  lm.vocab_size = vocab_size;
-  lm.positional = model.positional;
-  lm.encoder = model.encoder;
-  lm.tie_embeddings = model.tie_embeddings;
-  return lm;
+TaskFormat task_format(const ExperimentConfig& c) { return ModelRegistry::instance().find(c.model.kind).format; }
+
+DataShape data_shape(const ExperimentConfig& c) { return data::TaskRegistry::instance().find(c.task.name).shape(c.task, task_format(c)); }
+
+std::size_t attention_length(const ExperimentConfig& c) {
+  return ModelRegistry::instance().find(c.model.kind).sequence_length(c.model, data_shape(c));
 }
 
-ExperimentConfig parse_config(const std::string& yaml_text, const std::string& file, const std::vector<std::string>& overrides) {
-  YAML::Node root = parse_yaml(yaml_text, file);
-  for (const auto& o : overrides) apply_override(root, o);
-  return read(root, file, nullptr);
+ExperimentConfig parse_config(const std::string& text, const std::string& file,
+                              const std::vector<std::pair<std::string, std::string>>& overrides) {
+  auto source = std::make_shared<ConfigSource>(file, text);
+  YAML::Node root = read_config_document(text, file);
+  for (const auto& [assignment, origin] : overrides) apply_override(root, assignment, *source, origin);
+  return read(root, source);
+}
+
+ExperimentConfig parse_config(const std::string& text, const std::string& file, const std::vector<std::string>& overrides) {
+  std::vector<std::pair<std::string, std::string>> described;
+  for (const std::string& o : overrides) described.emplace_back(o, "");
+  return parse_config(text, file, described);
 }
 
 ExperimentConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path);
-  if (!in) throw ConfigError(path, 0, 0, "cannot read the config file");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_config(text.str(), path, overrides);
+  return parse_config(read_config_text(path), path, overrides);
 }
 
-std::vector<std::string> config_keys() {
-  std::vector<std::string> keys;
-  read(YAML::Node(YAML::NodeType::Map), "", &keys);
-  return keys;
-}
+std::string config_to_yaml(const ExperimentConfig& c) { return to_yaml(config_schema(), c); }
 
-std::string config_to_yaml(const ExperimentConfig& c) {
-  YAML::Emitter out;
-  out.SetDoublePrecision(15);  // decimal values written as they were given (0.1, not 0.10000000000000001)
-  out << YAML::BeginMap;
-  out << YAML::Key << "name" << YAML::Value << c.name;
-  out << YAML::Key << "seed" << YAML::Value << c.seed;
-  out << YAML::Key << "task" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "name" << YAML::Value << c.task.name;
-  out << YAML::Key << "length" << YAML::Value << c.task.toy.length;
-  out << YAML::Key << "symbols" << YAML::Value << c.task.toy.symbols;
-  out << YAML::Key << "pairs" << YAML::Value << c.task.toy.pairs;
-  out << YAML::Key << "queries" << YAML::Value << c.task.toy.queries;
-  out << YAML::Key << "gap" << YAML::Value << c.task.toy.gap;
-  out << YAML::Key << "sequence_length" << YAML::Value << c.task.toy.sequence_length;
-  out << YAML::Key << "random_filler" << YAML::Value << c.task.toy.random_filler;
-  out << YAML::Key << "held_out_fraction" << YAML::Value << c.task.toy.held_out_fraction;
-  out << YAML::Key << "path" << YAML::Value << c.task.path;
-  out << YAML::Key << "block_size" << YAML::Value << c.task.block_size;
-  out << YAML::Key << "train_fraction" << YAML::Value << c.task.train_fraction;
-  out << YAML::Key << "image_size" << YAML::Value << c.task.image_size;
-  out << YAML::Key << "flip" << YAML::Value << c.task.augment.flip;
-  out << YAML::Key << "shift" << YAML::Value << c.task.augment.shift;
-  out << YAML::EndMap;
-  const EncoderConfig& e = c.model.encoder;
-  out << YAML::Key << "model" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "kind" << YAML::Value << c.model.kind;
-  out << YAML::Key << "patch_size" << YAML::Value << c.model.patch_size;
-  out << YAML::Key << "d_model" << YAML::Value << e.d_model;
-  out << YAML::Key << "n_heads" << YAML::Value << e.n_heads;
-  out << YAML::Key << "n_layers" << YAML::Value << e.n_layers;
-  out << YAML::Key << "ff_hidden" << YAML::Value << e.ff_hidden;
-  out << YAML::Key << "norm" << YAML::Value << norm_placement_name(e.norm);
-  out << YAML::Key << "activation" << YAML::Value << activation_name(e.activation);
-  out << YAML::Key << "dropout" << YAML::Value << e.dropout;
-  out << YAML::Key << "bias" << YAML::Value << e.bias;
-  out << YAML::Key << "positional" << YAML::Value << positional_kind_name(c.model.positional);
-  out << YAML::Key << "pooling" << YAML::Value << pooling_name(c.model.pooling);
-  out << YAML::Key << "init_from" << YAML::Value << c.model.init_from;
-  out << YAML::Key << "tie_embeddings" << YAML::Value << c.model.tie_embeddings;
-  out << YAML::Key << "attention" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "name" << YAML::Value << e.attention;
-  out << YAML::Key << "options" << YAML::Value;
-  if (e.attention_options.IsDefined() && !e.attention_options.IsNull()) {
-    out << e.attention_options;
-  } else {
-    out << YAML::Flow << YAML::BeginMap << YAML::EndMap;  // "{}", as a read-back empty map writes itself
+std::vector<std::string> config_keys() { return config_schema().keys(); }
+
+std::vector<KeyDoc> config_docs() { return config_schema().docs(); }
+
+std::string config_docs_table(const std::string& section) {
+  std::ostringstream out;
+  out << "| key | default | values | meaning |\n|---|---|---|---|\n";
+  for (const KeyDoc& d : config_docs()) {
+    const std::size_t dot = d.key.find('.');
+    const std::string top = dot == std::string::npos ? "" : d.key.substr(0, dot);
+    if (top != section) continue;
+    out << "| `" << d.key << "` | " << d.default_text << " | " << d.values << " | " << d.doc << " |\n";
   }
-  out << YAML::EndMap << YAML::EndMap;
-  const TrainConfig& t = c.train;
-  out << YAML::Key << "train" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "steps" << YAML::Value << t.steps;
-  out << YAML::Key << "batch_size" << YAML::Value << t.batch_size;
-  out << YAML::Key << "grad_clip" << YAML::Value << t.grad_clip;
-  out << YAML::Key << "eval_interval" << YAML::Value << t.eval_interval;
-  out << YAML::Key << "eval_batches" << YAML::Value << t.eval_batches;
-  out << YAML::Key << "final_eval_batches" << YAML::Value << t.final_eval_batches;
-  out << YAML::Key << "checkpoint_interval" << YAML::Value << t.checkpoint_interval;
-  out << YAML::Key << "optimizer" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "name" << YAML::Value << t.optimizer.name;
-  out << YAML::Key << "lr" << YAML::Value << t.optimizer.lr;
-  out << YAML::Key << "beta1" << YAML::Value << t.optimizer.beta1;
-  out << YAML::Key << "beta2" << YAML::Value << t.optimizer.beta2;
-  out << YAML::Key << "eps" << YAML::Value << t.optimizer.eps;
-  out << YAML::Key << "weight_decay" << YAML::Value << t.optimizer.weight_decay;
-  out << YAML::Key << "decay_kinds" << YAML::Value << YAML::Flow << YAML::BeginSeq;
-  for (ParamKind kind : t.optimizer.decay_kinds) out << param_kind_name(kind);
-  out << YAML::EndSeq;
-  out << YAML::Key << "momentum" << YAML::Value << t.optimizer.momentum;
-  out << YAML::EndMap;
-  out << YAML::Key << "schedule" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "kind" << YAML::Value << schedule_kind_name(t.schedule.kind);
-  out << YAML::Key << "warmup_steps" << YAML::Value << t.schedule.warmup_steps;
-  out << YAML::Key << "decay_steps" << YAML::Value << t.schedule.decay_steps;
-  out << YAML::Key << "min_lr" << YAML::Value << t.schedule.min_lr;
-  out << YAML::EndMap << YAML::EndMap;
-  out << YAML::Key << "log" << YAML::Value << YAML::BeginMap;
-  out << YAML::Key << "dir" << YAML::Value << c.log.dir;
-  out << YAML::Key << "interval" << YAML::Value << c.log.interval;
-  out << YAML::Key << "patterns" << YAML::Value << c.log.patterns;
-  out << YAML::Key << "pattern_interval" << YAML::Value << c.log.pattern_interval;
-  out << YAML::Key << "probes" << YAML::Value << c.log.probes;
-  out << YAML::EndMap << YAML::EndMap;
-  return std::string(out.c_str()) + "\n";
+  return out.str();
+}
+
+std::vector<KeyDifference> config_differences(const ExperimentConfig& a, const ExperimentConfig& b, bool include_resumable) {
+  return config_schema().differences(a, b, "", include_resumable);
 }
 
 }  // namespace attnlab

@@ -1,6 +1,8 @@
 // The experiment config: one YAML file (plus key=value overrides) describing the task, the model, the
-// training and the logging, read into structs with every field's default here. Errors point at
-// file:line:column and say what to do; docs/configs.md documents every key (a test keeps the two in step).
+// training and the logging. Every key is described once, in config_schema() (config.cpp): its member, type,
+// range, default (the struct's) and doc. Reading, the resolved config.yaml, the key list, the docs table
+// of docs/configs.md (a test keeps the two equal) and the comparison of two configs all come from it.
+// Errors point at file:line:column, or name the command-line override, and say what to do.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -10,33 +12,13 @@
 #include <string>
 #include <vector>
 
-#include "datasets/images.hpp"
-#include "datasets/toy_tasks.hpp"
-#include "framework/models/text_models.hpp"
+#include "datasets/source.hpp"
+#include "framework/io/config_schema.hpp"
+#include "framework/models/model.hpp"
+#include "framework/nn/module.hpp"
 #include "framework/optim/schedule.hpp"
 
 namespace attnlab {
-
-struct TaskConfig {
-  std::string name = "reverse";  // a toy task (copy, reverse, sort, mqar, induction, majority), char_text,
-                                 // or an image task (quadrants, fashion_mnist)
-  data::ToyTaskOptions toy;      // length, symbols, pairs, queries, held_out_fraction
-  std::string path;              // char_text: the text file
-  std::size_t block_size = 64;   // char_text: tokens per training window
-  double train_fraction = 0.9;   // char_text
-  std::size_t image_size = 16;   // quadrants: images are image_size x image_size
-  data::ImageAugment augment;    // fashion_mnist: flip, shift of training images
-};
-
-struct ModelConfig {
-  std::string kind = "token_tagger";  // causal_lm | token_tagger | sequence_classifier | vit
-  std::size_t patch_size = 4;         // vit
-  PositionalKind positional = PositionalKind::learned;
-  Pooling pooling = Pooling::mean;  // sequence_classifier
-  std::string init_from;            // a weights folder (attnlab export) to start from
-  bool tie_embeddings = false;      // causal_lm: the output layer's weight is the token embedding
-  EncoderConfig encoder;            // sizes, norm, dropout, activation, attention name and options
-};
 
 struct OptimizerConfig {
   std::string name = "adamw";  // adamw | adam | sgd
@@ -70,29 +52,38 @@ struct LogConfig {
 struct ExperimentConfig {
   std::string name = "experiment";
   std::uint64_t seed = 0;
-  TaskConfig task;
+  data::TaskConfig task;
   ModelConfig model;
   TrainConfig train;
   LogConfig log;
-  std::string file;  // where it was read from (for messages)
 };
+
+// Every key of the experiment config, described once.
+const Schema<ExperimentConfig>& config_schema();
 
 // Reads a config file and applies `overrides` ("model.attention.name=linear"); throws ConfigError.
 ExperimentConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {});
-// The same from YAML text (tests); `file` names it in messages.
+// The same from YAML text (tests, checkpoints); `file` names it in messages.
+ExperimentConfig parse_config(const std::string& yaml_text, const std::string& file, const std::vector<std::string>& overrides = {});
+// The same with overrides whose origins are already described (a comparison's variants): each pair is
+// the assignment and how an error names it.
 ExperimentConfig parse_config(const std::string& yaml_text, const std::string& file,
-                              const std::vector<std::string>& overrides = {});
+                              const std::vector<std::pair<std::string, std::string>>& described_overrides);
 // The resolved config (every default filled in) as YAML that load_config reads back unchanged.
 std::string config_to_yaml(const ExperimentConfig& config);
-// Every key the config reads, dotted ("train.optimizer.lr"), for docs/configs.md's test.
+// Every key, dotted ("train.optimizer.lr"), and the rows of docs/configs.md's tables.
 std::vector<std::string> config_keys();
+std::vector<KeyDoc> config_docs();
+// The markdown table of the keys of one section ("task", "model", "train", "log", or "" for the top).
+std::string config_docs_table(const std::string& section);
+// The keys on which two configs differ; without `include_resumable`, only those a run cannot change when
+// it resumes (everything but train.steps, the evaluation and logging cadence, ...).
+std::vector<KeyDifference> config_differences(const ExperimentConfig& a, const ExperimentConfig& b, bool include_resumable);
 
-bool is_image_task(const std::string& name);
-
-// The layout of examples the model kind needs.
-data::TaskFormat task_format(const ModelConfig& model);
-
-// The CausalLM a causal_lm config describes, for a vocabulary of `vocab_size` tokens.
-CausalLMConfig causal_lm_config(const ModelConfig& model, std::size_t vocab_size);
+// Derived facts: the layout of examples the model kind reads, the data's shape for it (no files read),
+// and the length of the sequences the model's attention sees.
+TaskFormat task_format(const ExperimentConfig& config);
+DataShape data_shape(const ExperimentConfig& config);
+std::size_t attention_length(const ExperimentConfig& config);
 
 }  // namespace attnlab

@@ -5,6 +5,14 @@
 
 namespace attnlab {
 
+const std::vector<std::pair<const char*, double HeadMetrics::*>>& head_metric_fields() {
+  static const std::vector<std::pair<const char*, double HeadMetrics::*>> fields{
+      {"entropy", &HeadMetrics::entropy},   {"mean_distance", &HeadMetrics::mean_distance},
+      {"diagonal", &HeadMetrics::diagonal}, {"previous_token", &HeadMetrics::previous_token},
+      {"anti_diagonal", &HeadMetrics::anti_diagonal}, {"induction", &HeadMetrics::induction}};
+  return fields;
+}
+
 HeadMetrics head_metrics(const double* p, std::size_t q, std::size_t k, const std::vector<std::int64_t>& tokens) {
   HeadMetrics m;
   std::size_t rows = 0, previous_rows = 0, induction_rows = 0;

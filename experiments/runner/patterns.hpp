@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace attnlab {
@@ -18,6 +19,9 @@ namespace attnlab {
 struct HeadMetrics {
   double entropy = 0, mean_distance = 0, diagonal = 0, previous_token = 0, anti_diagonal = 0, induction = 0;
 };
+
+// Every metric by name, in the order above: the metrics log, the reports and the tables read this list.
+const std::vector<std::pair<const char*, double HeadMetrics::*>>& head_metric_fields();
 
 // pattern: q x k values, row-major. tokens: the key sequence's tokens (empty: no induction score); a
 // negative token is padding, which is never matched (padding repeats without being content).

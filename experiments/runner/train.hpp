@@ -1,11 +1,13 @@
-// `attnlab train`: builds the task, model and optimizer a config describes, trains, evaluates on the
-// held-out split, and writes a run folder: config.yaml (resolved), metrics.jsonl, metrics.csv, and
-// checkpoints last.ckpt (every train.checkpoint_interval steps, at the end, and on Ctrl-C) and best.ckpt
-// (lowest held-out loss). A run resumes exactly from last.ckpt: the model, optimizer and every random
-// generator come back, so 100 + 100 steps give the same parameters and metrics as 200.
+// `attnlab train`: builds the data, model and optimizer a config describes, trains, evaluates on the
+// held-out split, and writes a run folder (run_folder.hpp): config.yaml (resolved), metrics.jsonl and
+// metrics.csv (metrics_log.hpp), patterns/, last.ckpt (every train.checkpoint_interval steps, at the end,
+// on Ctrl-C and on SIGTERM) and best.ckpt (lowest held-out loss), then summary.json and report.html. A run
+// resumes exactly from last.ckpt: the model, optimizer and every random generator come back, so 100 + 100
+// steps give the same parameters and metrics as 200.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "experiments/runner/config.hpp"
 
@@ -18,29 +20,16 @@ struct TrainResult {
   double final_token_accuracy = 0;
   double final_exact_match = 0;
   std::size_t final_scored_tokens = 0;  // tokens (or images) the final evaluation scored
-  bool interrupted = false;  // stopped by Ctrl-C after writing last.ckpt
+  int stop_signal = 0;                  // SIGINT or SIGTERM when a signal stopped it (after writing last.ckpt)
+  bool diverged = false;                // stopped at a non-finite loss or gradient (last.ckpt: the state before it)
+  // The process exit status: 0 finished, 1 diverged, 130 (SIGINT) or 143 (SIGTERM) stopped.
+  int exit_status() const { return stop_signal ? 128 + stop_signal : diverged ? 1 : 0; }
 };
 
-// Trains; progress lines go to stdout. `threads` sizes the thread pool. With `resume_dir`, continues the
-// run in that folder from its last.ckpt (`config` is then the run's config.yaml, plus any overrides).
-TrainResult train_experiment(const ExperimentConfig& config, int threads, const std::string& resume_dir = "");
-
-// `attnlab eval RUN`: the held-out loss and metrics of a run's checkpoint ("best" or "last") over
-// train.final_eval_batches (the whole split when 0), printed as one JSON line. Returns 0.
-int evaluate_run(const std::string& run_dir, const std::string& checkpoint, int threads);
-
-struct SampleOptions {
-  std::string prompt;  // text for char_text runs; space-separated token ids otherwise
-  std::size_t tokens = 200;
-  double temperature = 1.0;
-  std::size_t top_k = 0;
-  std::uint64_t seed = 0;
-  std::string checkpoint = "best";
-};
-// `attnlab export RUN DIR`: the weights of a run's checkpoint as .npy files and index.json. Returns 0.
-int export_run(const std::string& run_dir, const std::string& checkpoint, const std::string& out_dir);
-
-// `attnlab sample RUN`: continues a prompt with a causal LM run's model and prints the continuation.
-int sample_run(const std::string& run_dir, const SampleOptions& options, int threads);
+// Trains a new run; progress lines go to stdout. `threads` sizes the thread pool.
+TrainResult train_experiment(const ExperimentConfig& config, int threads);
+// Continues the run in `run_dir` from its last.ckpt, with `overrides` on its config.yaml (train.steps=N
+// to extend it; keys that shape the model or the data cannot change).
+TrainResult resume_experiment(const std::string& run_dir, const std::vector<std::string>& overrides, int threads);
 
 }  // namespace attnlab

@@ -7,27 +7,37 @@
 //
 // Legend: B batch, H heads, Tq query tokens, Tk key tokens, D head dim.
 #include "framework/attention/kernel.hpp"
-#include "framework/io/config_node.hpp"
 
 namespace attnlab {
 namespace {
 
-// 1. The kernel's options, with their defaults.
-struct CosineKernelConfig {
-  double temperature = 10.0;  // tau: how sharp the softmax over cosines in [-1, 1] can get
-};
-
-// 2. The kernel: a Module deriving from AttentionKernel.
+// The kernel: a Module deriving from AttentionKernel that states its facts once, as static members.
 class CosineKernel : public AttentionKernel {
  public:
-  explicit CosineKernel(const CosineKernelConfig& config) : config_(config) {}
-  std::string name() const override { return "cosine"; }
-  KernelCapabilities capabilities() const override { return KernelCapabilities{}; }  // everything
+  // 1. Its name, a line saying what it computes, and what it can do.
+  static constexpr const char* kName = "cosine";
+  static constexpr const char* kDescription =
+      "cosine-similarity attention, softmax(tau cos(q, k)) V (the worked example of docs/attention.md); O(n^2 d)";
+  static KernelCapabilities declared_capabilities() { return {}; }  // everything
+
+  // 2. Its options with their defaults, and one description of each: the config reads them through it
+  //    (unknown keys and bad values are errors with file:line:column), `attnlab list` and the docs show it.
+  struct Options {
+    double temperature = 10.0;  // tau: how sharp the softmax over cosines in [-1, 1] can get
+  };
+  static Schema<Options> options_schema() {
+    Schema<Options> s;
+    s.field("temperature", &Options::temperature, "tau, the scale of the cosines before the softmax", Range::greater_than(0.0));
+    return s;
+  }
+
+  // 3. The constructor the registry calls with the model's spec and the options read from the config.
+  CosineKernel(const KernelSpec&, const Options& config, Generator&) : config_(config) {}
 
   AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
     Tensor padding;  // [B, 1, 1, Tk]
     if (context.key_padding_mask.defined()) {
-      attention_mask(q.size(0), 1, k.size(2), AttentionContext{false, context.key_padding_mask, false});  // checks the shape
+      check_key_padding_mask(context.key_padding_mask, q.size(0), k.size(2));
       padding = reshape(context.key_padding_mask, {static_cast<std::int64_t>(k.size(0)), 1, 1, static_cast<std::int64_t>(k.size(2))});
     }
     const Tensor cosines = matmul(unit(q), unit(k), false, true);                                   // [B, H, Tq, Tk]
@@ -40,27 +50,12 @@ class CosineKernel : public AttentionKernel {
 
  private:
   static Tensor unit(const Tensor& x) { return x / sqrt(add(sum(x * x, -1, true), 1e-12)); }  // x / |x|
-  CosineKernelConfig config_;
+  Options config_;
 };
-
-// 3. The factory: reads and validates the options node (unknown keys and bad values are config errors
-//    with file:line:column), then builds the kernel.
-std::shared_ptr<AttentionKernel> make_cosine(const KernelSpec&, const YAML::Node& options, const std::string& file, Generator&) {
-  ConfigNode node(options, "model.attention.options", file);
-  CosineKernelConfig config;
-  config.temperature = node.get("temperature", config.temperature, Range::greater_than(0.0));
-  node.finish();
-  return std::make_shared<CosineKernel>(config);
-}
 
 }  // namespace
 
-// 4. One line registers it under its name, with its capabilities and documented options.
-ATTNLAB_REGISTER_KERNEL(cosine, (KernelInfo{
-    "cosine",
-    "cosine-similarity attention, softmax(tau cos(q, k)) V (the worked example of docs/attention.md); O(n^2 d)",
-    KernelCapabilities{},
-    {{"temperature", "float > 0", "10.0", "tau, the scale of the cosines before the softmax"}},
-    make_cosine}));
+// 4. One line registers it under its name.
+ATTNLAB_REGISTER_KERNEL(CosineKernel);
 
 }  // namespace attnlab

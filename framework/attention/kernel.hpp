@@ -5,9 +5,26 @@
 // the mixed values [B, H, Tq, D] and, when asked, the pattern [B, H, Tq, Tk]: the effective token-to-token
 // mixing weights, each row summing to one (all zeros for a query whose keys are all masked).
 //
-// Adding a kernel is one file: a class deriving from AttentionKernel, and at the bottom a registration
-//   ATTNLAB_REGISTER_KERNEL(my_kernel, (KernelInfo{"my_kernel", "what it does", capabilities, options, factory}));
-// plus one line in framework/CMakeLists.txt. The registry-driven test suite then checks it by itself.
+// A kernel states each fact about itself once, as static members of its class, and one line registers it:
+//
+//   class MyKernel : public AttentionKernel {
+//    public:
+//     static constexpr const char* kName = "my_kernel";
+//     static constexpr const char* kDescription = "what it computes; its cost";
+//     static KernelCapabilities declared_capabilities() { return {}; }   // what it can do
+//     struct Options { double temperature = 1.0; };                        // its options, with defaults
+//     static Schema<Options> options_schema();                             // each option described once
+//     MyKernel(const KernelSpec& spec, const Options& options, Generator& gen);
+//     AttentionResult forward(...) override;
+//   };
+//   ATTNLAB_REGISTER_KERNEL(MyKernel);
+//
+// Optional static members: `static void check(const KernelSpec&, const Options&, const ConfigNode&)` for
+// checks across options and the model (fail through the node, at the option's position), and
+// `static double working_bytes(const KernelSpec&, const Options&, std::size_t batch)`, the memory its
+// parameters, buffers and per-step temporaries take beyond the O(T D) of q, k, v (config validation sums
+// it up before anything is allocated). Plus one line in framework/CMakeLists.txt; the registry-driven
+// test suite then checks the kernel by itself.
 //
 // Legend: B batch, H heads, Tq query tokens, Tk key tokens, D head dim.
 #pragma once
@@ -17,10 +34,13 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "framework/io/config_schema.hpp"
 #include "framework/nn/module.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/tensor/registry.hpp"
 
 namespace attnlab {
 
@@ -35,13 +55,14 @@ struct AttentionResult {
   Tensor pattern;  // [B, H, Tq, Tk] when asked, else undefined
 };
 
-// What a kernel can do; the multi-head module and config validation branch on these flags.
+// What a kernel can do; the multi-head module, config validation, the benchmark and the test suite
+// branch on these flags, never on kernel names.
 struct KernelCapabilities {
   bool causal = true;           // supports causal masking
   bool bidirectional = true;    // supports unmasked (encoder) attention
   bool padding_mask = true;     // honours key padding masks
   bool cross_attention = true;  // Tq != Tk, keys from another sequence
-  bool fixed_max_length = false;// sequences must not exceed the kernel's max_len
+  bool fixed_max_length = false;// sequences must not exceed the kernel's max_len (it sizes parameters by it)
   bool pattern = true;          // can return its pattern
 };
 
@@ -49,67 +70,124 @@ struct KernelCapabilities {
 struct KernelSpec {
   std::size_t n_heads = 1;
   std::size_t head_dim = 1;
-  std::size_t max_len = 0;  // the model's longest sequence (block size)
-  bool causal = false;      // how the model will call it
+  std::size_t max_len = 0;    // the model's longest sequence (block size)
+  bool causal = false;        // how the model will call it
+  bool padding_mask = false;  // whether the model will pass key padding masks
 };
 
-// An option of a kernel, documented for `attnlab list` and docs.
-struct KernelOption {
-  std::string name, type, default_value, description;
+// A kernel's options as the config holds them: the YAML mapping (null: every default), its dotted path
+// for messages, and where its values came from (file positions, overrides).
+struct KernelOptions {
+  KernelOptions(YAML::Node node = YAML::Node(), std::string path = "model.attention.options", ConfigSourcePtr source = nullptr)
+      : node(node), path(std::move(path)), source(std::move(source)) {}
+  YamlTree node;
+  std::string path;
+  ConfigSourcePtr source;
+  ConfigNode config_node() const;  // a ConfigNode over the options (a source without a file when none is given)
 };
 
 class AttentionKernel;
-// Builds a kernel from its spec and its own options node (validated: unknown keys and bad values throw
-// ConfigError with file:line:column). `file` names the config file for messages.
-using KernelFactory = std::function<std::shared_ptr<AttentionKernel>(const KernelSpec& spec, const YAML::Node& options,
-                                                                     const std::string& file, Generator& gen)>;
 
+// Everything the registry knows of a kernel, built from its class's declarations by kernel_info<K>().
 struct KernelInfo {
   std::string name;
   std::string description;
   KernelCapabilities capabilities;
-  std::vector<KernelOption> options;
-  KernelFactory factory;
+  std::vector<KeyDoc> options;  // from the kernel's option schema: key, default, values, doc
+  // Reads and checks the options (positioned errors) without building anything; returns the memory the
+  // kernel needs beyond q, k, v for `batch` sequences (its working_bytes, 0 when it declares none).
+  std::function<double(const KernelSpec&, const KernelOptions&, std::size_t batch)> check;
+  std::function<std::shared_ptr<AttentionKernel>(const KernelSpec&, const KernelOptions&, Generator&)> build;
 };
 
 class AttentionKernel : public Module {
  public:
   virtual AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) = 0;
-  virtual std::string name() const = 0;
-  virtual KernelCapabilities capabilities() const = 0;
-};
-
-// name -> KernelInfo. A function-local static: no static-initialisation-order trouble.
-class KernelRegistry {
- public:
-  static KernelRegistry& instance();
-  // Adds a kernel; a duplicate name is an error (thrown at start-up).
-  bool add(KernelInfo info);
-  // The kernel called `name`, or an error "'X' is not among [a, b, c]".
-  const KernelInfo& find(const std::string& name) const;
-  bool contains(const std::string& name) const;
-  std::vector<std::string> names() const;  // sorted
+  // The registered name and capabilities (set by the registry when it builds the kernel).
+  const std::string& name() const { return name_; }
+  const KernelCapabilities& capabilities() const { return capabilities_; }
 
  private:
-  std::vector<KernelInfo> kernels_;
+  template <class K>
+  friend KernelInfo kernel_info();
+  std::string name_;
+  KernelCapabilities capabilities_;
 };
 
-// Checks the spec (and whether a padding mask will be used) against the kernel's capabilities and
-// builds it. Errors say what is wrong and which kernels would do.
-std::shared_ptr<AttentionKernel> make_kernel(const std::string& name, const KernelSpec& spec, const YAML::Node& options,
-                                             Generator& gen, bool uses_padding_mask = false,
-                                             const std::string& file = "");
-// The same checks without building (config validation).
-void check_kernel_capabilities(const std::string& name, const KernelSpec& spec, bool uses_padding_mask);
+// name -> KernelInfo ("attention kernel 'x' is not among [...]").
+using KernelRegistry = Registry<KernelInfo>;
+template <>
+KernelRegistry& KernelRegistry::instance();
+
+// Checks the spec against the kernel's capabilities, reads its options and builds it. Errors say what is
+// wrong and which kernels would do (std::invalid_argument), or where an option is bad (ConfigError).
+std::shared_ptr<AttentionKernel> make_kernel(const std::string& name, const KernelSpec& spec, const KernelOptions& options,
+                                             Generator& gen);
+// The same checks without building (config validation); returns the kernel's working_bytes for `batch`.
+double check_kernel(const std::string& name, const KernelSpec& spec, const KernelOptions& options, std::size_t batch = 1);
+// Only the capability checks.
+void check_kernel_capabilities(const std::string& name, const KernelSpec& spec);
 
 // Shared helpers for kernels: the boolean mask [B or 1, 1, Tq, Tk] combining causality and key padding
 // (true = masked), or undefined when nothing is masked.
 Tensor attention_mask(std::size_t batch, std::size_t tq, std::size_t tk, const AttentionContext& context);
+// Checks a key padding mask's dtype and shape against [batch, tk] (throws naming both).
+void check_key_padding_mask(const Tensor& mask, std::size_t batch, std::size_t tk);
+
+namespace kernel_detail {
+template <class K, class = void>
+struct has_check : std::false_type {};
+template <class K>
+struct has_check<K, std::void_t<decltype(K::check(std::declval<const KernelSpec&>(), std::declval<const typename K::Options&>(),
+                                                  std::declval<const ConfigNode&>()))>> : std::true_type {};
+template <class K, class = void>
+struct has_working_bytes : std::false_type {};
+template <class K>
+struct has_working_bytes<K, std::void_t<decltype(K::working_bytes(std::declval<const KernelSpec&>(),
+                                                                  std::declval<const typename K::Options&>(), std::size_t{}))>>
+    : std::true_type {};
+
+// K's options read from `options` through its schema, and checked.
+template <class K>
+typename K::Options read_options(const KernelSpec& spec, const KernelOptions& options) {
+  ConfigNode node = options.config_node();
+  typename K::Options o;
+  K::options_schema().read(node, o);
+  if constexpr (has_check<K>::value) K::check(spec, o, node);
+  return o;
+}
+}  // namespace kernel_detail
+
+// The registry's entry for kernel class K, from its static declarations.
+template <class K>
+KernelInfo kernel_info() {
+  KernelInfo info;
+  info.name = K::kName;
+  info.description = K::kDescription;
+  info.capabilities = K::declared_capabilities();
+  info.options = K::options_schema().docs();
+  info.check = [](const KernelSpec& spec, const KernelOptions& options, std::size_t batch) {
+    const typename K::Options o = kernel_detail::read_options<K>(spec, options);
+    if constexpr (kernel_detail::has_working_bytes<K>::value) {
+      return K::working_bytes(spec, o, batch);
+    } else {
+      return 0.0;
+    }
+  };
+  info.build = [](const KernelSpec& spec, const KernelOptions& options, Generator& gen) {
+    auto kernel = std::make_shared<K>(spec, kernel_detail::read_options<K>(spec, options), gen);
+    kernel->name_ = K::kName;
+    kernel->capabilities_ = K::declared_capabilities();
+    return std::shared_ptr<AttentionKernel>(kernel);
+  };
+  return info;
+}
 
 }  // namespace attnlab
 
 #define ATTNLAB_KERNEL_CONCAT_(a, b) a##b
 #define ATTNLAB_KERNEL_CONCAT(a, b) ATTNLAB_KERNEL_CONCAT_(a, b)
-// One line at the bottom of a kernel's file registers it.
-#define ATTNLAB_REGISTER_KERNEL(id, info) \
-  static const bool ATTNLAB_KERNEL_CONCAT(attnlab_kernel_registered_, id) = ::attnlab::KernelRegistry::instance().add info
+// One line at the bottom of a kernel's file registers it under its kName.
+#define ATTNLAB_REGISTER_KERNEL(Kernel)                                        \
+  static const bool ATTNLAB_KERNEL_CONCAT(attnlab_kernel_registered_, Kernel) = \
+      ::attnlab::KernelRegistry::instance().add(::attnlab::kernel_info<Kernel>())

@@ -11,40 +11,63 @@
 #include <cmath>
 
 #include "framework/attention/kernel.hpp"
-#include "framework/io/config_node.hpp"
+#include "framework/attention/softmax/softmax_attention.hpp"
 
 namespace attnlab {
 namespace {
 
 using I = std::int64_t;
 
-struct LinformerKernelConfig {
-  std::size_t proj_dim = 64;  // k
-  std::size_t max_len = 0;    // 0: the model's block size
-  bool share_kv = false;      // one projection for keys and values (E = F)
-};
-
 class LinformerKernel : public AttentionKernel {
  public:
-  LinformerKernel(const KernelSpec& spec, const LinformerKernelConfig& config, Generator& gen)
-      : config_(config), scale_(1.0 / std::sqrt(static_cast<double>(spec.head_dim))) {
-    NoGradGuard no_grad;
-    const double std = 1.0 / std::sqrt(static_cast<double>(config.max_len));
-    e_ = register_parameter("e", randn({config.proj_dim, config.max_len}, gen, {}, 0.0, std), ParamKind::weight);
-    if (!config.share_kv) f_ = register_parameter("f", randn({config.proj_dim, config.max_len}, gen, {}, 0.0, std), ParamKind::weight);
-  }
-  std::string name() const override { return "linformer"; }
-  KernelCapabilities capabilities() const override { return linformer_capabilities(); }
-  static KernelCapabilities linformer_capabilities() {
+  static constexpr const char* kName = "linformer";
+  static constexpr const char* kDescription =
+      "keys and values projected to k positions along the sequence by learned E, F (Wang et al. 2020); O(n k d), not causal";
+  static KernelCapabilities declared_capabilities() {
     KernelCapabilities c;
     c.causal = false;
     c.fixed_max_length = true;
     return c;
   }
+  struct Options {
+    std::size_t proj_dim = 64;  // k
+    std::size_t max_len = 0;    // 0: the model's block size
+    bool share_kv = false;      // one projection for keys and values (E = F)
+  };
+  static Schema<Options> options_schema() {
+    Schema<Options> s;
+    s.field("proj_dim", &Options::proj_dim, "k, the projected length", Range::closed(1, 1 << 20));
+    s.field("max_len", &Options::max_len, "longest sequence, E and F are [k, max_len]; 0 means the model's block size",
+            Range::closed(0, 1 << 24));
+    s.field("share_kv", &Options::share_kv, "one projection for keys and values");
+    return s;
+  }
+  static void check(const KernelSpec& spec, const Options& o, const ConfigNode& node) {
+    if (o.max_len != 0 && spec.max_len > o.max_len) {
+      node.fail("max_len", "'" + node.dotted("max_len") + "' (" + std::to_string(o.max_len) +
+                               ") is shorter than the model's sequences (" + std::to_string(spec.max_len) + "); raise it or set 0");
+    }
+  }
+  // E and F [k, max_len], and the projected keys and values [B, H, k, D].
+  static double working_bytes(const KernelSpec& spec, const Options& o, std::size_t batch) {
+    const double k = static_cast<double>(o.proj_dim), n = static_cast<double>(o.max_len ? o.max_len : spec.max_len);
+    return 4 * 2 * k * n + 4 * 2 * static_cast<double>(batch) * static_cast<double>(spec.n_heads) * k * static_cast<double>(spec.head_dim);
+  }
+
+  LinformerKernel(const KernelSpec& spec, const Options& options, Generator& gen)
+      : config_(options), scale_(1.0 / std::sqrt(static_cast<double>(spec.head_dim))) {
+    if (config_.max_len == 0) config_.max_len = spec.max_len;
+    const Options& config = config_;
+    NoGradGuard no_grad;
+    const double std = 1.0 / std::sqrt(static_cast<double>(config.max_len));
+    e_ = register_parameter("e", randn({config.proj_dim, config.max_len}, gen, {}, 0.0, std), ParamKind::weight);
+    if (!config.share_kv) f_ = register_parameter("f", randn({config.proj_dim, config.max_len}, gen, {}, 0.0, std), ParamKind::weight);
+  }
 
   AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
     if (context.causal) {
-      throw std::invalid_argument("linformer does not support causal attention; use softmax, linear, sparse or performer");
+      throw std::invalid_argument("linformer does not support causal attention: its projection mixes every position into every "
+                                  "projected one");
     }
     const std::size_t batch = k.size(0), n = k.size(2);
     if (n > config_.max_len) {
@@ -53,7 +76,7 @@ class LinformerKernel : public AttentionKernel {
     }
     Tensor keys = k, values = v, keep;
     if (context.key_padding_mask.defined()) {
-      attention_mask(batch, 1, n, AttentionContext{false, context.key_padding_mask, false});  // validates the shape
+      check_key_padding_mask(context.key_padding_mask, batch, n);
       keep = where(reshape(context.key_padding_mask, {static_cast<I>(batch), 1, static_cast<I>(n), 1}), zeros({}, k.dtype()),
                    ones({}, k.dtype()));  // [B, 1, T, 1]
       keys = keys * keep;
@@ -80,35 +103,13 @@ class LinformerKernel : public AttentionKernel {
   }
 
  private:
-  LinformerKernelConfig config_;
+  Options config_;
   double scale_;
   Tensor e_, f_;  // [k, max_len]
 };
 
-std::shared_ptr<AttentionKernel> make_linformer(const KernelSpec& spec, const YAML::Node& options, const std::string& file,
-                                                Generator& gen) {
-  ConfigNode node(options, "model.attention.options", file);
-  LinformerKernelConfig config;
-  config.proj_dim = node.get<std::size_t>("proj_dim", config.proj_dim, Range::at_least(1));
-  config.max_len = node.get<std::size_t>("max_len", spec.max_len, Range::at_least(1));
-  config.share_kv = node.get("share_kv", config.share_kv);
-  if (spec.max_len > config.max_len) {
-    node.fail("max_len", "model.attention.options.max_len (" + std::to_string(config.max_len) +
-                             ") is shorter than the model's sequences (" + std::to_string(spec.max_len) + "); raise it");
-  }
-  node.finish();
-  return std::make_shared<LinformerKernel>(spec, config, gen);
-}
-
 }  // namespace
 
-ATTNLAB_REGISTER_KERNEL(linformer, (KernelInfo{
-    "linformer",
-    "keys and values projected to k positions along the sequence by learned E, F (Wang et al. 2020); O(n k d), not causal",
-    LinformerKernel::linformer_capabilities(),
-    {{"proj_dim", "int >= 1", "64", "k, the projected length"},
-     {"max_len", "int >= 1", "block size", "longest sequence; E and F are [k, max_len]"},
-     {"share_kv", "bool", "false", "one projection for keys and values"}},
-    make_linformer}));
+ATTNLAB_REGISTER_KERNEL(LinformerKernel);
 
 }  // namespace attnlab

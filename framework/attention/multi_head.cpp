@@ -33,8 +33,9 @@ void check_heads_divide(std::size_t d_model, std::size_t n_heads) {
 }
 
 MultiHeadAttention::MultiHeadAttention(std::size_t d_model, std::size_t n_heads, std::shared_ptr<AttentionKernel> kernel_,
-                                       bool bias, Generator& gen)
-    : d_model_(d_model), n_heads_(n_heads), head_dim_(0) {
+                                       bool bias, Generator& gen, std::shared_ptr<LayerNorm> input_norm,
+                                       std::shared_ptr<const PositionalEncoding> rotary)
+    : d_model_(d_model), n_heads_(n_heads), head_dim_(0), input_norm_(std::move(input_norm)), rotary_(std::move(rotary)) {
   check_heads_divide(d_model, n_heads);
   if (!kernel_) throw std::invalid_argument("MultiHeadAttention: no attention kernel given");
   head_dim_ = d_model / n_heads;
@@ -43,38 +44,89 @@ MultiHeadAttention::MultiHeadAttention(std::size_t d_model, std::size_t n_heads,
   kernel = register_module("kernel", std::move(kernel_));
 }
 
-AttentionResult MultiHeadAttention::forward(const Tensor& x, const Tensor& context, const AttentionContext& attention,
-                                            const PositionalEncoding* rotary, const LayerNorm* norm) {
+void MultiHeadAttention::check_input(const Tensor& x, const char* name) const {
   if (x.dim() != 3 || x.size(2) != d_model_) {
-    throw std::invalid_argument("MultiHeadAttention: expected x [B, T, " + std::to_string(d_model_) + "], got " +
-                                shape_str(x.shape()));
+    throw std::invalid_argument(std::string("MultiHeadAttention: expected ") + name + " [B, T, " + std::to_string(d_model_) +
+                                "], got " + shape_str(x.shape()));
   }
-  Tensor q, k, v;
-  if (!context.defined()) {
-    auto heads = split_heads(norm ? norm->forward_into(x, *qkv) : qkv->forward(x), 3, n_heads_, head_dim_);  // 3 x [B, H, T, D]
-    q = heads[0], k = heads[1], v = heads[2];
+}
+
+Tensor MultiHeadAttention::self_attention(const Tensor& x, const AttentionContext& context, const HookScope& hooks) {
+  check_input(x, "x");
+  const Tensor projected = input_norm_ ? input_norm_->forward_into(x, *qkv) : qkv->forward(x);  // [B, T, 3C]
+  auto heads = split_heads(projected, 3, n_heads_, head_dim_);  // 3 x [B, H, T, D]
+  return attend(heads[0], heads[1], heads[2], context, hooks);
+}
+
+Tensor MultiHeadAttention::cross_attention(const Tensor& x, const Tensor& memory, const AttentionContext& context,
+                                           const HookScope& hooks) {
+  check_input(x, "x");
+  check_input(memory, "memory");
+  if (memory.size(0) != x.size(0)) {
+    throw std::invalid_argument("MultiHeadAttention: x and memory hold different batch sizes (" + std::to_string(x.size(0)) +
+                                " and " + std::to_string(memory.size(0)) + ")");
+  }
+  if (!kernel->capabilities().cross_attention) {
+    throw std::invalid_argument("attention kernel '" + kernel->name() + "' does not support cross-attention");
+  }
+  const I c = static_cast<I>(d_model_);
+  const Tensor q = split_heads(project_rows(*qkv, input_norm_ ? input_norm_->forward(x) : x, 0, c), 1, n_heads_, head_dim_)[0];
+  auto kv = split_heads(project_rows(*qkv, memory, c, 3 * c), 2, n_heads_, head_dim_);  // 2 x [B, H, Tk, D]
+  return attend(q, kv[0], kv[1], context, hooks);
+}
+
+Tensor MultiHeadAttention::attend(Tensor q, Tensor k, Tensor v, AttentionContext context, const HookScope& hooks) {
+  if (rotary_) {
+    q = rotary_->rotate(q);
+    k = rotary_->rotate(k);
+  }
+  context.need_pattern = false;
+  if (!hooks.active()) return project(kernel->forward(q, k, v, context).output);  // the training hot path
+  q = hooks("hook_q", q);
+  k = hooks("hook_k", k);
+  v = hooks("hook_v", v);
+  Tensor z;  // [B, H, Tq, D]
+  if (kernel->capabilities().pattern && hooks.wants("hook_pattern")) {
+    const Tensor pattern = kernel_pattern(q, k, v, context);
+    const Tensor used = hooks("hook_pattern", pattern);
+    z = used.same(pattern) ? kernel->forward(q, k, v, context).output : matmul(used, v);  // a replaced pattern mixes the values
   } else {
-    if (context.dim() != 3 || context.size(0) != x.size(0) || context.size(2) != d_model_) {
-      throw std::invalid_argument("MultiHeadAttention: expected context [" + std::to_string(x.size(0)) + ", Tk, " +
-                                  std::to_string(d_model_) + "], got " + shape_str(context.shape()));
-    }
-    if (!kernel->capabilities().cross_attention) {
-      throw std::invalid_argument("attention kernel '" + kernel->name() + "' does not support cross-attention");
-    }
-    const I c = static_cast<I>(d_model_);
-    q = split_heads(project_rows(*qkv, norm ? norm->forward(x) : x, 0, c), 1, n_heads_, head_dim_)[0];  // [B, H, Tq, D]
-    auto kv = split_heads(project_rows(*qkv, context, c, 3 * c), 2, n_heads_, head_dim_);  // 2 x [B, H, Tk, D]
-    k = kv[0], v = kv[1];
+    z = kernel->forward(q, k, v, context).output;
   }
-  if (rotary) {
-    q = rotary->rotate(q);
-    k = rotary->rotate(k);
+  z = hooks("hook_z", z);
+  if (hooks.wants("hook_result")) {
+    const Tensor results = head_results(z);
+    const Tensor used = hooks("hook_result", results);
+    if (!used.same(results)) {
+      const Tensor out = sum(used, 1);  // [B, Tq, C]
+      return proj->bias.defined() ? out + proj->bias : out;
+    }
   }
-  AttentionResult result = kernel->forward(q, k, v, attention);  // output [B, H, Tq, D]
-  const I b = static_cast<I>(x.size(0)), tq = static_cast<I>(x.size(1));
-  const Tensor merged = reshape(permute(result.output, {0, 2, 1, 3}), {b, tq, static_cast<I>(d_model_)});  // [B, Tq, C]
-  result.output = proj->forward(merged);
-  return result;
+  return project(z);
+}
+
+Tensor MultiHeadAttention::kernel_pattern(const Tensor& q, const Tensor& k, const Tensor& v, AttentionContext context) {
+  // In eval mode and without a graph: the pattern only looks, it draws no dropout mask and advances no
+  // kernel state, so a forward that caches it computes the same output as one that does not.
+  NoGradGuard no_grad;
+  const bool training = kernel->is_training();
+  kernel->eval();
+  context.need_pattern = true;
+  const Tensor pattern = kernel->forward(q, k, v, context).pattern;
+  kernel->train(training);
+  return pattern;
+}
+
+Tensor MultiHeadAttention::project(const Tensor& z) const {
+  const I b = static_cast<I>(z.size(0)), tq = static_cast<I>(z.size(2));
+  return proj->forward(reshape(permute(z, {0, 2, 1, 3}), {b, tq, static_cast<I>(d_model_)}));  // [B, Tq, C] merged heads
+}
+
+Tensor MultiHeadAttention::head_results(const Tensor& z) const {
+  // proj.weight [C, C] reads the merged heads along its columns: head h owns columns [hD, (h+1)D).
+  const Tensor per_head = reshape(transpose(proj->weight, 0, 1),
+                                  {static_cast<I>(n_heads_), static_cast<I>(head_dim_), static_cast<I>(d_model_)});  // [H, D, C]
+  return matmul(z, per_head);  // [B, H, Tq, D] x [H, D, C] -> [B, H, Tq, C]
 }
 
 }  // namespace attnlab

@@ -1,6 +1,19 @@
 // MultiHeadAttention: projections to queries, keys and values, the split into heads, an attention kernel
-// from the registry, the merge and the output projection. Self-attention (one sequence) and
-// cross-attention (queries from x, keys and values from a context sequence; rectangular patterns).
+// from the registry, the merge and the output projection. Self-attention (one sequence) and cross-
+// attention (queries from x, keys and values from `memory`, another sequence such as an encoder's output;
+// rectangular patterns) are separate entry points.
+//
+// Named activations (nn/hooks.hpp), under the scope the caller passes ("blocks.1.attn."):
+//   hook_q, hook_k, hook_v  [B, H, T, D]   what the kernel receives (after rotary, when rotary is on)
+//   hook_pattern            [B, H, Tq, Tk] the kernel's pattern (formed only when asked for, by a separate
+//                                          call in eval mode under no-grad, so caching it changes no
+//                                          output); a replaced pattern mixes the values: z = pattern v,
+//                                          with gradients reaching v and whatever the replacement was
+//                                          computed from, not q and k through the kernel
+//   hook_z                  [B, H, Tq, D]  each head's output before the output projection
+//   hook_result             [B, H, Tq, C]  each head's contribution to the output (formed only when asked
+//                                          for; a replaced one makes the output their sum plus the
+//                                          projection's bias)
 //
 // Legend: B batch, Tq query tokens, Tk key tokens, C model width, H heads, D = C / H head dim.
 #pragma once
@@ -9,6 +22,7 @@
 #include <string>
 
 #include "framework/attention/kernel.hpp"
+#include "framework/nn/hooks.hpp"
 #include "framework/nn/layers.hpp"
 #include "framework/nn/positional.hpp"
 
@@ -17,15 +31,16 @@ namespace attnlab {
 class MultiHeadAttention : public Module {
  public:
   // n_heads must divide d_model. `kernel` comes from make_kernel (its parameters become "kernel.*").
-  MultiHeadAttention(std::size_t d_model, std::size_t n_heads, std::shared_ptr<AttentionKernel> kernel, bool bias,
-                     Generator& gen);
+  // `input_norm` (optional): a pre-norm block's LayerNorm, owned and registered by the block, applied to
+  // the queries' input (fused into the projection in self-attention). `rotary` (optional): rotates q and
+  // k by their positions.
+  MultiHeadAttention(std::size_t d_model, std::size_t n_heads, std::shared_ptr<AttentionKernel> kernel, bool bias, Generator& gen,
+                     std::shared_ptr<LayerNorm> input_norm = nullptr, std::shared_ptr<const PositionalEncoding> rotary = nullptr);
 
-  // Self-attention when `context` is undefined, else cross-attention. x [B, Tq, C], context [B, Tk, C];
-  // returns output [B, Tq, C] and, when asked, the pattern [B, H, Tq, Tk]. `rotary` (optional) rotates
-  // q and k by their positions.
-  // `norm` (optional) is applied to x first; in self-attention it is fused into the qkv projection.
-  AttentionResult forward(const Tensor& x, const Tensor& context, const AttentionContext& attention,
-                          const PositionalEncoding* rotary = nullptr, const LayerNorm* norm = nullptr);
+  // x [B, T, C] -> [B, T, C].
+  Tensor self_attention(const Tensor& x, const AttentionContext& context, const HookScope& hooks = {});
+  // Queries from x [B, Tq, C], keys and values from memory [B, Tk, C] (not normalised here) -> [B, Tq, C].
+  Tensor cross_attention(const Tensor& x, const Tensor& memory, const AttentionContext& context, const HookScope& hooks = {});
 
   std::size_t n_heads() const { return n_heads_; }
   std::size_t head_dim() const { return head_dim_; }
@@ -35,7 +50,18 @@ class MultiHeadAttention : public Module {
   std::shared_ptr<AttentionKernel> kernel;
 
  private:
+  // The kernel and the output projection, with the hook points from q, k, v on.
+  Tensor attend(Tensor q, Tensor k, Tensor v, AttentionContext context, const HookScope& hooks);
+  // The kernel's pattern for the hook point (a separate call in eval mode under no-grad).
+  Tensor kernel_pattern(const Tensor& q, const Tensor& k, const Tensor& v, AttentionContext context);
+  // z [B, H, Tq, D] -> the heads merged and projected [B, Tq, C].
+  Tensor project(const Tensor& z) const;
+  // z [B, H, Tq, D] -> each head's share of the output projection [B, H, Tq, C].
+  Tensor head_results(const Tensor& z) const;
+  void check_input(const Tensor& x, const char* name) const;
   std::size_t d_model_, n_heads_, head_dim_;
+  std::shared_ptr<LayerNorm> input_norm_;
+  std::shared_ptr<const PositionalEncoding> rotary_;
 };
 
 // "n_heads (3) must divide d_model (64)": the check every config does before building a model.

@@ -24,38 +24,13 @@ std::string kernels_with(F has) {
 
 }  // namespace
 
+template <>
 KernelRegistry& KernelRegistry::instance() {
-  static KernelRegistry registry;
+  static KernelRegistry registry("attention kernel");
   return registry;
 }
 
-bool KernelRegistry::add(KernelInfo info) {
-  if (contains(info.name)) throw std::logic_error("attention kernel '" + info.name + "' is registered twice");
-  if (!info.factory) throw std::logic_error("attention kernel '" + info.name + "' has no factory");
-  kernels_.push_back(std::move(info));
-  return true;
-}
-
-bool KernelRegistry::contains(const std::string& name) const {
-  return std::any_of(kernels_.begin(), kernels_.end(), [&](const KernelInfo& k) { return k.name == name; });
-}
-
-const KernelInfo& KernelRegistry::find(const std::string& name) const {
-  for (const auto& k : kernels_)
-    if (k.name == name) return k;
-  const std::string guess = nearest(name, names());
-  throw std::invalid_argument("attention kernel '" + name + "' is not among [" + join(names()) + "]" +
-                              (guess.empty() ? "" : "; did you mean '" + guess + "'?"));
-}
-
-std::vector<std::string> KernelRegistry::names() const {
-  std::vector<std::string> out;
-  for (const auto& k : kernels_) out.push_back(k.name);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-void check_kernel_capabilities(const std::string& name, const KernelSpec& spec, bool uses_padding_mask) {
+void check_kernel_capabilities(const std::string& name, const KernelSpec& spec) {
   const KernelInfo& info = KernelRegistry::instance().find(name);
   const KernelCapabilities& c = info.capabilities;
   if (spec.causal && !c.causal) {
@@ -63,32 +38,42 @@ void check_kernel_capabilities(const std::string& name, const KernelSpec& spec, 
                                 kernels_with([](const KernelCapabilities& k) { return k.causal; }) + "]");
   }
   if (!spec.causal && !c.bidirectional) {
-    throw std::invalid_argument(name + " supports causal attention only; set causal: true or use one of [" +
+    throw std::invalid_argument(name + " supports causal attention only; use one of [" +
                                 kernels_with([](const KernelCapabilities& k) { return k.bidirectional; }) + "]");
   }
-  if (uses_padding_mask && !c.padding_mask) {
+  if (spec.padding_mask && !c.padding_mask) {
     throw std::invalid_argument(name + " does not support key padding masks, and this task pads its sequences; use one of [" +
                                 kernels_with([](const KernelCapabilities& k) { return k.padding_mask; }) + "]");
   }
   if (spec.n_heads == 0 || spec.head_dim == 0) throw std::invalid_argument(name + ": n_heads and head_dim must be positive");
 }
 
-std::shared_ptr<AttentionKernel> make_kernel(const std::string& name, const KernelSpec& spec, const YAML::Node& options,
-                                             Generator& gen, bool uses_padding_mask, const std::string& file) {
-  check_kernel_capabilities(name, spec, uses_padding_mask);
-  return KernelRegistry::instance().find(name).factory(spec, options, file, gen);
+std::shared_ptr<AttentionKernel> make_kernel(const std::string& name, const KernelSpec& spec, const KernelOptions& options,
+                                             Generator& gen) {
+  check_kernel_capabilities(name, spec);
+  return KernelRegistry::instance().find(name).build(spec, options, gen);
+}
+
+double check_kernel(const std::string& name, const KernelSpec& spec, const KernelOptions& options, std::size_t batch) {
+  check_kernel_capabilities(name, spec);
+  return KernelRegistry::instance().find(name).check(spec, options, batch);
+}
+
+ConfigNode KernelOptions::config_node() const {
+  return ConfigNode(node.node(), path, source ? source : std::make_shared<ConfigSource>());
+}
+
+void check_key_padding_mask(const Tensor& m, std::size_t batch, std::size_t tk) {
+  if (m.dtype() != DType::boolean || m.dim() != 2 || m.size(0) != batch || m.size(1) != tk) {
+    throw std::invalid_argument("attention: key_padding_mask must be a bool tensor [" + std::to_string(batch) + ", " +
+                                std::to_string(tk) + "], got " + shape_str(m.shape()) + " " + dtype_name(m.dtype()));
+  }
 }
 
 Tensor attention_mask(std::size_t batch, std::size_t tq, std::size_t tk, const AttentionContext& context) {
   const bool padded = context.key_padding_mask.defined();
   if (!context.causal && !padded) return Tensor();
-  if (padded) {
-    const Tensor& m = context.key_padding_mask;
-    if (m.dtype() != DType::boolean || m.dim() != 2 || m.size(0) != batch || m.size(1) != tk) {
-      throw std::invalid_argument("attention: key_padding_mask must be a bool tensor [" + std::to_string(batch) + ", " +
-                                  std::to_string(tk) + "], got " + shape_str(m.shape()) + " " + dtype_name(m.dtype()));
-    }
-  }
+  if (padded) check_key_padding_mask(context.key_padding_mask, batch, tk);
   const std::size_t rows = padded ? batch : 1;
   Tensor mask = zeros({rows, 1, tq, tk}, DType::boolean);
   bool* p = mask.data<bool>();

@@ -16,13 +16,12 @@
 #include <limits>
 
 #include "framework/attention/kernel.hpp"
-#include "framework/io/config_node.hpp"
 #include "framework/ops/parallel.hpp"
 
 namespace attnlab {
 namespace {
 
-struct SparseKernelConfig {
+struct SparseOptions {
   std::size_t window = 32;        // local keys on each allowed side
   std::size_t stride = 0;         // summary keys every `stride` positions; 0: ceil(T / summaries)
   std::size_t summaries = 16;     // with stride 0, the number of summary positions over the sequence
@@ -35,7 +34,7 @@ struct SparsePattern {
   std::vector<std::size_t> keys;     // [nnz]
 };
 
-SparsePattern build_pattern(std::size_t t, bool causal, SparseKernelConfig c) {
+SparsePattern build_pattern(std::size_t t, bool causal, SparseOptions c) {
   if (c.stride == 0) c.stride = std::max<std::size_t>(1, (t + c.summaries - 1) / c.summaries);
   SparsePattern p;
   p.offsets.push_back(0);
@@ -151,14 +150,36 @@ void sparse_backward(const T* q, const T* k, const T* v, const T* probs, const T
 
 class SparseKernel : public AttentionKernel {
  public:
-  SparseKernel(const KernelSpec& spec, const SparseKernelConfig& config)
-      : config_(config), scale_(1.0 / std::sqrt(static_cast<double>(spec.head_dim))) {}
-  std::string name() const override { return "sparse"; }
-  KernelCapabilities capabilities() const override {
+  static constexpr const char* kName = "sparse";
+  static constexpr const char* kDescription =
+      "fixed factorised sparse attention: local window + strided summary keys + global tokens (Child et al. 2019); "
+      "O(n (w + n/s) d), linear with the default stride";
+  static KernelCapabilities declared_capabilities() {
     KernelCapabilities c;
     c.cross_attention = false;
     return c;
   }
+  using Options = SparseOptions;
+  static Schema<Options> options_schema() {
+    Schema<Options> s;
+    s.field("window", &Options::window, "local keys on each allowed side of a query");
+    s.field("stride", &Options::stride, "every stride-th position is a summary key seen by all later queries; 0: ceil(n / summaries)");
+    s.field("summaries", &Options::summaries, "with stride 0, how many summary positions the sequence has", Range::at_least(1));
+    s.field("global_tokens", &Options::global_tokens, "leading tokens that attend to and are attended by every token");
+    return s;
+  }
+  // The softmax weights of the allowed pairs, kept for the backward: at most window both sides, the
+  // summaries and the global tokens per query.
+  static double working_bytes(const KernelSpec& spec, const Options& o, std::size_t batch) {
+    const double t = static_cast<double>(spec.max_len);
+    const double per_query = std::min(t, 2.0 * static_cast<double>(o.window) + 1 + static_cast<double>(o.summaries) +
+                                             static_cast<double>(o.global_tokens) +
+                                             (o.stride ? t / static_cast<double>(o.stride) : 0.0));
+    return 4 * static_cast<double>(batch) * static_cast<double>(spec.n_heads) * t * per_query;
+  }
+
+  SparseKernel(const KernelSpec& spec, const Options& config, Generator&)
+      : config_(config), scale_(1.0 / std::sqrt(static_cast<double>(spec.head_dim))) {}
 
   AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
     if (q.shape() != k.shape() || q.shape() != v.shape()) {
@@ -166,7 +187,7 @@ class SparseKernel : public AttentionKernel {
                                   shape_str(q.shape()) + ", " + shape_str(k.shape()) + ", " + shape_str(v.shape()));
     }
     const std::size_t batch = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3), bh = batch * heads;
-    if (context.key_padding_mask.defined()) attention_mask(batch, 1, t, AttentionContext{false, context.key_padding_mask, false});
+    if (context.key_padding_mask.defined()) check_key_padding_mask(context.key_padding_mask, batch, t);
     auto pattern = std::make_shared<SparsePattern>(build_pattern(t, context.causal, config_));
     Tensor probs = empty({bh, pattern->keys.size()}, q.dtype());  // softmax over the allowed keys, saved for backward
     Tensor out = empty(q.shape(), q.dtype());
@@ -208,39 +229,12 @@ class SparseKernel : public AttentionKernel {
   }
 
  private:
-  SparseKernelConfig config_;
+  Options config_;
   double scale_;
 };
 
-std::shared_ptr<AttentionKernel> make_sparse(const KernelSpec& spec, const YAML::Node& options, const std::string& file,
-                                             Generator&) {
-  ConfigNode node(options, "model.attention.options", file);
-  SparseKernelConfig config;
-  config.window = node.get<std::size_t>("window", config.window);
-  config.stride = node.get<std::size_t>("stride", config.stride);
-  config.summaries = node.get<std::size_t>("summaries", config.summaries, Range::at_least(1));
-  config.global_tokens = node.get<std::size_t>("global_tokens", config.global_tokens);
-  node.finish();
-  return std::make_shared<SparseKernel>(spec, config);
-}
-
-KernelCapabilities sparse_capabilities() {
-  KernelCapabilities c;
-  c.cross_attention = false;
-  return c;
-}
-
 }  // namespace
 
-ATTNLAB_REGISTER_KERNEL(sparse, (KernelInfo{
-    "sparse",
-    "fixed factorised sparse attention: local window + strided summary keys + global tokens (Child et al. 2019); "
-    "O(n (w + n/s) d), linear with the default stride",
-    sparse_capabilities(),
-    {{"window", "int >= 0", "32", "local keys on each allowed side of a query"},
-     {"stride", "int >= 0", "0", "every stride-th position is a summary key seen by all later queries; 0: ceil(n / summaries)"},
-     {"summaries", "int >= 1", "16", "with stride 0, how many summary positions the sequence has"},
-     {"global_tokens", "int >= 0", "0", "leading tokens that attend to and are attended by every token"}},
-    make_sparse}));
+ATTNLAB_REGISTER_KERNEL(SparseKernel);
 
 }  // namespace attnlab

@@ -1,4 +1,4 @@
-// write_file_atomically: POSIX open/write/fsync/rename (see atomic_file.hpp).
+// write_file_atomically: POSIX open/write/fsync/rename; read_file; create_folders (see atomic_file.hpp).
 #include "framework/io/atomic_file.hpp"
 
 #include <fcntl.h>
@@ -7,6 +7,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 
 namespace attnlab {
@@ -49,6 +52,25 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   }
   if (::close(fd) != 0) fail(temporary, "flush", temporary);
   if (std::rename(temporary.c_str(), path.c_str()) != 0) fail(temporary, "move the finished file into place at", path);
+}
+
+std::string read_file(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw std::runtime_error("cannot read the " + what + " " + path + ": it is a folder");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot read the " + what + " " + path + ": " + std::strerror(errno));
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  if (in.bad()) throw std::runtime_error("cannot read the " + what + " " + path + ": " + std::strerror(errno));
+  return bytes.str();
+}
+
+void create_folders(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (std::filesystem::is_directory(path)) return;
+  const std::string reason = ec ? ec.message() : "a file has that name";
+  throw std::runtime_error("cannot create " + what + " " + path + ": " + reason + "; choose a folder you can write");
 }
 
 }  // namespace attnlab

@@ -1,8 +1,6 @@
 #include "framework/io/checkpoint.hpp"
 
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
 #include "framework/io/atomic_file.hpp"
@@ -90,11 +88,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read checkpoint " + path);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  const std::string file = buffer.str();
+  const std::string file = read_file(path, "checkpoint");
   const std::size_t header = sizeof kMagic + sizeof(std::uint32_t) + sizeof(std::uint64_t);
   if (file.size() < sizeof kMagic || std::memcmp(file.data(), kMagic, sizeof kMagic) != 0) {
     throw std::runtime_error(path + " is not an attnlab checkpoint (wrong magic)");

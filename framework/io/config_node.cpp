@@ -1,7 +1,12 @@
 #include "framework/io/config_node.hpp"
 
+#include <yaml-cpp/depthguard.h>
+
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
 #include <sstream>
 
 namespace attnlab {
@@ -15,21 +20,235 @@ std::string format_position(const std::string& file, int line, int column, const
 
 std::string number_text(double v) {
   std::ostringstream os;
+  os.precision(15);
   os << v;
   return os.str();
 }
 
+// Every node of the subtree under `node`, itself first.
+void collect_nodes(const YAML::Node& node, std::vector<YAML::Node>& out) {
+  out.push_back(node);
+  if (node.IsMap()) {
+    for (const auto& kv : node) {
+      out.push_back(kv.first);
+      collect_nodes(kv.second, out);
+    }
+  } else if (node.IsSequence()) {
+    for (const YAML::Node& item : node) collect_nodes(item, out);
+  }
+}
+
+// Line (1-based) and column of byte `at` of `text`.
+std::pair<int, int> position_of(const std::string& text, std::size_t at) {
+  int line = 1, column = 1;
+  for (std::size_t i = 0; i < at && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return {line, column};
+}
+
+std::string nth_line(const std::string& text, int line) {
+  std::istringstream lines(text);
+  std::string s;
+  for (int i = 0; i <= line && std::getline(lines, s); ++i) {
+  }
+  return s;
+}
+
+// A parser error of yaml-cpp, said plainly where its own words are unclear.
+ConfigError parse_error(const YAML::ParserException& e, const std::string& text, const std::string& file) {
+  const int line = e.mark.line + 1, column = e.mark.column + 1;
+  if (dynamic_cast<const YAML::DeepRecursion*>(&e)) {
+    return ConfigError(file, line, column, "the config nests lists or mappings deeper than YAML can read here (2000 levels); "
+                                           "a config needs a few levels at most");
+  }
+  const std::string source_line = nth_line(text, e.mark.line);
+  if (e.msg == YAML::ErrorMsg::MAP_VALUE) {
+    const std::size_t colon = source_line.find(':');
+    if (colon != std::string::npos && colon > 1024) {
+      return ConfigError(file, line, 1, "a key of " + std::to_string(colon) + " characters: YAML reads plain keys of at most 1024; "
+                                        "is this line what you meant to write?");
+    }
+  }
+  const bool tab = source_line.find('\t') != std::string::npos;
+  return ConfigError(file, line, column, e.msg + (tab ? " (this line holds a tab: YAML indents with spaces only)" : ""));
+}
+
+// A dotted key's parts are names: letters, digits and '_' ("train.optimizer.lr").
+const std::regex& key_part() {
+  static const std::regex part("[A-Za-z_][A-Za-z0-9_]*");
+  return part;
+}
+
 }  // namespace
 
+// ---- ConfigError ----
+
 ConfigError::ConfigError(const std::string& file, int line, int column, const std::string& message)
-    : std::runtime_error(format_position(file, line, column, message)),
-      file_(file),
+    : ConfigError(format_position(file, line, column, message), file, line, column, "", message) {}
+
+ConfigError::ConfigError(std::string what, std::string file, int line, int column, std::string origin, std::string message)
+    : std::runtime_error(what),
+      file_(std::move(file)),
       line_(line),
       column_(column),
-      message_(message) {}
+      origin_(std::move(origin)),
+      message_(std::move(message)) {}
+
+ConfigError ConfigError::at_origin(const std::string& origin, const std::string& message) {
+  return ConfigError(origin + ": " + message, "", 0, 0, origin, message);
+}
+
+// ---- ConfigSource ----
+
+ConfigSource::ConfigSource(std::string file, std::string text) : file_(std::move(file)), text_(std::move(text)) {}
+
+bool ConfigSource::quoted_over_lines(const YAML::Node& node) const {
+  if (text_.empty() || !node.IsScalar() || node.Tag() != "!" || !override_of(node).empty()) return false;
+  const YAML::Mark mark = node.Mark();
+  if (mark.pos < 0 || static_cast<std::size_t>(mark.pos) >= text_.size()) return false;
+  const char quote = text_[static_cast<std::size_t>(mark.pos)];
+  if (quote != '"' && quote != '\'') return false;
+  for (std::size_t i = static_cast<std::size_t>(mark.pos) + 1; i < text_.size(); ++i) {
+    const char c = text_[i];
+    if (c == '\n') return true;
+    if (quote == '"' && c == '\\') {
+      ++i;
+    } else if (c == quote) {
+      if (quote == '\'' && i + 1 < text_.size() && text_[i + 1] == '\'') {
+        ++i;  // '' is a quote inside a single-quoted value
+      } else {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+void ConfigSource::add_override(const YAML::Node& value, const std::string& origin) {
+  Override o;
+  collect_nodes(value, o.nodes);
+  o.origin = origin;
+  overrides_.push_back(std::move(o));
+}
+
+std::string ConfigSource::override_of(const YAML::Node& node) const {
+  if (!node.IsDefined()) return "";
+  // The latest override first: it is the one whose value is in the tree.
+  for (auto o = overrides_.rbegin(); o != overrides_.rend(); ++o)
+    for (const YAML::Node& n : o->nodes)
+      if (n.is(node)) return o->origin;
+  return "";
+}
+
+ConfigError ConfigSource::error(const YAML::Node& node, const std::string& message) const {
+  const std::string origin = override_of(node);
+  if (!origin.empty()) return ConfigError::at_origin(origin, message);
+  const YAML::Mark mark = node.IsDefined() ? node.Mark() : YAML::Mark::null_mark();
+  const bool known = mark.line >= 0;
+  return ConfigError(file_, known ? mark.line + 1 : 0, known ? mark.column + 1 : 0, message);
+}
+
+ConfigError ConfigSource::error(const std::string& message) const { return ConfigError(file_, 0, 0, message); }
+
+// ---- documents and overrides ----
+
+YAML::Node read_config_document(const std::string& text, const std::string& file) {
+  const std::size_t nul = text.find('\0');
+  if (nul != std::string::npos) {
+    const auto [line, column] = position_of(text, nul);
+    throw ConfigError(file, line, column, "the file holds a NUL byte: a config is YAML text (is this a binary file?)");
+  }
+  std::vector<YAML::Node> documents;
+  try {
+    documents = YAML::LoadAll(text);
+  } catch (const YAML::ParserException& e) {
+    throw parse_error(e, text, file);
+  }
+  if (documents.empty() || documents[0].IsNull()) {
+    throw ConfigError(file, 0, 0, "the config is empty (no keys, only comments or '---'); write at least one key, "
+                                  "e.g. name: my_experiment (docs/configs.md lists them all)");
+  }
+  if (documents.size() > 1) {
+    const YAML::Mark second = documents[1].Mark();
+    throw ConfigError(file, second.line + 1, second.column + 1,
+                      "a second YAML document starts here; a config file holds one (remove the '---' and what follows, "
+                      "or merge it into the first)");
+  }
+  return documents[0];
+}
+
+std::string read_config_text(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) throw ConfigError(path, 0, 0, "is a folder, not a config file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ConfigError(path, 0, 0, "cannot read the config file (does it exist?)");
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw ConfigError(path, 0, 0, "cannot read the config file");
+  return text.str();
+}
+
+void apply_override(YAML::Node& root, const std::string& assignment, ConfigSource& source, std::string origin) {
+  if (origin.empty()) origin = "command-line override `" + assignment + "`";
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw ConfigError::at_origin(origin, "an override looks like key=value, e.g. train.steps=500");
+  }
+  const std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  std::vector<std::string> parts;
+  for (std::size_t start = 0;;) {
+    const std::size_t dot = path.find('.', start);
+    parts.push_back(path.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  for (const std::string& p : parts) {
+    if (!std::regex_match(p, key_part())) {
+      throw ConfigError::at_origin(origin, "'" + path + "' is not a dotted key: " +
+                                               (p.empty() ? "it has an empty part" : "'" + p + "' is not a key name") +
+                                               "; keys are names joined by dots, e.g. train.optimizer.lr");
+    }
+  }
+  YAML::Node value;
+  try {
+    value = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError::at_origin(origin, "the value is not valid YAML (" + e.msg + ")");
+  }
+  if (!value.IsDefined() || value.IsNull()) {
+    throw ConfigError::at_origin(origin, "the override has no value; write " + path + "=VALUE");
+  }
+  if (!root.IsMap()) throw source.error(root, "the config must be a mapping of keys to values");
+  std::vector<YAML::Node> chain{root};
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i) {
+    YAML::Node next = chain.back()[parts[i]];
+    if (next.IsDefined() && !next.IsNull() && !next.IsMap()) {
+      std::string so_far;
+      for (std::size_t j = 0; j <= i; ++j) so_far += (j ? "." : "") + parts[j];
+      throw ConfigError::at_origin(origin, "'" + so_far + "' is a value, not a section with keys under it");
+    }
+    if (!next.IsDefined() || next.IsNull()) {
+      YAML::Node section(YAML::NodeType::Map);
+      chain.back()[parts[i]] = section;
+      source.add_override(section, origin);
+    }
+    chain.push_back(chain.back()[parts[i]]);
+  }
+  chain.back()[parts.back()] = value;
+  source.add_override(value, origin);
+}
+
+// ---- Range ----
 
 bool Range::contains(double v) const {
-  if (std::isnan(v)) return false;
+  if (!std::isfinite(v)) return false;
   if (low_open ? v <= low : v < low) return false;
   if (high_open ? v >= high : v > high) return false;
   return true;
@@ -41,60 +260,25 @@ std::string Range::describe() const {
     return std::string(low_open ? "(" : "[") + number_text(low) + ", " + number_text(high) + (high_open ? ")" : "]");
   if (has_low) return std::string(low_open ? "> " : ">= ") + number_text(low);
   if (has_high) return std::string(high_open ? "< " : "<= ") + number_text(high);
-  return "any number";
+  return "any finite number";
 }
 
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
+// ---- ConfigNode ----
 
-std::string nearest(const std::string& word, const std::vector<std::string>& candidates) {
-  std::string best;
-  std::size_t best_distance = std::string::npos;
-  for (const auto& c : candidates) {
-    const std::size_t d = edit_distance(word, c);
-    if (d < best_distance) {
-      best_distance = d;
-      best = c;
-    }
-  }
-  // Close enough to be a typo: at most a third of the word's letters differ (and at least one may).
-  if (!best.empty() && best_distance <= std::max<std::size_t>(1, word.size() / 3 + 1)) return best;
-  // Or a part of a longer name ("cosine" for "warmup_cosine").
-  if (word.size() >= 3) {
-    for (const auto& c : candidates)
-      if (c.find(word) != std::string::npos) return c;
-  }
-  return "";
-}
+ConfigNode::ConfigNode(const YAML::Node& node, std::string path, const std::string& file)
+    : ConfigNode(node, std::move(path), std::make_shared<ConfigSource>(file)) {}
 
-void fail_at(const YAML::Node& node, const std::string& file, const std::string& message) {
-  const YAML::Mark mark = node.IsDefined() ? node.Mark() : YAML::Mark::null_mark();
-  const bool known = mark.line >= 0;
-  throw ConfigError(file, known ? mark.line + 1 : 0, known ? mark.column + 1 : 0, message);
-}
-
-ConfigNode::ConfigNode(const YAML::Node& node, std::string path, std::string file)
-    : node_(node), path_(std::move(path)), file_(std::move(file)) {
+ConfigNode::ConfigNode(const YAML::Node& node, std::string path, ConfigSourcePtr source)
+    : node_(node), path_(std::move(path)), source_(std::move(source)) {
   if (node_.IsDefined() && !node_.IsNull() && !node_.IsMap()) {
-    fail_at(node_, file_, (path_.empty() ? std::string("the config") : path_) + " must be a mapping of keys to values");
+    fail_at(node_, (path_.empty() ? std::string("the config") : "'" + path_ + "'") + " must be a mapping of keys to values");
   }
   if (node_.IsMap()) {
     std::set<std::string> seen;
     for (auto it = node_.begin(); it != node_.end(); ++it) {
-      const std::string key = it->first.as<std::string>();
-      if (!seen.insert(key).second) fail_at(it->first, file_, "duplicate key '" + dotted(key) + "'");
+      if (!it->first.IsScalar()) fail_at(it->first, "a key must be a name, not a list or mapping");
+      const std::string key = it->first.Scalar();
+      if (!seen.insert(key).second) fail_at(it->first, "duplicate key '" + dotted(key) + "'");
     }
   }
 }
@@ -103,9 +287,21 @@ std::string ConfigNode::dotted(const std::string& key) const { return path_.empt
 
 bool ConfigNode::has(const std::string& key) const { return node_.IsMap() && node_[key].IsDefined(); }
 
+YAML::Node ConfigNode::key_node(const std::string& key) const {
+  for (auto it = node_.begin(); it != node_.end(); ++it)
+    if (it->first.Scalar() == key) return it->first;
+  return YAML::Node();
+}
+
+void ConfigNode::fail_at(const YAML::Node& node, const std::string& message) const { throw source_->error(node, message); }
+
 void ConfigNode::fail(const std::string& key, const std::string& message) const {
-  if (has(key)) fail_at(node_[key], file_, message);
-  fail_at(node_, file_, message);
+  if (!has(key)) fail_at(node_, message);
+  const YAML::Node value = node_[key];
+  // An empty value has no position of its own (yaml-cpp marks the next token): point at its key, unless
+  // an override set it.
+  if (value.IsNull() && source_->override_of(value).empty()) fail_at(key_node(key), message);
+  fail_at(value, message);
 }
 
 void ConfigNode::allow(const std::string& key) { known_.insert(key); }
@@ -116,13 +312,25 @@ YAML::Node ConfigNode::child(const std::string& key) {
   return node_[key];
 }
 
+ConfigNode ConfigNode::section(const std::string& key) { return ConfigNode(child(key), dotted(key), source_); }
+
 template <class T>
 T ConfigNode::get(const std::string& key, const T& default_value, const Range& range) {
   known_.insert(key);
   if (!has(key)) return default_value;
   const YAML::Node value = node_[key];
+  const char* type = std::is_same_v<T, bool>                                                  ? "true or false"
+                     : std::is_same_v<T, std::int64_t> || std::is_same_v<T, std::size_t> ? "an integer"
+                     : std::is_same_v<T, double>                                           ? "a number"
+                                                                                           : "a text";
+  if (value.IsNull()) fail(key, "'" + dotted(key) + "' has no value; give " + type + " or remove the key");
   if (!value.IsScalar()) fail(key, "'" + dotted(key) + "' must be a single value, not a list or mapping");
-  T result;
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (source_->quoted_over_lines(value)) {
+      fail(key, "the quoted value of '" + dotted(key) + "' runs over several lines; is its closing quote missing?");
+    }
+  }
+  T result{};
   try {
     if constexpr (std::is_same_v<T, std::size_t>) {
       const auto v = value.as<std::int64_t>();
@@ -132,15 +340,12 @@ T ConfigNode::get(const std::string& key, const T& default_value, const Range& r
       result = value.as<T>();
     }
   } catch (const YAML::BadConversion&) {
-    const char* type = std::is_same_v<T, bool>                                                  ? "true or false"
-                       : std::is_same_v<T, std::int64_t> || std::is_same_v<T, std::size_t> ? "an integer"
-                       : std::is_same_v<T, double>                                           ? "a number"
-                                                                                             : "a string";
     fail(key, "'" + dotted(key) + "' must be " + type + ", got '" + value.Scalar() + "'");
   }
   if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
     if (!range.contains(static_cast<double>(result))) {
-      fail(key, "'" + dotted(key) + "' must be " + range.describe() + ", got " + value.Scalar());
+      const bool finite = std::isfinite(static_cast<double>(result));
+      fail(key, "'" + dotted(key) + "' must be " + (finite ? range.describe() : "a finite number") + ", got " + value.Scalar());
     }
   }
   return result;
@@ -176,14 +381,14 @@ std::vector<std::string> ConfigNode::get_choices(const std::string& key, const s
   if (!value.IsSequence()) fail(key, "'" + dotted(key) + "' must be a list of values among [" + list + "]");
   std::vector<std::string> out;
   for (const YAML::Node& item : value) {
-    if (!item.IsScalar()) fail_at(item, file_, "'" + dotted(key) + "' must list single values among [" + list + "]");
+    if (!item.IsScalar()) fail_at(item, "'" + dotted(key) + "' must list single values among [" + list + "]");
     const std::string text = item.Scalar();
     if (std::find(choices.begin(), choices.end(), text) == choices.end()) {
       const std::string guess = nearest(text, choices);
-      fail_at(item, file_, "'" + dotted(key) + "' lists '" + text + "', which is not among [" + list + "]" +
-                               (guess.empty() ? "" : "; did you mean '" + guess + "'?"));
+      fail_at(item, "'" + dotted(key) + "' lists '" + text + "', which is not among [" + list + "]" +
+                        (guess.empty() ? "" : "; did you mean '" + guess + "'?"));
     }
-    if (std::find(out.begin(), out.end(), text) != out.end()) fail_at(item, file_, "'" + dotted(key) + "' lists '" + text + "' twice");
+    if (std::find(out.begin(), out.end(), text) != out.end()) fail_at(item, "'" + dotted(key) + "' lists '" + text + "' twice");
     out.push_back(text);
   }
   return out;
@@ -193,14 +398,15 @@ void ConfigNode::finish() const {
   if (!node_.IsMap()) return;
   const std::vector<std::string> valid(known_.begin(), known_.end());
   for (auto it = node_.begin(); it != node_.end(); ++it) {
-    const std::string key = it->first.as<std::string>();
+    const std::string key = it->first.Scalar();
     if (known_.count(key)) continue;
     const std::string guess = nearest(key, valid);
     std::string list;
     for (const auto& k : valid) list += (list.empty() ? "" : ", ") + k;
-    fail_at(it->first, file_,
-            "unknown key '" + dotted(key) + "'" + (guess.empty() ? "" : "; did you mean '" + dotted(guess) + "'?") +
-                " (valid keys: " + (list.empty() ? "none" : list) + ")");
+    // A key an override created has no position; its value knows the override.
+    const YAML::Node where = source_->override_of(it->second).empty() ? it->first : it->second;
+    fail_at(where, "unknown key '" + dotted(key) + "'" + (guess.empty() ? "" : "; did you mean '" + dotted(guess) + "'?") +
+                       " (valid keys: " + (list.empty() ? "none" : list) + ")");
   }
 }
 

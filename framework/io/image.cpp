@@ -8,7 +8,25 @@
 #include <string>
 #include <vector>
 
+#include "framework/io/atomic_file.hpp"
+
 namespace attnlab {
+namespace {
+
+// RGB rows of `width` pixels as PNG bytes.
+std::string png_bytes(const std::vector<unsigned char>& rgb, std::size_t width, std::size_t height) {
+  std::string png;
+  auto append = [](void* context, void* data, int size) {
+    static_cast<std::string*>(context)->append(static_cast<const char*>(data), static_cast<std::size_t>(size));
+  };
+  if (!stbi_write_png_to_func(append, &png, static_cast<int>(width), static_cast<int>(height), 3, rgb.data(),
+                              static_cast<int>(width * 3))) {
+    throw std::runtime_error("cannot encode a " + std::to_string(height) + "x" + std::to_string(width) + " image as PNG");
+  }
+  return png;
+}
+
+}  // namespace
 
 // Viridis at five stops, interpolated linearly.
 void viridis(double t, unsigned char* rgb) {
@@ -41,23 +59,13 @@ void write_pattern_png(const std::string& path, const Tensor& patterns) {
             }
         }
     }
-  if (!stbi_write_png(path.c_str(), static_cast<int>(width), static_cast<int>(height), 3, image.data(), static_cast<int>(width * 3))) {
-    throw std::runtime_error("cannot write the PNG " + path);
-  }
+  write_file_atomically(path, png_bytes(image, width, height));
 }
 
 std::string encode_pattern_png(const double* pattern, std::size_t rows, std::size_t cols) {
   std::vector<unsigned char> image(rows * cols * 3);
   for (std::size_t i = 0; i < rows * cols; ++i) viridis(std::sqrt(std::max(0.0, pattern[i])), image.data() + 3 * i);
-  std::string png;
-  auto append = [](void* context, void* data, int size) {
-    static_cast<std::string*>(context)->append(static_cast<const char*>(data), static_cast<std::size_t>(size));
-  };
-  if (!stbi_write_png_to_func(append, &png, static_cast<int>(cols), static_cast<int>(rows), 3, image.data(),
-                              static_cast<int>(cols * 3))) {
-    throw std::runtime_error("cannot encode a " + std::to_string(rows) + "x" + std::to_string(cols) + " pattern as PNG");
-  }
-  return png;
+  return png_bytes(image, cols, rows);
 }
 
 }  // namespace attnlab

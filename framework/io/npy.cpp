@@ -327,7 +327,7 @@ std::vector<IndexEntry> read_index(const std::string& index_path) {
 }  // namespace
 
 void export_npy_folder(const std::string& dir, const std::map<std::string, Tensor>& tensors, const std::string& config_yaml) {
-  fs::create_directories(dir);
+  create_folders(dir, "the weights folder");
   nlohmann::ordered_json index = {{"format", kIndexFormat}, {"tensors", nlohmann::ordered_json::array()}};
   for (const auto& [name, t] : tensors) {
     if (!is_floating(t.dtype())) continue;  // generator states and counters are not weights

@@ -1,6 +1,15 @@
 // Transformer encoder layers and stacks: residual connections around attention and the feed-forward
 // block, pre-norm (GPT-2) or post-norm (the original Transformer, BERT), dropout, bidirectional or causal.
 //
+// Named activations of each block, under "blocks.<i>." (TransformerLens's names; attention's own under
+// "blocks.<i>.attn.", see attention/multi_head.hpp), all [B, T, C]:
+//   hook_resid_pre   the block's input
+//   hook_attn_out    attention's output (after dropout), added to the residual stream
+//   hook_resid_mid   the residual stream between attention and MLP (post-norm: after its norm)
+//   hook_mlp_out     the feed-forward block's output, added to the residual stream
+//   hook_resid_post  the block's output (post-norm: after its norm)
+// and the stack's "ln_final.hook_normalized", the final norm's output (pre-norm only).
+//
 // Legend: B batch, T tokens, C model width, H heads.
 #pragma once
 
@@ -11,22 +20,25 @@
 #include <vector>
 
 #include "framework/attention/multi_head.hpp"
+#include "framework/io/config_node.hpp"
+#include "framework/nn/hooks.hpp"
 #include "framework/nn/layers.hpp"
 #include "framework/nn/positional.hpp"
 
 namespace attnlab {
 
 enum class NormPlacement { pre, post };
+const EnumNames<NormPlacement>& norm_placement_names();
 NormPlacement parse_norm_placement(const std::string& name);  // "pre" | "post"
 const char* norm_placement_name(NormPlacement placement);
 
 // Everything that shapes an encoder stack. Checked by validate() before anything is built.
 struct EncoderConfig {
-  std::size_t d_model = 128;
+  std::size_t d_model = 64;
   std::size_t n_heads = 4;
   std::size_t n_layers = 2;
   std::size_t ff_hidden = 0;  // 0: 4 * d_model
-  std::size_t max_len = 256;  // the longest sequence the stack will see (block size)
+  std::size_t max_len = 256;  // the longest sequence the stack will see (set from the data by the model kinds)
   NormPlacement norm = NormPlacement::pre;
   Activation activation = Activation::gelu;
   double dropout = 0.0;       // on residual branches (attention output, feed-forward output)
@@ -34,26 +46,22 @@ struct EncoderConfig {
   bool bias = true;           // biases in every Linear layer (attention projections, feed-forward) and
                               // LayerNorm shifts; false is nanoGPT's bias=False
   std::string attention = "softmax";
-  YAML::Node attention_options;  // the kernel's own options (null: defaults)
-  std::string config_file;       // for error messages
+  YamlTree attention_options;  // the kernel's own options (null: defaults)
 
   std::size_t hidden() const { return ff_hidden ? ff_hidden : 4 * d_model; }
   std::size_t head_dim() const { return d_model / n_heads; }
+  KernelSpec kernel_spec(bool padding_mask = false) const { return KernelSpec{n_heads, head_dim(), max_len, causal, padding_mask}; }
   // Throws std::invalid_argument naming the fix (n_heads not dividing d_model, an unknown kernel, a
   // kernel lacking a capability, ...).
   void validate(bool uses_padding_mask = false) const;
 };
 
-struct EncoderOutput {
-  Tensor hidden;                // [B, T, C]
-  std::vector<Tensor> patterns; // one [B, H, T, T] per layer when asked
-};
-
 class EncoderLayer : public Module {
  public:
-  EncoderLayer(const EncoderConfig& config, Generator& gen);
-  // x [B, T, C] -> [B, T, C]; pattern filled when the context asks for it.
-  Tensor forward(const Tensor& x, const AttentionContext& context, const PositionalEncoding* rotary, Tensor* pattern);
+  // `rotary` (optional) rotates queries and keys by their positions.
+  EncoderLayer(const EncoderConfig& config, Generator& gen, std::shared_ptr<const PositionalEncoding> rotary = nullptr);
+  // x [B, T, C] -> [B, T, C].
+  Tensor forward(const Tensor& x, const AttentionContext& context, const HookScope& hooks = {});
 
   std::shared_ptr<LayerNorm> norm1, norm2;
   std::shared_ptr<MultiHeadAttention> attn;
@@ -67,10 +75,10 @@ class EncoderLayer : public Module {
 // n_layers layers ("blocks.0", "blocks.1", ...) and, with pre-norm, a final LayerNorm ("final_norm").
 class Encoder : public Module {
  public:
-  Encoder(const EncoderConfig& config, Generator& gen);
-  // x [B, T, C] (embeddings with positions added); key_padding_mask [B, T] bool or undefined.
-  EncoderOutput forward(const Tensor& x, const Tensor& key_padding_mask = Tensor(), bool need_patterns = false,
-                        const PositionalEncoding* rotary = nullptr);
+  Encoder(const EncoderConfig& config, Generator& gen, std::shared_ptr<const PositionalEncoding> rotary = nullptr);
+  // x [B, T, C] (embeddings with positions added); key_padding_mask [B, T] bool or undefined. Returns the
+  // last block's output, through the final norm when there is one.
+  Tensor forward(const Tensor& x, const Tensor& key_padding_mask = Tensor(), const HookScope& hooks = {});
   const EncoderConfig& config() const { return config_; }
 
   std::vector<std::shared_ptr<EncoderLayer>> blocks;

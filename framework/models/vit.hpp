@@ -1,6 +1,7 @@
-// ViT (Dosovitskiy et al. 2020): an image split into non-overlapping P x P patches, each flattened and
-// linearly projected, a learned CLS token prepended, learned position embeddings added, a bidirectional
-// encoder, and a classification head on the CLS output.
+// ViT (Dosovitskiy et al. 2020), model kind `vit`: an image split into non-overlapping P x P patches,
+// each flattened and linearly projected, a learned CLS token prepended, learned position embeddings
+// added, a bidirectional encoder, and a classification head on the CLS output. The data's shape gives
+// the image size (channels, height, width) and the classes; model.patch_size the patches.
 //
 // Legend: B batch, Cin image channels, Hi x Wi image size, P patch size, N = (Hi/P)(Wi/P) patches,
 // C model width, K classes.
@@ -8,29 +9,23 @@
 
 #include <memory>
 
-#include "framework/models/encoder.hpp"
+#include "framework/models/model.hpp"
 
 namespace attnlab {
 
-struct ViTConfig {
-  std::size_t image_height = 28, image_width = 28;  // the size the position table is built for
-  std::size_t channels = 1;
-  std::size_t patch_size = 7;
-  std::size_t num_classes = 10;
-  EncoderConfig encoder;  // causal forced off; max_len is set to N + 1
-  // Throws naming the fix when the patch size does not divide the image size.
-  void validate() const;
-  std::size_t num_patches() const { return (image_height / patch_size) * (image_width / patch_size); }
-};
-
-class ViT : public Module {
+class ViT : public Model {
  public:
-  ViT(const ViTConfig& config, Generator& gen);
-  // images [B, Cin, Hi, Wi] -> logits [B, K]. Any size the patch size divides works, as long as it has
-  // at most as many patches as the configured size (the leading position embeddings are used).
-  Tensor forward(const Tensor& images, EncoderOutput* encoded = nullptr, bool need_patterns = false);
+  ViT(const ModelConfig& config, const DataShape& shape, Generator& gen);
+  // N + 1 for the images of `shape`; OptionError("patch_size") when P does not divide them.
+  static std::size_t sequence_length(const ModelConfig& config, const DataShape& shape);
   // images [B, Cin, Hi, Wi] -> patches [B, N, Cin * P * P], row-major over the patch grid.
   Tensor patchify(const Tensor& images) const;
+  std::size_t n_layers() const override { return encoder_config_.n_layers; }
+  std::size_t n_heads() const override { return encoder_config_.n_heads; }
+  // The patches and the CLS token of each image.
+  std::size_t tokens_read(const Batch& batch) const override;
+  // "cls", then the patches "p0", "p1", ... in row-major order.
+  std::string position_label(std::size_t i) const override { return i == 0 ? "cls" : "p" + std::to_string(i - 1); }
 
   std::shared_ptr<Linear> patch_embed;  // Cin P P -> C
   Tensor cls;                           // [1, 1, C]
@@ -38,8 +33,14 @@ class ViT : public Module {
   std::shared_ptr<Encoder> encoder;
   std::shared_ptr<Linear> head;
 
+ protected:
+  // images [B, Cin, Hi, Wi] -> logits [B, K]. Any size the patch size divides works, as long as it has at
+  // most as many patches as the configured size (the leading position embeddings are used).
+  Tensor run(const Batch& batch, const HookScope& hooks) override;
+
  private:
-  ViTConfig config_;
+  EncoderConfig encoder_config_;
+  std::size_t channels_, patch_size_, image_height_, image_width_;
 };
 
 }  // namespace attnlab

@@ -71,30 +71,29 @@ Dropout::Dropout(double p, Generator& gen) : p_(p), gen_(gen.split()) {
 
 Tensor Dropout::forward(const Tensor& x) { return dropout(x, p_, is_training(), gen_); }
 
-Activation parse_activation(const std::string& name) {
-  if (name == "gelu") return Activation::gelu;
-  if (name == "relu") return Activation::relu;
-  throw std::invalid_argument("activation '" + name + "' is not among [gelu, relu]");
+const EnumNames<Activation>& activation_names() {
+  static const EnumNames<Activation> names{{"gelu", Activation::gelu}, {"relu", Activation::relu}};
+  return names;
 }
 
-const char* activation_name(Activation activation) { return activation == Activation::gelu ? "gelu" : "relu"; }
+Activation parse_activation(const std::string& name) { return parse_enum(activation_names(), name, "activation"); }
+
+const char* activation_name(Activation activation) { return enum_name(activation_names(), activation); }
 
 Tensor activate(const Tensor& x, Activation activation) {
   return activation == Activation::gelu ? gelu(x) : relu(x);
 }
 
-FeedForward::FeedForward(std::size_t dim, std::size_t hidden, Activation activation_, double p, Generator& gen, bool bias)
-    : activation(activation_) {
+FeedForward::FeedForward(std::size_t dim, std::size_t hidden, Activation activation_, double p, Generator& gen, bool bias,
+                         std::shared_ptr<LayerNorm> input_norm)
+    : activation(activation_), input_norm_(std::move(input_norm)) {
   fc1 = register_module("fc1", std::make_shared<Linear>(dim, hidden, bias, gen));
   fc2 = register_module("fc2", std::make_shared<Linear>(hidden, dim, bias, gen));
   drop = register_module("drop", std::make_shared<Dropout>(p, gen));
 }
 
-Tensor FeedForward::forward(const Tensor& x) { return finish(fc1->forward(x)); }
-
-Tensor FeedForward::forward(const Tensor& x, const LayerNorm& norm) { return finish(norm.forward_into(x, *fc1)); }
-
-Tensor FeedForward::finish(const Tensor& hidden) {
+Tensor FeedForward::forward(const Tensor& x) {
+  const Tensor hidden = input_norm_ ? input_norm_->forward_into(x, *fc1) : fc1->forward(x);
   // GELU and fc2 as one op, which keeps only `hidden` for backward (recomputing the activation).
   const Tensor out = activation == Activation::gelu ? gelu_linear(hidden, fc2->weight, fc2->bias)
                                                     : fc2->forward(activate(hidden, activation));

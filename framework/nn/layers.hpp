@@ -64,25 +64,27 @@ class Dropout : public Module {
 };
 
 enum class Activation { gelu, relu };
+const EnumNames<Activation>& activation_names();
 Activation parse_activation(const std::string& name);  // "gelu" | "relu", else an error listing both
 const char* activation_name(Activation activation);
 Tensor activate(const Tensor& x, Activation activation);
 
 // Linear -> activation -> Linear -> dropout, the transformer's position-wise MLP; `bias` gives both
-// Linear layers their biases.
+// Linear layers their biases. With an `input_norm` (a pre-norm block's LayerNorm, which the block owns
+// and registers), forward normalises x first, fused into fc1 (layer_norm_linear: one [..., C] tensor
+// less kept for the backward).
 class FeedForward : public Module {
  public:
-  FeedForward(std::size_t dim, std::size_t hidden, Activation activation, double dropout, Generator& gen, bool bias = true);
+  FeedForward(std::size_t dim, std::size_t hidden, Activation activation, double dropout, Generator& gen, bool bias = true,
+              std::shared_ptr<LayerNorm> input_norm = nullptr);
   Tensor forward(const Tensor& x);  // [..., C] -> [..., C]
-  // forward(norm(x)), with the norm fused into fc1.
-  Tensor forward(const Tensor& x, const LayerNorm& norm);
 
   std::shared_ptr<Linear> fc1, fc2;
   std::shared_ptr<Dropout> drop;
   Activation activation;
 
  private:
-  Tensor finish(const Tensor& hidden);  // activation, fc2, dropout
+  std::shared_ptr<LayerNorm> input_norm_;
 };
 
 }  // namespace attnlab

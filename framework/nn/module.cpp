@@ -7,22 +7,15 @@
 
 namespace attnlab {
 
-const char* param_kind_name(ParamKind kind) {
-  switch (kind) {
-    case ParamKind::weight: return "weight";
-    case ParamKind::bias: return "bias";
-    case ParamKind::norm: return "norm";
-    case ParamKind::embedding: return "embedding";
-  }
-  return "?";
+const EnumNames<ParamKind>& param_kind_names() {
+  static const EnumNames<ParamKind> names{
+      {"weight", ParamKind::weight}, {"embedding", ParamKind::embedding}, {"bias", ParamKind::bias}, {"norm", ParamKind::norm}};
+  return names;
 }
 
-ParamKind parse_param_kind(const std::string& name) {
-  for (ParamKind kind : {ParamKind::weight, ParamKind::bias, ParamKind::norm, ParamKind::embedding}) {
-    if (name == param_kind_name(kind)) return kind;
-  }
-  throw std::invalid_argument("parameter kind '" + name + "' is not among [weight, bias, norm, embedding]");
-}
+const char* param_kind_name(ParamKind kind) { return enum_name(param_kind_names(), kind); }
+
+ParamKind parse_param_kind(const std::string& name) { return parse_enum(param_kind_names(), name, "parameter kind"); }
 
 void Module::check_new_name(const std::string& name) const {
   if (name.empty() || name.find('.') != std::string::npos) {

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "framework/tensor/enum_names.hpp"
 #include "framework/tensor/random.hpp"
 #include "framework/tensor/tensor.hpp"
 
@@ -35,6 +36,7 @@ enum class ParamKind {
   norm,       // LayerNorm gain and shift
   embedding,  // token and position embeddings, CLS tokens
 };
+const EnumNames<ParamKind>& param_kind_names();
 const char* param_kind_name(ParamKind kind);
 // "weight" | "bias" | "norm" | "embedding", else an error listing them.
 ParamKind parse_param_kind(const std::string& name);

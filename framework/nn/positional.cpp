@@ -5,23 +5,19 @@
 
 namespace attnlab {
 
-PositionalKind parse_positional_kind(const std::string& name) {
-  if (name == "none") return PositionalKind::none;
-  if (name == "sinusoidal") return PositionalKind::sinusoidal;
-  if (name == "learned") return PositionalKind::learned;
-  if (name == "rotary") return PositionalKind::rotary;
-  throw std::invalid_argument("positional encoding '" + name + "' is not among [none, sinusoidal, learned, rotary]");
+const EnumNames<PositionalKind>& positional_kind_names() {
+  static const EnumNames<PositionalKind> names{{"none", PositionalKind::none},
+                                               {"sinusoidal", PositionalKind::sinusoidal},
+                                               {"learned", PositionalKind::learned},
+                                               {"rotary", PositionalKind::rotary}};
+  return names;
 }
 
-const char* positional_kind_name(PositionalKind kind) {
-  switch (kind) {
-    case PositionalKind::none: return "none";
-    case PositionalKind::sinusoidal: return "sinusoidal";
-    case PositionalKind::learned: return "learned";
-    case PositionalKind::rotary: return "rotary";
-  }
-  return "?";
+PositionalKind parse_positional_kind(const std::string& name) {
+  return parse_enum(positional_kind_names(), name, "positional encoding");
 }
+
+const char* positional_kind_name(PositionalKind kind) { return enum_name(positional_kind_names(), kind); }
 
 PositionalEncoding::PositionalEncoding(PositionalKind kind, std::size_t max_len, std::size_t dim, std::size_t head_dim,
                                        Generator& gen, double rope_base)

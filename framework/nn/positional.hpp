@@ -8,11 +8,13 @@
 #include <string>
 
 #include "framework/nn/module.hpp"
+#include "framework/tensor/enum_names.hpp"
 #include "framework/ops/ops.hpp"
 
 namespace attnlab {
 
 enum class PositionalKind { none, sinusoidal, learned, rotary };
+const EnumNames<PositionalKind>& positional_kind_names();
 // "none" | "sinusoidal" | "learned" | "rotary", else an error listing them.
 PositionalKind parse_positional_kind(const std::string& name);
 const char* positional_kind_name(PositionalKind kind);

@@ -1,6 +1,7 @@
-// Fused, numerically stable forward/backward pairs over the last axis: softmax, log_softmax, layer_norm,
-// cross_entropy; and dropout. Rows are processed with raw pointers; exp runs through xsimd (xtensor
-// expressions over one row) because a scalar std::exp loop does not vectorise without -ffast-math.
+// Fused, numerically stable forward/backward pairs over the last axis: softmax, log_softmax,
+// scaled_masked_softmax, layer_norm, layer_norm_linear, cross_entropy; and dropout. Rows are processed
+// with raw pointers and the row kernels of row_kernels.hpp. (The attention kernels' own fused ops live
+// beside their kernels in framework/attention/.)
 //
 // Legend: R rows (every axis but the last, flattened), C the last axis.
 #include <algorithm>
@@ -9,81 +10,18 @@
 #include <limits>
 #include <stdexcept>
 
-#include <xtensor/xadapt.hpp>
-#include <xtensor/xmath.hpp>
-#include <xtensor/xnoalias.hpp>
-
-#include "framework/ops/blocked_attention.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/ops/parallel.hpp"
+#include "framework/ops/row_kernels.hpp"
 
 namespace attnlab {
 namespace {
 
-template <class T>
-auto row_view(T* data, std::size_t n) {
-  return xt::adapt(data, n, xt::no_ownership(), std::array<std::size_t, 1>{n});
-}
-
-// Row reductions as OpenMP simd reductions: without -ffast-math the compiler may not reorder a
-// floating-point reduction by itself, and a serial chain of adds is bound by their latency.
-template <class T>
-T row_max(const T* x, std::size_t n) {
-  T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-  for (std::size_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
-  return m;
-}
-
-template <class T>
-T row_sum(const T* x, std::size_t n) {
-  T s = 0;
-#pragma omp simd reduction(+ : s)
-  for (std::size_t i = 0; i < n; ++i) s += x[i];
-  return s;
-}
-
-template <class T>
-T row_dot(const T* x, const T* y, std::size_t n) {
-  T s = 0;
-#pragma omp simd reduction(+ : s)
-  for (std::size_t i = 0; i < n; ++i) s += x[i] * y[i];
-  return s;
-}
-
 // y = exp(x - m) over one row; returns the sum of y.
 template <class T>
-T exp_shifted(const T* x, T* y, std::size_t n, T m) {
-  auto xv = row_view(x, n);
-  auto yv = row_view(y, n);
-  xt::noalias(yv) = xt::exp(xv - m);
-  return row_sum(y, n);
-}
-
-// Rows per parallel chunk: enough work (about 16K elements) to pay for a thread.
-std::size_t row_grain(std::size_t cols) { return std::max<std::size_t>(1, (std::size_t{1} << 14) / std::max<std::size_t>(cols, 1)); }
-
-// dx = scale * y * (g - sum(g * y)) per row: the backward of softmax (scale 1) and of
-// scaled_masked_softmax (masked entries have y = 0 and get 0).
-Tensor softmax_rows_backward(const Tensor& y, const Tensor& g, std::size_t rows, std::size_t cols, double scale) {
-  Tensor grad = empty(y.shape(), y.dtype());
-  dispatch_floating(y.dtype(), "softmax_backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* py = y.data<T>();
-    const T* pg = g.data<T>();
-    T* pd = grad.data<T>();
-    const T s = static_cast<T>(scale);
-    parallel_for(rows, row_grain(cols), [&](std::size_t r0, std::size_t r1) {
-      for (std::size_t r = r0; r < r1; ++r) {
-        const T* yr = py + r * cols;
-        const T* gr = pg + r * cols;
-        T* dr = pd + r * cols;
-        const T dot = row_dot(gr, yr, cols);
-        for (std::size_t i = 0; i < cols; ++i) dr[i] = s * yr[i] * (gr[i] - dot);
-      }
-    });
-  });
-  return grad;
+T exp_sum(const T* x, T* y, std::size_t n, T m) {
+  rowops::exp_shifted(x, y, n, m);
+  return rowops::sum(y, n);
 }
 
 void check_last_axis(const Tensor& x, const char* op) {
@@ -91,6 +29,28 @@ void check_last_axis(const Tensor& x, const char* op) {
 }
 
 }  // namespace
+
+Tensor softmax_backward(const Tensor& y, const Tensor& g, double scale) {
+  const std::size_t cols = y.dim() ? y.size(-1) : 0, rows = cols ? y.numel() / cols : 0;
+  Tensor grad = empty(y.shape(), y.dtype());
+  dispatch_floating(y.dtype(), "softmax_backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* py = y.data<T>();
+    const T* pg = g.data<T>();
+    T* pd = grad.data<T>();
+    const T s = static_cast<T>(scale);
+    parallel_for(rows, rowops::grain(cols), [&](std::size_t r0, std::size_t r1) {
+      for (std::size_t r = r0; r < r1; ++r) {
+        const T* yr = py + r * cols;
+        const T* gr = pg + r * cols;
+        T* dr = pd + r * cols;
+        const T dot = rowops::dot(gr, yr, cols);
+        for (std::size_t i = 0; i < cols; ++i) dr[i] = s * yr[i] * (gr[i] - dot);
+      }
+    });
+  });
+  return grad;
+}
 
 // ---- softmax ----
 
@@ -103,23 +63,23 @@ Tensor softmax(const Tensor& x) {
     using T = typename decltype(tag)::type;
     const T* px = x.data<T>();
     T* py = out.data<T>();
-    parallel_for(rows, row_grain(cols), [&](std::size_t r0, std::size_t r1) {
+    parallel_for(rows, rowops::grain(cols), [&](std::size_t r0, std::size_t r1) {
       for (std::size_t r = r0; r < r1; ++r) {
         const T* xr = px + r * cols;
         T* yr = py + r * cols;
-        const T m = row_max(xr, cols);
+        const T m = rowops::max(xr, cols);
         if (m == -std::numeric_limits<T>::infinity()) {  // every key masked: zeros, not NaN
           std::fill(yr, yr + cols, T(0));
           continue;
         }
-        const T inv = T(1) / exp_shifted(xr, yr, cols, m);
+        const T inv = T(1) / exp_sum(xr, yr, cols, m);
         for (std::size_t i = 0; i < cols; ++i) yr[i] *= inv;
       }
     });
   });
   if (needs_grad({&x})) {
     record(out, "softmax", {x}, [y = out.detach(), rows, cols](const Tensor& g) {
-      return std::vector<Tensor>{softmax_rows_backward(y, g, rows, cols, 1.0)};
+      return std::vector<Tensor>{softmax_backward(y, g, 1.0)};
     });
   }
   return out;
@@ -158,7 +118,7 @@ Tensor scaled_masked_softmax(const Tensor& x, double scale, const Tensor& mask, 
     T* py = out.data<T>();
     const T s = static_cast<T>(scale);
     const T neg_inf = -std::numeric_limits<T>::infinity();
-    parallel_for(rows, row_grain(cols), [&](std::size_t r0, std::size_t r1) {
+    parallel_for(rows, rowops::grain(cols), [&](std::size_t r0, std::size_t r1) {
     for (std::size_t r = r0; r < r1; ++r) {
       const T* xr = px + r * cols;
       T* yr = py + r * cols;
@@ -174,12 +134,12 @@ Tensor scaled_masked_softmax(const Tensor& x, double scale, const Tensor& mask, 
         for (std::size_t j = 0; j < limit; ++j)
           if (mr[mask_full_rows ? j : 0]) yr[j] = neg_inf;
       }
-      const T m = row_max(yr, limit);
+      const T m = rowops::max(yr, limit);
       if (m == neg_inf) {
         std::fill(yr, yr + cols, T(0));
         continue;
       }
-      const T inv = T(1) / exp_shifted(yr, yr, limit, m);
+      const T inv = T(1) / exp_sum(yr, yr, limit, m);
       for (std::size_t j = 0; j < limit; ++j) yr[j] *= inv;
       std::fill(yr + limit, yr + cols, T(0));
     }
@@ -187,39 +147,8 @@ Tensor scaled_masked_softmax(const Tensor& x, double scale, const Tensor& mask, 
   });
   if (needs_grad({&x})) {
     record(out, "scaled_masked_softmax", {x}, [y = out.detach(), rows, cols, scale](const Tensor& g) {
-      return std::vector<Tensor>{softmax_rows_backward(y, g, rows, cols, scale)};
+      return std::vector<Tensor>{softmax_backward(y, g, scale)};
     });
-  }
-  return out;
-}
-
-Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& mask, bool causal,
-                         Tensor* weights) {
-  if (q.dim() < 2 || k.dim() != q.dim() || v.dim() != q.dim()) {
-    throw std::invalid_argument("softmax_attention: q, k, v need the same rank >= 2, got " + shape_str(q.shape()) + ", " +
-                                shape_str(k.shape()) + ", " + shape_str(v.shape()));
-  }
-  // Heads of [B, H, T, D] with at most a key padding mask, weights not wanted: in blocks of queries,
-  // never forming [Tq, Tk] (blocked_attention.cpp). Other shapes and masks take the general path.
-  if (!weights && detail::blocked_attention_applies(q, k, v, mask)) return detail::blocked_softmax_attention(q, k, v, scale, mask, causal);
-  Tensor p, out;
-  {
-    NoGradGuard no_grad;
-    p = scaled_masked_softmax(matmul(q, k, false, true), scale, mask, causal);  // [..., Tq, Tk]
-    out = matmul(p, v);                                                        // [..., Tq, Dv]
-  }
-  if (weights) *weights = p;
-  if (needs_grad({&q, &k, &v})) {
-    // Only q, k and v are kept (the callers keep them anyway); the weights are recomputed, which costs one
-    // more q k^T and softmax and saves a [..., Tq, Tk] tensor per layer for the whole backward pass.
-    record(out, "softmax_attention", {q, k, v},
-           [q = q.detach(), k = k.detach(), v = v.detach(), mask, scale, causal](const Tensor& g) {
-             NoGradGuard no_grad;
-             const Tensor w = scaled_masked_softmax(matmul(q, k, false, true), scale, mask, causal);
-             const std::size_t cols = w.size(-1), rows = cols ? w.numel() / cols : 0;
-             const Tensor ds = softmax_rows_backward(w, matmul(g, v, false, true), rows, cols, scale);  // d(q k^T)
-             return std::vector<Tensor>{matmul(ds, k), matmul(ds, q, true, false), matmul(w, g, true, false)};
-           });
   }
   return out;
 }
@@ -237,13 +166,13 @@ Tensor log_softmax(const Tensor& x) {
     for (std::size_t r = 0; r < rows; ++r) {
       const T* xr = px + r * cols;
       T* yr = py + r * cols;
-      const T m = row_max(xr, cols);
+      const T m = rowops::max(xr, cols);
       if (m == -std::numeric_limits<T>::infinity()) {
         std::fill(yr, yr + cols, T(0));
         masked_row[r] = 1;
         continue;
       }
-      const T lse = m + std::log(exp_shifted(xr, yr, cols, m));  // yr is scratch here
+      const T lse = m + std::log(exp_sum(xr, yr, cols, m));  // yr is scratch here
       for (std::size_t i = 0; i < cols; ++i) yr[i] = xr[i] - lse;
     }
   });
@@ -263,8 +192,8 @@ Tensor log_softmax(const Tensor& x) {
             std::fill(dr, dr + cols, T(0));
             continue;
           }
-          const T gsum = row_sum(gr, cols);
-          exp_shifted(py + r * cols, dr, cols, T(0));
+          const T gsum = rowops::sum(gr, cols);
+          exp_sum(py + r * cols, dr, cols, T(0));
           for (std::size_t i = 0; i < cols; ++i) dr[i] = gr[i] - dr[i] * gsum;
         }
       });
@@ -305,12 +234,12 @@ LayerNormForward layer_norm_forward(const Tensor& x, const Tensor& weight, const
     T* py = out.data<T>();
     T* ph = normalized.data<T>();
     T* ps = inv_std.data<T>();
-    parallel_for(rows, row_grain(cols), [&](std::size_t r0, std::size_t r1) {
+    parallel_for(rows, rowops::grain(cols), [&](std::size_t r0, std::size_t r1) {
     for (std::size_t r = r0; r < r1; ++r) {
       const T* xr = px + r * cols;
       T* hr = ph + r * cols;
       T* yr = py + r * cols;
-      const T mu = row_sum(xr, cols) / static_cast<T>(cols);
+      const T mu = rowops::sum(xr, cols) / static_cast<T>(cols);
       T v = 0;
 #pragma omp simd reduction(+ : v)
       for (std::size_t i = 0; i < cols; ++i) v += (xr[i] - mu) * (xr[i] - mu);
@@ -359,7 +288,7 @@ std::vector<Tensor> layer_norm_backward(const Tensor& normalized, const Tensor& 
     }
     if (!rx) return;
     // dx = rstd * (dh - mean(dh) - h * mean(dh * h)), dh = g * w
-    parallel_for(rows, row_grain(cols), [&](std::size_t r0, std::size_t r1) {
+    parallel_for(rows, rowops::grain(cols), [&](std::size_t r0, std::size_t r1) {
       for (std::size_t r = r0; r < r1; ++r) {
         const T* hr = ph + r * cols;
         const T* gr = pg + r * cols;
@@ -440,71 +369,6 @@ Tensor layer_norm_linear(const Tensor& x, const Tensor& norm_weight, const Tenso
   return out;
 }
 
-// ---- positive random features ----
-
-Tensor positive_random_features(const Tensor& proj, const Tensor& half_norm, double scale, double eps, bool row_stabiliser,
-                                double stabiliser) {
-  check_last_axis(proj, "positive_random_features");
-  Shape norm_shape = proj.shape();
-  norm_shape.back() = 1;
-  if (half_norm.shape() != norm_shape || half_norm.dtype() != proj.dtype()) {
-    throw std::invalid_argument("positive_random_features: half_norm must be " + shape_str(norm_shape) + " of proj's dtype, got " +
-                                shape_str(half_norm.shape()));
-  }
-  const std::size_t cols = proj.size(-1);
-  const std::size_t rows = cols ? proj.numel() / cols : 0;
-  Tensor out = empty(proj.shape(), proj.dtype());
-  Tensor floor = empty({rows}, proj.dtype());  // scale * eps * exp(-s) per row: the part of out without a gradient
-  dispatch_floating(proj.dtype(), "positive_random_features", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* pp = proj.data<T>();
-    const T* ph = half_norm.data<T>();
-    T* po = out.data<T>();
-    T* pf = floor.data<T>();
-    const T c = static_cast<T>(scale);
-    parallel_for(rows, row_grain(cols), [&](std::size_t r0, std::size_t r1) {
-      for (std::size_t r = r0; r < r1; ++r) {
-        const T* pr = pp + r * cols;
-        T* orow = po + r * cols;
-        const T s = row_stabiliser ? row_max(pr, cols) - ph[r] : static_cast<T>(stabiliser);
-        exp_shifted(pr, orow, cols, ph[r] + s);
-        pf[r] = c * static_cast<T>(eps) * std::exp(-s);
-        for (std::size_t i = 0; i < cols; ++i) orow[i] = c * orow[i] + pf[r];
-      }
-    });
-  });
-  if (needs_grad({&proj, &half_norm})) {
-    // d out / d proj = out - floor (the exponential term); d out / d half_norm = -(out - floor).
-    record(out, "positive_random_features", {proj, half_norm}, [y = out.detach(), floor, rows, cols](const Tensor& g) {
-      Tensor dproj = empty(y.shape(), y.dtype());
-      Shape norm_shape = y.shape();
-      norm_shape.back() = 1;
-      Tensor dnorm = empty(norm_shape, y.dtype());
-      dispatch_floating(y.dtype(), "positive_random_features backward", [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        const T* py = y.data<T>();
-        const T* pg = g.data<T>();
-        const T* pf = floor.data<T>();
-        T* pd = dproj.data<T>();
-        T* pn = dnorm.data<T>();
-        parallel_for(rows, row_grain(cols), [&](std::size_t r0, std::size_t r1) {
-          for (std::size_t r = r0; r < r1; ++r) {
-            const T* yr = py + r * cols;
-            const T* gr = pg + r * cols;
-            T* dr = pd + r * cols;
-            const T f = pf[r];
-#pragma omp simd
-            for (std::size_t i = 0; i < cols; ++i) dr[i] = gr[i] * (yr[i] - f);
-            pn[r] = -row_sum(dr, cols);
-          }
-        });
-      });
-      return std::vector<Tensor>{dproj, dnorm};
-    });
-  }
-  return out;
-}
-
 // ---- cross entropy ----
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
@@ -538,13 +402,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
     const T* px = logits.data<T>();
     T* pp = probs.data<T>();
     std::vector<double> row_loss(rows, 0.0);
-    parallel_for(rows, row_grain(classes), [&](std::size_t r0, std::size_t r1) {
+    parallel_for(rows, rowops::grain(classes), [&](std::size_t r0, std::size_t r1) {
       for (std::size_t r = r0; r < r1; ++r) {
         const T* xr = px + r * classes;
         T* pr = pp + r * classes;
         if (pt[r] == ignore_index) continue;
-        const T m = row_max(xr, classes);
-        const T s = exp_shifted(xr, pr, classes, m);
+        const T m = rowops::max(xr, classes);
+        const T s = exp_sum(xr, pr, classes, m);
         const T inv = T(1) / s;
         for (std::size_t i = 0; i < classes; ++i) pr[i] *= inv;
         row_loss[r] = static_cast<double>(m + std::log(s) - xr[pt[r]]);
@@ -565,7 +429,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
         const T* pp = probs.data<T>();
         const std::int64_t* pt = targets.data<std::int64_t>();
         T* pd = grad.data<T>();
-        parallel_for(rows, row_grain(classes), [&](std::size_t r0, std::size_t r1) {
+        parallel_for(rows, rowops::grain(classes), [&](std::size_t r0, std::size_t r1) {
           for (std::size_t r = r0; r < r1; ++r) {
             T* dr = pd + r * classes;
             if (pt[r] == ignore_index) {

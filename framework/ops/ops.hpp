@@ -113,39 +113,10 @@ Tensor log_softmax(const Tensor& x);
 // column j of row i when j > i + (Tk - Tq), i counted along the second-to-last axis. Rows with every
 // entry masked give zeros and zero gradient. The attention kernels' softmax.
 Tensor scaled_masked_softmax(const Tensor& x, double scale, const Tensor& mask, bool causal);
-// Attention softmax(scale q k^T, mask, causal) v in one op (same masking rules as scaled_masked_softmax;
-// q [..., Tq, D], k [..., Tk, D], v [..., Tk, Dv]): training keeps only q, k and v (and the output and
-// a number per query row), and the backward recomputes the weights instead of holding a [..., Tq, Tk]
-// tensor. For heads [B, H, T, D] with no mask or a key padding mask [B, 1, 1, Tk] and no `weights`, it
-// runs in blocks of queries and never forms [Tq, Tk] at all (blocked_attention.cpp). `weights`, when
-// given, receives the weights (no gradient), for patterns.
-Tensor softmax_attention(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& mask, bool causal,
-                         Tensor* weights = nullptr);
-// Causal linear attention (ops/linear_attention.cpp): out_i = phi_q_i^T S_i / (phi_q_i . z_i + eps) with
-// S_i = sum_{j<=i} phi_k_j v_j^T and z_i = sum_{j<=i} phi_k_j, for phi_q, phi_k [..., T, Dk] (non-negative
-// features) and v [..., T, Dv]. O(T Dk Dv) time; O(T D) memory in training (no per-position state).
-Tensor causal_linear_attention(const Tensor& phi_q, const Tensor& phi_k, const Tensor& v, double eps);
-// The bidirectional form, out_i = phi_q_i^T S / (phi_q_i . z + eps) with S and z summed over every key,
-// as one op: training keeps only the inputs (the backward recomputes S and z, each [.., F, D] or smaller).
-Tensor linear_attention(const Tensor& phi_q, const Tensor& phi_k, const Tensor& v, double eps);
-// Performer's positive random features from their projections, one op (FAVOR+; performer_kernel.cpp):
-//   out = scale * (exp(proj - half_norm - s) + eps * exp(-s))
-// over the last axis of proj [..., F], with half_norm [..., 1] (|x'|^2 / 2 of each row). The stabiliser
-// s is each row's max_f(proj - half_norm) when `row_stabiliser`, else the constant `stabiliser`; it is
-// held constant in the backward (it cancels in the attention's ratio). Training keeps only the output,
-// which the attention that consumes it keeps anyway, and one number per row.
-Tensor positive_random_features(const Tensor& proj, const Tensor& half_norm, double scale, double eps, bool row_stabiliser,
-                                double stabiliser = 0.0);
-// Bidirectional FAVOR+ attention (ops/favor_attention.cpp) in blocks of tokens: the features
-// phi(x) = (exp(w . x' - |x'|^2 / 2 - s) + feature_eps exp(-s)) / sqrt(m), x' = x / D^(1/4), of
-// q [B, H, Tq, D] and k [B, H, Tk, D] with the projection w [m, D] (no gradient), then
-// out_i = phi(q_i)^T S / (phi(q_i) . z + eps), S = sum_j phi(k_j) v_j^T, z = sum_j phi(k_j) over the keys
-// that key_padding_mask (bool [B, Tk], optional, true = padded) leaves. s: each query row's largest
-// exponent; key_bound for keys (held constant in the backward; they cancel in the ratio). Training keeps
-// q, k, v and S, z per head; each block's features are recomputed in the backward, so memory is
-// O(T D + m D) per head and no [T, m] tensor is made. Equals positive_random_features -> linear_attention.
-Tensor favor_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& w, const Tensor& key_padding_mask,
-                       double feature_eps, double eps, double key_bound);
+// The backward of softmax over the last axis from its output y and the output's gradient g:
+// scale * y * (g - sum(g * y)) per row (scale 1 for softmax; a scaled softmax's scale; masked entries have
+// y = 0 and get 0). For fused ops that recompute their weights.
+Tensor softmax_backward(const Tensor& y, const Tensor& g, double scale = 1.0);
 // Normalises over the last axis, then weight * x_hat + bias (weight and bias [C], either may be undefined).
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 // layer_norm followed by a Linear (weight [out, in], bias [out] or undefined) in one op: training keeps

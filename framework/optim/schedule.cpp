@@ -4,6 +4,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "framework/tensor/option_error.hpp"
+
 namespace attnlab {
 namespace {
 
@@ -15,48 +17,41 @@ std::string number(double value) {
   return os.str();
 }
 
-void check_options(const ScheduleOptions& o) {
-  const std::string who = std::string("LrSchedule (") + schedule_kind_name(o.kind) + "): ";
-  if (!(o.lr > 0.0) || !std::isfinite(o.lr)) throw std::invalid_argument(who + "lr must be > 0, got " + number(o.lr));
+}  // namespace
+
+void check_schedule(const ScheduleOptions& o) {
+  const std::string who = std::string("the ") + schedule_kind_name(o.kind) + " schedule: ";
+  if (!(o.lr > 0.0) || !std::isfinite(o.lr)) throw OptionError("lr", who + "lr must be a finite number > 0, got " + number(o.lr));
   if (!(o.min_lr >= 0.0 && o.min_lr <= o.lr)) {
-    throw std::invalid_argument(who + "min_lr must be in [0, lr] = [0, " + number(o.lr) + "], got " + number(o.min_lr));
+    throw OptionError("min_lr", who + "min_lr must be in [0, lr] = [0, " + number(o.lr) + "], got " + number(o.min_lr));
   }
   if (o.kind == ScheduleKind::constant) {
     if (o.decay_steps != 0) {
-      throw std::invalid_argument(who + "a constant schedule does not decay, but decay_steps is " +
-                                  std::to_string(o.decay_steps) + "; set it to 0 or use warmup_cosine or warmup_linear");
+      throw OptionError("decay_steps", who + "a constant schedule does not decay, but decay_steps is " + std::to_string(o.decay_steps) +
+                                           "; set it to 0 or use warmup_cosine or warmup_linear");
     }
     return;
   }
-  if (o.decay_steps == 0) {
-    throw std::invalid_argument(who + "decay_steps must be > 0 (the step at which lr reaches min_lr)");
-  }
+  if (o.decay_steps == 0) throw OptionError("decay_steps", who + "decay_steps must be > 0 (the step at which lr reaches min_lr)");
   if (o.warmup_steps > o.decay_steps) {
-    throw std::invalid_argument(who + "warmup_steps (" + std::to_string(o.warmup_steps) +
-                                ") must be <= decay_steps (" + std::to_string(o.decay_steps) +
-                                "); the decay starts where the warmup ends");
+    throw OptionError("warmup_steps", who + "warmup_steps (" + std::to_string(o.warmup_steps) + ") must be <= decay_steps (" +
+                                          std::to_string(o.decay_steps) + "); the decay starts where the warmup ends");
   }
 }
 
-}  // namespace
 
-const char* schedule_kind_name(ScheduleKind kind) {
-  switch (kind) {
-    case ScheduleKind::constant: return "constant";
-    case ScheduleKind::warmup_cosine: return "warmup_cosine";
-    case ScheduleKind::warmup_linear: return "warmup_linear";
-  }
-  return "?";
+const EnumNames<ScheduleKind>& schedule_kind_names() {
+  static const EnumNames<ScheduleKind> names{{"constant", ScheduleKind::constant},
+                                             {"warmup_cosine", ScheduleKind::warmup_cosine},
+                                             {"warmup_linear", ScheduleKind::warmup_linear}};
+  return names;
 }
 
-ScheduleKind parse_schedule_kind(const std::string& name) {
-  for (ScheduleKind kind : {ScheduleKind::constant, ScheduleKind::warmup_cosine, ScheduleKind::warmup_linear}) {
-    if (name == schedule_kind_name(kind)) return kind;
-  }
-  throw std::invalid_argument("lr schedule '" + name + "' is not among [constant, warmup_cosine, warmup_linear]");
-}
+const char* schedule_kind_name(ScheduleKind kind) { return enum_name(schedule_kind_names(), kind); }
 
-LrSchedule::LrSchedule(const ScheduleOptions& options) : options_(options) { check_options(options_); }
+ScheduleKind parse_schedule_kind(const std::string& name) { return parse_enum(schedule_kind_names(), name, "lr schedule"); }
+
+LrSchedule::LrSchedule(const ScheduleOptions& options) : options_(options) { check_schedule(options_); }
 
 double LrSchedule::lr_at(std::size_t step) const {
   const ScheduleOptions& o = options_;

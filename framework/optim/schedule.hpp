@@ -14,9 +14,12 @@
 #include <cstddef>
 #include <string>
 
+#include "framework/tensor/enum_names.hpp"
+
 namespace attnlab {
 
 enum class ScheduleKind { constant, warmup_cosine, warmup_linear };
+const EnumNames<ScheduleKind>& schedule_kind_names();
 const char* schedule_kind_name(ScheduleKind kind);
 // "constant", "warmup_cosine" or "warmup_linear" (for configs); other names are an error listing these.
 ScheduleKind parse_schedule_kind(const std::string& name);
@@ -29,6 +32,9 @@ struct ScheduleOptions {
                                  // >= warmup_steps and > 0 for the decaying kinds, 0 for constant
   double min_lr = 0.0;           // in [0, lr]; the floor of the decaying kinds (unused by constant)
 };
+
+// Checks the options; throws OptionError naming the key ("min_lr") and the fix.
+void check_schedule(const ScheduleOptions& options);
 
 class LrSchedule {
  public:

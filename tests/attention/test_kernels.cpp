@@ -130,12 +130,16 @@ TEST(KernelRegistry, DuplicateNamesAreRejected) {
 // attention over the unmasked keys. It exercises the capability checks and the suite's skips.
 class MeanKernel : public AttentionKernel {
  public:
-  std::string name() const override { return "test_mean"; }
-  KernelCapabilities capabilities() const override {
+  static constexpr const char* kName = "test_mean";
+  static constexpr const char* kDescription = "uniform attention (test)";
+  static KernelCapabilities declared_capabilities() {
     KernelCapabilities c;
     c.causal = false;
     return c;
   }
+  struct Options {};
+  static Schema<Options> options_schema() { return {}; }
+  MeanKernel(const KernelSpec&, const Options&, Generator&) {}
   AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
     Tensor padding;
     if (context.key_padding_mask.defined())
@@ -149,16 +153,7 @@ class MeanKernel : public AttentionKernel {
   }
 };
 
-KernelCapabilities mean_capabilities() {
-  KernelCapabilities c;
-  c.causal = false;
-  return c;
-}
-
-ATTNLAB_REGISTER_KERNEL(test_mean, (KernelInfo{"test_mean", "uniform attention (test)", mean_capabilities(), {},
-                                               [](const KernelSpec&, const YAML::Node&, const std::string&, Generator&) {
-                                                 return std::shared_ptr<AttentionKernel>(std::make_shared<MeanKernel>());
-                                               }}));
+ATTNLAB_REGISTER_KERNEL(MeanKernel);
 
 TEST(KernelRegistry, CapabilitiesAreCheckedBeforeBuilding) {
   Generator gen(0);
@@ -171,7 +166,8 @@ TEST(KernelRegistry, CapabilitiesAreCheckedBeforeBuilding) {
     EXPECT_NE(m.find("softmax"), std::string::npos) << m;
     EXPECT_EQ(m.find("test_mean]"), std::string::npos) << m;  // not offered as its own alternative
   }
-  EXPECT_NO_THROW(make_kernel("test_mean", KernelSpec{1, 4, 8, false}, YAML::Node(), gen, true));
+  EXPECT_NO_THROW(make_kernel("test_mean", KernelSpec{1, 4, 8, false, /*padding_mask=*/true}, YAML::Node(), gen));
+  EXPECT_EQ(make_kernel("test_mean", KernelSpec{1, 4, 8, false}, YAML::Node(), gen)->name(), "test_mean");
 }
 
 }  // namespace

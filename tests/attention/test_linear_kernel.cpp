@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "framework/attention/kernel.hpp"
+#include "framework/attention/linear/linear_attention.hpp"
 #include "framework/io/config_node.hpp"
 #include "tests/test_util.hpp"
 

@@ -1,5 +1,6 @@
 // MultiHeadAttention: shapes, parameter count, permutation equivariance, no leak from the future,
-// cross-attention, and float64 gradchecks over inputs and parameters.
+// cross-attention, its named activations (q, k, v, pattern, z, result: cached, replaced, and equal to
+// what they stand for), and float64 gradchecks over inputs and parameters.
 #include <gtest/gtest.h>
 
 #include "framework/attention/multi_head.hpp"
@@ -9,20 +10,42 @@ namespace attnlab {
 namespace {
 
 std::shared_ptr<MultiHeadAttention> make_mha(std::size_t d, std::size_t heads, bool causal, bool bias = true,
-                                             std::uint64_t seed = 0) {
+                                             std::uint64_t seed = 0, std::shared_ptr<const PositionalEncoding> rotary = nullptr) {
   Generator gen(seed);
   auto kernel = make_kernel("softmax", KernelSpec{heads, d / heads, 16, causal}, YAML::Node(), gen);
-  return std::make_shared<MultiHeadAttention>(d, heads, kernel, bias, gen);
+  return std::make_shared<MultiHeadAttention>(d, heads, kernel, bias, gen, nullptr, std::move(rotary));
 }
 
 using testing::with_parameters;
 
+// Self-attention with the named activations of `request`; the cache comes back in `cache`.
+Tensor attend(MultiHeadAttention& mha, const Tensor& x, const AttentionContext& context, const HookRequest& request,
+              std::map<std::string, Tensor>& cache) {
+  ActivationHooks hooks(request);
+  const Tensor out = mha.self_attention(x, context, HookScope(&hooks, ""));
+  hooks.check_all_matched();
+  cache = hooks.take_cache();
+  return out;
+}
+
+Tensor pattern_of(MultiHeadAttention& mha, const Tensor& x, const Tensor& memory, const AttentionContext& context) {
+  HookRequest request;
+  request.cache = {"hook_pattern"};
+  ActivationHooks hooks(request);
+  if (memory.defined()) {
+    mha.cross_attention(x, memory, context, HookScope(&hooks, ""));
+  } else {
+    mha.self_attention(x, context, HookScope(&hooks, ""));
+  }
+  return hooks.take_cache().at("hook_pattern");
+}
+
 TEST(MultiHeadAttention, ShapesAndNames) {
   auto mha = make_mha(8, 2, false);
   Generator gen(1);
-  const AttentionResult r = mha->forward(randn({3, 5, 8}, gen), Tensor(), AttentionContext{false, Tensor(), true});
-  EXPECT_EQ(r.output.shape(), (Shape{3, 5, 8}));
-  EXPECT_EQ(r.pattern.shape(), (Shape{3, 2, 5, 5}));
+  const Tensor x = randn({3, 5, 8}, gen);
+  EXPECT_EQ(mha->self_attention(x, AttentionContext{}).shape(), (Shape{3, 5, 8}));
+  EXPECT_EQ(pattern_of(*mha, x, Tensor(), AttentionContext{}).shape(), (Shape{3, 2, 5, 5}));
   std::vector<std::string> names;
   for (const auto& p : mha->named_parameters()) names.push_back(p.name);
   EXPECT_EQ(names, (std::vector<std::string>{"qkv.weight", "qkv.bias", "proj.weight", "proj.bias"}));
@@ -48,8 +71,8 @@ TEST(MultiHeadAttention, BidirectionalWithoutPositionsIsPermutationEquivariant) 
   const Tensor x = randn({2, 5, 8}, gen, DType::float64);
   mha->to(DType::float64);
   const Tensor perm = from_indices({3, 0, 4, 1, 2}, {5});
-  const Tensor y = mha->forward(x, Tensor(), {}).output;
-  const Tensor y_of_permuted = mha->forward(index_select(x, 1, perm), Tensor(), {}).output;
+  const Tensor y = mha->self_attention(x, AttentionContext{});
+  const Tensor y_of_permuted = mha->self_attention(index_select(x, 1, perm), AttentionContext{});
   const auto a = index_select(y, 1, perm).to_vector(), b = y_of_permuted.to_vector();
   for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-12);
 }
@@ -59,48 +82,107 @@ TEST(MultiHeadAttention, CausalOutputsIgnoreTheFuture) {
   Generator gen(3);
   Tensor x = randn({1, 6, 8}, gen, DType::float64);
   mha->to(DType::float64);
-  const Tensor before = mha->forward(x, Tensor(), AttentionContext{true, Tensor(), false}).output;
+  const Tensor before = mha->self_attention(x, AttentionContext{true, Tensor(), false});
   Tensor changed = x.clone();
   for (std::size_t c = 0; c < 8; ++c) changed.data<double>()[4 * 8 + c] += 10.0;  // token 4
-  const Tensor after = mha->forward(changed, Tensor(), AttentionContext{true, Tensor(), false}).output;
-  for (std::size_t t = 0; t < 6; ++t)
-    for (std::size_t c = 0; c < 8; ++c) {
-      if (t < 4) {
-        EXPECT_EQ(before.at({0, t, c}), after.at({0, t, c})) << "token " << t;
-      }
-    }
+  const Tensor after = mha->self_attention(changed, AttentionContext{true, Tensor(), false});
+  for (std::size_t t = 0; t < 4; ++t)
+    for (std::size_t c = 0; c < 8; ++c) EXPECT_EQ(before.at({0, t, c}), after.at({0, t, c})) << "token " << t;
   EXPECT_NE(before.at({0, 5, 0}), after.at({0, 5, 0}));  // later tokens do see it
 }
 
 TEST(MultiHeadAttention, CrossAttentionGivesRectangularPatterns) {
   auto mha = make_mha(8, 2, false);
   Generator gen(4);
-  const Tensor x = randn({2, 3, 8}, gen), context = randn({2, 7, 8}, gen);
-  const AttentionResult r = mha->forward(x, context, AttentionContext{false, Tensor(), true});
-  EXPECT_EQ(r.output.shape(), (Shape{2, 3, 8}));
-  EXPECT_EQ(r.pattern.shape(), (Shape{2, 2, 3, 7}));
-  const Tensor rows = sum(r.pattern, -1);
-  for (double v : rows.to_vector()) EXPECT_NEAR(v, 1.0, 1e-6);
-  // Keys and values come from the context: changing x's other tokens leaves a query's output alone.
-  EXPECT_THROW(mha->forward(x, randn({1, 7, 8}, gen), {}), std::invalid_argument);
+  const Tensor x = randn({2, 3, 8}, gen), memory = randn({2, 7, 8}, gen);
+  EXPECT_EQ(mha->cross_attention(x, memory, AttentionContext{}).shape(), (Shape{2, 3, 8}));
+  const Tensor pattern = pattern_of(*mha, x, memory, AttentionContext{});
+  EXPECT_EQ(pattern.shape(), (Shape{2, 2, 3, 7}));
+  for (double v : sum(pattern, -1).to_vector()) EXPECT_NEAR(v, 1.0, 1e-6);
+  EXPECT_THROW(mha->cross_attention(x, randn({1, 7, 8}, gen), AttentionContext{}), std::invalid_argument);
+}
+
+TEST(MultiHeadAttentionHooks, CachingChangesNothingAndHeadResultsSumToTheOutput) {
+  auto mha = make_mha(8, 2, true);
+  mha->to(DType::float64);
+  Generator gen(5);
+  const Tensor x = randn({2, 5, 8}, gen, DType::float64);
+  const AttentionContext causal{true, Tensor(), false};
+  const Tensor plain = mha->self_attention(x, causal);
+  HookRequest request;
+  request.cache = {"hook_*"};
+  std::map<std::string, Tensor> cache;
+  const Tensor hooked = attend(*mha, x, causal, request, cache);
+  EXPECT_EQ(hooked.to_vector(), plain.to_vector());
+  for (const char* name : {"hook_q", "hook_k", "hook_v", "hook_pattern", "hook_z", "hook_result"}) EXPECT_TRUE(cache.count(name)) << name;
+  EXPECT_EQ(cache.at("hook_q").shape(), (Shape{2, 2, 5, 4}));
+  EXPECT_EQ(cache.at("hook_result").shape(), (Shape{2, 2, 5, 8}));
+  // Each head's contribution, summed over heads, plus the projection's bias, is the output.
+  testing::expect_values(sum(cache.at("hook_result"), 1) + mha->proj->bias, plain.to_vector(), 1e-12);
+  // z is the pattern times v.
+  testing::expect_values(cache.at("hook_z"), matmul(cache.at("hook_pattern"), cache.at("hook_v")).to_vector(), 1e-12);
+}
+
+TEST(MultiHeadAttentionHooks, ZeroingAHeadsZEqualsZeroingItsOutputColumns) {
+  auto mha = make_mha(8, 2, false);
+  mha->to(DType::float64);
+  Generator gen(6);
+  const Tensor x = randn({2, 4, 8}, gen, DType::float64);
+  HookRequest request;
+  request.replace = {{"hook_z", [](const Tensor& z, const std::string&) {
+                        Tensor out = z.clone();
+                        double* p = out.data<double>();
+                        for (std::size_t b = 0; b < 2; ++b)  // head 1 of every batch element: [B, H, T, D]
+                          for (std::size_t i = 0; i < 4 * 4; ++i) p[(b * 2 + 1) * 16 + i] = 0.0;
+                        return out;
+                      }}};
+  std::map<std::string, Tensor> cache;
+  const Tensor ablated = attend(*mha, x, AttentionContext{}, request, cache);
+  EXPECT_NE(ablated.to_vector(), mha->self_attention(x, AttentionContext{}).to_vector());
+  {
+    NoGradGuard no_grad;
+    double* w = mha->proj->weight.data<double>();  // [C, C]: head 1 owns columns 4..7
+    for (std::size_t r = 0; r < 8; ++r)
+      for (std::size_t c = 4; c < 8; ++c) w[r * 8 + c] = 0.0;
+  }
+  testing::expect_values(ablated, mha->self_attention(x, AttentionContext{}).to_vector(), 1e-12);
+}
+
+TEST(MultiHeadAttentionHooks, AReplacedPatternMixesTheValues) {
+  auto mha = make_mha(8, 2, false);
+  mha->to(DType::float64);
+  Generator gen(7);
+  const Tensor x = randn({1, 3, 8}, gen, DType::float64);
+  HookRequest same;
+  same.replace = {{"hook_pattern", [](const Tensor& p, const std::string&) { return p; }}};
+  same.cache = {"hook_v", "hook_z"};
+  std::map<std::string, Tensor> cache;
+  EXPECT_EQ(attend(*mha, x, AttentionContext{}, same, cache).to_vector(), mha->self_attention(x, AttentionContext{}).to_vector());
+  HookRequest uniform;
+  uniform.replace = {{"hook_pattern", [](const Tensor& p, const std::string&) { return full(p.shape(), 1.0 / 3, DType::float64); }}};
+  uniform.cache = {"hook_v", "hook_z"};
+  const Tensor mixed = attend(*mha, x, AttentionContext{}, uniform, cache);
+  EXPECT_NE(mixed.to_vector(), mha->self_attention(x, AttentionContext{}).to_vector());  // the replacement acts
+  const Tensor mean_v = matmul(full({1, 2, 3, 3}, 1.0 / 3, DType::float64), cache.at("hook_v"));
+  testing::expect_values(cache.at("hook_z"), mean_v.to_vector(), 1e-12);
 }
 
 TEST(MultiHeadAttentionGradcheck, SelfAttention) {
   auto mha = make_mha(4, 2, false);
   mha->to(DType::float64);
-  EXPECT_TRUE(testing::gradcheck_passes([&](const auto& in) { return mha->forward(in[0], Tensor(), {}).output; },
+  EXPECT_TRUE(testing::gradcheck_passes([&](const auto& in) { return mha->self_attention(in[0], AttentionContext{}); },
                                         with_parameters({testing::param({2, 3, 4}, 1)}, *mha)));
 }
 
 TEST(MultiHeadAttentionGradcheck, CausalWithPaddingAndRotary) {
-  auto mha = make_mha(4, 2, true);
-  mha->to(DType::float64);
   Generator gen(0);
-  PositionalEncoding rope(PositionalKind::rotary, 8, 4, 2, gen);
+  auto rope = std::make_shared<PositionalEncoding>(PositionalKind::rotary, 8, 4, 2, gen);
+  auto mha = make_mha(4, 2, true, true, 0, rope);
+  mha->to(DType::float64);
+  rope->to(DType::float64);
   const Tensor padding = from_mask({false, false, false, true, false, false, false, false}, {2, 4});
-  EXPECT_TRUE(testing::gradcheck_passes(
-      [&](const auto& in) { return mha->forward(in[0], Tensor(), AttentionContext{true, padding, false}, &rope).output; },
-      with_parameters({testing::param({2, 4, 4}, 1)}, *mha)));
+  EXPECT_TRUE(testing::gradcheck_passes([&](const auto& in) { return mha->self_attention(in[0], AttentionContext{true, padding, false}); },
+                                        with_parameters({testing::param({2, 4, 4}, 1)}, *mha)));
 }
 
 TEST(MultiHeadAttentionGradcheck, CrossAttention) {
@@ -108,8 +190,26 @@ TEST(MultiHeadAttentionGradcheck, CrossAttention) {
   mha->to(DType::float64);
   const Tensor padding = from_mask({false, false, true, false, false, false, false, false, false, false}, {2, 5});
   EXPECT_TRUE(testing::gradcheck_passes(
-      [&](const auto& in) { return mha->forward(in[0], in[1], AttentionContext{false, padding, false}).output; },
+      [&](const auto& in) { return mha->cross_attention(in[0], in[1], AttentionContext{false, padding, false}); },
       with_parameters({testing::param({2, 3, 4}, 1), testing::param({2, 5, 4}, 2)}, *mha)));
+}
+
+TEST(MultiHeadAttentionGradcheck, ThroughAReplacedActivation) {
+  // Gradients flow through replacements: head 0's z scaled by 0.5.
+  auto mha = make_mha(4, 2, true);
+  mha->to(DType::float64);
+  HookRequest request;
+  request.replace = {{"hook_z", [](const Tensor& z, const std::string&) {
+                        Tensor scale = ones({1, 2, 1, 1}, DType::float64);
+                        scale.data<double>()[0] = 0.5;
+                        return z * scale;
+                      }}};
+  EXPECT_TRUE(testing::gradcheck_passes(
+      [&](const auto& in) {
+        std::map<std::string, Tensor> cache;
+        return attend(*mha, in[0], AttentionContext{true, Tensor(), false}, request, cache);
+      },
+      with_parameters({testing::param({2, 3, 4}, 3)}, *mha)));
 }
 
 }  // namespace

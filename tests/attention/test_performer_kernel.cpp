@@ -5,6 +5,8 @@
 #include <cmath>
 
 #include "framework/attention/kernel.hpp"
+#include "framework/attention/linear/linear_attention.hpp"
+#include "framework/attention/performer/favor_attention.hpp"
 #include "tests/test_util.hpp"
 
 namespace attnlab {

@@ -56,7 +56,7 @@ grep -q "rotate(-90)\">$label</text>" "$out/runs/softmax/seed_0/report.html" || 
 # Again: nothing reruns.
 before=$(stat -c %Y "$out/runs/softmax/seed_0/last.ckpt")
 "$attnlab" compare "$work/tiny.yaml" > "$work/again.log" 2>&1 || fail "resuming a finished comparison failed"
-grep -q "4 of 4 runs already finished" "$work/again.log" || { cat "$work/again.log"; fail "a finished comparison reran"; }
+grep -q "4 of 4 runs already done" "$work/again.log" || { cat "$work/again.log"; fail "a finished comparison reran"; }
 [ "$(stat -c %Y "$out/runs/softmax/seed_0/last.ckpt")" = "$before" ] || fail "a finished run was retrained"
 
 # The same comparison with a different config is refused, naming the comparison file.
@@ -67,7 +67,7 @@ grep -q "tiny.yaml:[0-9]*:[0-9]*: variant 'softmax'.*different config" "$work/ch
 sed -e 's/name: tiny/name: bad/' -e 's/model.attention.name: linear/model.atention.name: linear/' "$work/tiny.yaml" > "$work/bad.yaml"
 "$attnlab" compare "$work/bad.yaml" > "$work/bad.log" 2>&1
 [ $? = 2 ] || fail "a bad comparison file should exit 2"
-grep -q "bad.yaml:9:3: variant 'linear'.*unknown key" "$work/bad.log" || { cat "$work/bad.log"; fail "the bad-key error does not point at the variant"; }
+grep -q "bad.yaml:9:12: variant 'linear' sets \`model.atention.name: linear\`: unknown key 'model.atention'; did you mean 'model.attention'" "$work/bad.log" || { cat "$work/bad.log"; fail "the bad-key error does not point at the variant"; }
 [ -e "$work/out/bad" ] && fail "a bad comparison wrote a folder"
 
 # Interrupted, then resumed with the same command.
@@ -76,18 +76,28 @@ sed -e 's/name: tiny/name: stop/' "$work/tiny.yaml" > "$work/stop.yaml"
 pid=$!
 for _ in $(seq 100); do [ -e "$work/out/stop/runs/softmax/seed_0/metrics.jsonl" ] && break; sleep 0.1; done
 sleep 0.3
-kill -INT $pid
+kill -TERM $pid
 wait $pid
 code=$?
-[ $code = 130 ] || { cat "$work/stop.log"; fail "an interrupted comparison should exit 130, got $code"; }
-grep -q "Resume with the same command: attnlab compare $work/stop.yaml train.steps=1500" "$work/stop.log" || fail "the interrupted comparison does not say how to resume"
+[ $code = 143 ] || { cat "$work/stop.log"; fail "a comparison stopped by SIGTERM should exit 143, got $code"; }
+grep -q "stopped by SIGTERM. Resume with the same command: attnlab compare $work/stop.yaml train.steps=1500" "$work/stop.log" || fail "the stopped comparison does not say how to resume"
 [ -s "$work/out/stop/runs/softmax/seed_0/last.ckpt" ] || fail "the interrupted run left no checkpoint"
 [ -e "$work/out/stop/runs/softmax/seed_0/summary.json" ] && fail "the interrupted run claims to be finished"
 if "$attnlab" compare "$work/stop.yaml" train.steps=1400 > "$work/other.log" 2>&1; then fail "resuming with other settings should be refused"; fi
 "$attnlab" compare "$work/stop.yaml" train.steps=1500 > "$work/resume.log" 2>&1 || { cat "$work/resume.log"; fail "the resumed comparison did not finish"; }
-grep -q "0 of 4 runs already finished" "$work/resume.log" || fail "resume miscounted"
+grep -q "0 of 4 runs already done" "$work/resume.log" || fail "resume miscounted"
 grep -q "resuming seed_0" "$work/out/stop/runs/softmax/seed_0.log" || fail "the interrupted run started again instead of resuming"
-[ "$(grep -c '"step": 1500, "split": "eval"' "$work/out/stop/runs/softmax/seed_0/metrics.jsonl")" = 1 ] || fail "the resumed run's metrics are not one continuous log"
+[ "$(grep -c '"step":1500,"split":"eval"' "$work/out/stop/runs/softmax/seed_0/metrics.jsonl")" = 1 ] || fail "the resumed run's metrics are not one continuous log"
+
+# A run that diverges is reported as such and not retried (it would diverge again the same way).
+sed -e 's/name: tiny/name: diverge/' -e 's/model.attention.name: linear/train.optimizer: {name: sgd, lr: 1.0e+30}, train.grad_clip: 0/' \
+  "$work/tiny.yaml" > "$work/diverge.yaml"
+"$attnlab" compare "$work/diverge.yaml" > "$work/diverge.log" 2>&1
+[ $? = 1 ] || fail "a comparison with a diverged run should exit 1"
+grep -q "DIVERGED runs/linear/seed_0" "$work/diverge.log" || { cat "$work/diverge.log"; fail "the diverged run is not reported"; }
+grep -q "^linear,0,runs/linear/seed_0,diverged" "$work/out/diverge/runs.csv" || fail "runs.csv does not mark the diverged run"
+"$attnlab" compare "$work/diverge.yaml" > "$work/diverge-again.log" 2>&1
+grep -q "4 of 4 runs already done" "$work/diverge-again.log" || fail "a diverged run was retried"
 
 echo "$failures failures"
 [ "$failures" = 0 ]

@@ -1,11 +1,12 @@
-// Experiment configs: defaults, overrides, the resolved config round trip, the documentation of every
-// key, and a table of bad configs with the position and message each must give.
+// Experiment configs: every key round-trips through the resolved config, the docs tables are the ones the
+// schema generates, every shipped config loads, and tables of bad inputs with the position (file:line:
+// column, or the override) and the message each must give.
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <set>
 
+#include "framework/io/atomic_file.hpp"
 #include "experiments/runner/compare.hpp"
 #include "experiments/runner/config.hpp"
 #include "framework/io/config_node.hpp"
@@ -13,52 +14,74 @@
 namespace attnlab {
 namespace {
 
-TEST(Config, DefaultsOverridesAndRoundTrip) {
+TEST(Config, DefaultsAndOverrides) {
   const ExperimentConfig c = parse_config("name: t\ntask:\n  name: sort\n", "t.yaml",
                                           {"model.attention.name=linear", "train.steps=7", "model.attention.options={eps: 0.001}"});
   EXPECT_EQ(c.task.name, "sort");
   EXPECT_EQ(c.model.encoder.attention, "linear");
   EXPECT_EQ(c.train.steps, 7u);
   EXPECT_EQ(c.model.encoder.d_model, 64u);
-  EXPECT_EQ(c.model.encoder.max_len, 8u);  // the task's sequence length
-  const ExperimentConfig again = parse_config(config_to_yaml(c), "resolved.yaml");
-  EXPECT_EQ(config_to_yaml(again), config_to_yaml(c));
+  EXPECT_EQ(attention_length(c), 8u);  // the default source length
+  EXPECT_EQ(c.train.final_eval_batches, c.train.eval_batches);  // a derived default
+  EXPECT_EQ(c.train.schedule.decay_steps, 0u);                    // constant: no decay
+  EXPECT_EQ(parse_config("train: {steps: 50, schedule: {kind: warmup_cosine}}\n", "t.yaml").train.schedule.decay_steps, 50u);
 }
 
-TEST(Config, NanoGptOptionsRoundTrip) {
-  const ExperimentConfig c = parse_config(
-      "task: {name: copy}\nmodel: {kind: causal_lm, bias: false, tie_embeddings: true}\n"
-      "train: {optimizer: {name: adamw, decay_kinds: [weight, embedding]}}\n", "t.yaml");
-  EXPECT_FALSE(c.model.encoder.bias);
-  EXPECT_TRUE(c.model.tie_embeddings);
-  EXPECT_EQ(c.train.optimizer.decay_kinds, (std::set<ParamKind>{ParamKind::weight, ParamKind::embedding}));
-  EXPECT_TRUE(causal_lm_config(c.model, 10).tie_embeddings);
-  const ExperimentConfig again = parse_config(config_to_yaml(c), "resolved.yaml");
-  EXPECT_EQ(again.train.optimizer.decay_kinds, c.train.optimizer.decay_kinds);
-  EXPECT_TRUE(again.model.tie_embeddings);
-  EXPECT_EQ(config_to_yaml(again), config_to_yaml(c));
-  // The defaults: untied, weight matrices only, and an empty list decays nothing.
-  EXPECT_EQ(parse_config("name: x\n", "d.yaml").train.optimizer.decay_kinds, std::set<ParamKind>{ParamKind::weight});
-  EXPECT_TRUE(parse_config("name: x\n", "d.yaml", {"train.optimizer.decay_kinds=[]"}).train.optimizer.decay_kinds.empty());
-}
+// Configs that together set every key away from its default (each key only where its task and model
+// kind read it).
+const char* const kEveryKey[] = {
+    "name: recall\nseed: 7\n"
+    "task: {name: mqar, symbols: 20, pairs: 5, queries: 3, sequence_length: 40, random_filler: false, held_out_fraction: 0.2}\n"
+    "model: {kind: causal_lm, d_model: 32, n_heads: 8, n_layers: 3, ff_hidden: 48, norm: post, activation: relu, dropout: 0.1,\n"
+    "        bias: false, positional: rotary, init_from: weights, tie_embeddings: true,\n"
+    "        attention: {name: performer, options: {features: 32}}}\n"
+    "train: {steps: 77, batch_size: 6, grad_clip: 0.5, eval_interval: 7, eval_batches: 3, final_eval_batches: 5,\n"
+    "        checkpoint_interval: 11,\n"
+    "        optimizer: {name: adamw, lr: 0.003, beta1: 0.8, beta2: 0.99, eps: 1.0e-7, weight_decay: 0.1,\n"
+    "                    decay_kinds: [weight, embedding, norm], momentum: 0.5},\n"
+    "        schedule: {kind: warmup_linear, warmup_steps: 5, decay_steps: 70, min_lr: 1.0e-5}}\n"
+    "log: {dir: elsewhere, interval: 9, patterns: false, pattern_interval: 13, probes: 2}\n",
+    "task: {name: induction, length: 12, symbols: 15, gap: 3}\nmodel: {kind: causal_lm}\n",
+    "task: {name: majority, length: 5, symbols: 3}\nmodel: {kind: sequence_classifier, pooling: cls}\n",
+    "task: {name: quadrants, image_size: 8}\nmodel: {kind: vit, patch_size: 2}\n",
+    "task: {name: char_text, path: text.txt, block_size: 16, train_fraction: 0.8}\nmodel: {kind: causal_lm}\n",
+    "task: {name: fashion_mnist, path: fmnist, flip: true, shift: 2}\nmodel: {kind: vit, patch_size: 7}\n",
+    "train: {optimizer: {name: adam}}\n",
+};
 
-TEST(Config, MqarSequenceLengthSizesTheModel) {
-  const ExperimentConfig c = parse_config("task:\n  name: mqar\n  pairs: 4\n  symbols: 32\n  sequence_length: 64\n"
-                                          "model:\n  kind: causal_lm\n", "m.yaml");
-  EXPECT_EQ(c.task.toy.sequence_length, 64u);
-  EXPECT_EQ(c.model.encoder.max_len, 64u);
-  EXPECT_EQ(parse_config(config_to_yaml(c), "resolved.yaml").task.toy.sequence_length, 64u);
-  const ExperimentConfig compact = parse_config("task:\n  name: mqar\n  pairs: 4\nmodel:\n  kind: causal_lm\n", "m.yaml");
-  EXPECT_EQ(compact.model.encoder.max_len, 16u);  // 4 pairs, SEP, 4 queries and values less the last
-}
-
-TEST(Config, EveryKeyIsDocumented) {
-  std::ifstream in(std::string(ATTNLAB_SOURCE_DIR) + "/docs/configs.md");
-  ASSERT_TRUE(in) << "docs/configs.md is missing";
-  std::stringstream text;
-  text << in.rdbuf();
+TEST(Config, EveryKeyRoundTripsThroughTheResolvedConfig) {
+  std::set<std::string> changed;
+  for (const char* text : kEveryKey) {
+    const ExperimentConfig c = parse_config(text, "t.yaml");
+    for (const KeyDifference& d : config_differences(c, ExperimentConfig{}, true)) changed.insert(d.key);
+    const std::string resolved = config_to_yaml(c);
+    const ExperimentConfig again = parse_config(resolved, "resolved.yaml");
+    for (const KeyDifference& d : config_differences(c, again, true))
+      ADD_FAILURE() << d.key << " is " << d.first << " but reads back as " << d.second << " from:\n" << resolved;
+    EXPECT_EQ(config_to_yaml(again), resolved);
+  }
   for (const std::string& key : config_keys())
-    EXPECT_NE(text.str().find("`" + key + "`"), std::string::npos) << key << " is read by the config but not in docs/configs.md";
+    EXPECT_TRUE(changed.count(key)) << key << " keeps its default in every config of this test: set it in one of kEveryKey";
+}
+
+TEST(Config, ResumableKeysAreTheOnlyOnesARunMayChange) {
+  const ExperimentConfig a = parse_config("task: {name: copy}\n", "a.yaml");
+  const ExperimentConfig b = parse_config("task: {name: copy}\n", "b.yaml", {"train.steps=2000", "log.interval=5", "model.n_heads=8"});
+  const std::vector<KeyDifference> fixed = config_differences(a, b, false);
+  ASSERT_EQ(fixed.size(), 1u);
+  EXPECT_EQ(fixed[0].key, "model.n_heads");
+  EXPECT_EQ(config_differences(a, b, true).size(), 3u);
+}
+
+TEST(Config, DocsHoldTheTablesTheSchemaGenerates) {
+  const std::string docs = read_file(std::string(ATTNLAB_SOURCE_DIR) + "/docs/configs.md", "config docs");
+  ASSERT_FALSE(docs.empty()) << "docs/configs.md is missing";
+  for (const char* section : {"", "task", "model", "train", "log"}) {
+    const std::string table = config_docs_table(section);
+    EXPECT_NE(docs.find(table), std::string::npos)
+        << "docs/configs.md does not hold the table of section '" << section << "' as the schema describes it; "
+        << "regenerate the tables with `build/attnlab list --config-keys` (scripts/update_config_docs.sh). Expected:\n" << table;
+  }
 }
 
 TEST(Config, EveryShippedConfigLoads) {
@@ -83,28 +106,34 @@ TEST(Config, EveryShippedConfigLoads) {
 }
 
 struct BadConfig {
-  const char* yaml;
+  std::string yaml;
   std::vector<std::string> overrides;
-  const char* position;  // "line:column", or "" when the error has no position in the file
-  const char* message;   // a fragment of the message
+  const char* where;    // "line:column" in bad.yaml, "file" (bad.yaml without a position), or "override"
+  const char* message;  // a fragment of the message
 };
 
-class BadConfigs : public ::testing::TestWithParam<BadConfig> {};
+void PrintTo(const BadConfig& b, std::ostream* os) { *os << b.yaml.substr(0, 60) << "... " << b.message; }
 
-TEST_P(BadConfigs, FailWithPositionAndAdvice) {
-  const BadConfig& b = GetParam();
+void expect_error(const BadConfig& b) {
   try {
     parse_config(b.yaml, "bad.yaml", b.overrides);
-    FAIL() << "no error for:\n" << b.yaml;
+    ADD_FAILURE() << "no error for:\n" << b.yaml;
   } catch (const ConfigError& e) {
-    const std::string what = e.what();
-    if (*b.position) {
-      EXPECT_NE(what.find(std::string("bad.yaml:") + b.position + ":"), std::string::npos) << what;
+    const std::string what = e.what(), where = b.where;
+    if (where == "override") {
+      EXPECT_EQ(what.rfind("command-line override `" + b.overrides.back() + "`: ", 0), 0u) << what;
+    } else if (where == "file") {
+      EXPECT_EQ(what.rfind("bad.yaml: ", 0), 0u) << what;
+    } else {
+      EXPECT_EQ(what.rfind("bad.yaml:" + where + ": ", 0), 0u) << what;
     }
     EXPECT_NE(what.find(b.message), std::string::npos) << what;
   }
 }
 
+// Typos, types, ranges and impossible combinations.
+class BadConfigs : public ::testing::TestWithParam<BadConfig> {};
+TEST_P(BadConfigs, FailWithPositionAndAdvice) { expect_error(GetParam()); }
 INSTANTIATE_TEST_SUITE_P(
     Table, BadConfigs,
     ::testing::Values(
@@ -114,18 +143,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"train:\n  steps: abc\n", {}, "2:10", "'train.steps' must be an integer, got 'abc'"},
         BadConfig{"model:\n  dropout: 1.5\n", {}, "2:12", "'model.dropout' must be [0, 1), got 1.5"},
         BadConfig{"model:\n  d_model: 64\n  n_heads: 3\n", {}, "3:12", "model.n_heads (3) must divide model.d_model (64)"},
-        BadConfig{"model:\n  kind: causal_lm\n  attention:\n    name: linformer\n", {}, "4:11",
-                  "linformer does not support causal attention"},
+        BadConfig{"model:\n  kind: causal_lm\n  attention:\n    name: linformer\n", {}, "4:11", "linformer does not support causal attention"},
         BadConfig{"model:\n  attention:\n    name: sofmax\n", {}, "3:11", "did you mean 'softmax'?"},
         BadConfig{"model:\n  attention:\n    name: softmax\n    options:\n      dropot: 0.1\n", {}, "5:7",
                   "unknown key 'model.attention.options.dropot'; did you mean 'model.attention.options.dropout'?"},
-        BadConfig{"task:\n  name: mqar\n", {}, "", "task 'mqar' cannot train a token_tagger; use model.kind causal_lm"},
+        BadConfig{"task:\n  name: mqar\n", {}, "file", "task 'mqar' cannot train a token_tagger; use model.kind causal_lm"},
         BadConfig{"task:\n\tname: copy\n", {}, "2:6", "YAML indents with spaces only"},
-        BadConfig{"name: x\n", {"train.stesp=5"}, "", "unknown key 'train.stesp'; did you mean 'train.steps'?"},
-        BadConfig{"name: x\n", {"train.steps"}, "", "must look like key=value"},
-        BadConfig{"task:\n  name: char_text\n", {}, "", "task.path is required for char_text"},
+        BadConfig{"task:\n  name: char_text\nmodel: {kind: causal_lm}\n", {}, "2:3", "task.path is required for char_text"},
         BadConfig{"task:\n  name: mqar\n  pairs: 12\n  symbols: 8\nmodel:\n  kind: causal_lm\n", {}, "3:10",
-                  "task.pairs (12) must not exceed task.symbols (8)"},
+                  "task.pairs (12) must be between 1 and task.symbols (8)"},
         BadConfig{"task:\n  name: mqar\n  pairs: 8\n  sequence_length: 30\nmodel:\n  kind: causal_lm\n", {}, "4:20",
                   "task.sequence_length (30) is too short for 8 pairs and 8 queries: it needs at least 2 * pairs + 2 * queries = 32"},
         BadConfig{"task:\n  name: mqar\n  pairs: 4\n  queries: 6\n  sequence_length: 64\nmodel:\n  kind: causal_lm\n", {}, "4:12",
@@ -134,17 +160,104 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"- a\n- b\n", {}, "1:1", "the config must be a mapping"},
         BadConfig{"task:\n  name: quadrants\n  image_size: 16\nmodel:\n  kind: vit\n  patch_size: 5\n", {}, "6:15",
                   "model.patch_size (5) must divide the image size (16x16)"},
-        BadConfig{"model:\n  kind: vit\n", {}, "2:9", "model.kind vit needs an image task"},
+        BadConfig{"model:\n  kind: vit\n", {}, "2:9", "task 'reverse' cannot train a vit; use model.kind causal_lm or token_tagger"},
         BadConfig{"train:\n  eval_batches: 0\n", {}, "2:17", "the whole held-out split, which task 'reverse' does not have"},
         BadConfig{"task: {name: quadrants}\nmodel: {kind: vit}\ntrain: {final_eval_batches: 0}\n", {}, "3:29",
                   "train.final_eval_batches 0 means the whole held-out split"},
         BadConfig{"task: {name: quadrants, flip: true}\nmodel: {kind: vit}\n", {}, "1:31",
-                  "task.flip augments fashion_mnist's training images"},
-        BadConfig{"model:\n  tie_embeddings: true\n", {}, "2:19", "model.kind token_tagger has no such layer"},
+                  "task.flip is not read by task 'quadrants' (it reads task.image_size)"},
+        BadConfig{"model:\n  tie_embeddings: true\n", {}, "2:19", "model.tie_embeddings is not read by model.kind token_tagger"},
+        BadConfig{"task: {name: copy, gap: 2}\n", {}, "1:25", "task.gap is not read by task 'copy' (it reads task.length, task.symbols, task.held_out_fraction)"},
+        BadConfig{"model: {kind: vit, positional: rotary}\ntask: {name: quadrants}\n", {}, "1:32",
+                  "model.positional is not read by model.kind vit"},
         BadConfig{"train:\n  optimizer: {name: sgd, decay_kinds: [weight, norm]}\n", {}, "2:39",
                   "sgd adds its L2 weight_decay to every parameter"},
         BadConfig{"train:\n  optimizer:\n    decay_kinds: [weight, embeddings]\n", {}, "3:27",
                   "lists 'embeddings', which is not among [weight, embedding, bias, norm]; did you mean 'embedding'?"}));
+
+// Inputs that were once accepted silently (they trained the defaults, or dropped a part of the file).
+class SilentlyAccepted : public ::testing::TestWithParam<BadConfig> {};
+TEST_P(SilentlyAccepted, AreNowErrors) { expect_error(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(
+    Table, SilentlyAccepted,
+    ::testing::Values(
+        BadConfig{"", {}, "file", "the config is empty"},
+        BadConfig{"# only a comment\n", {}, "file", "the config is empty"},
+        BadConfig{"---\n", {}, "file", "the config is empty"},
+        BadConfig{"name: a\n---\nname: b\n", {}, "3:1", "a second YAML document starts here"},
+        BadConfig{std::string("name: a\ntrain:\n  steps: 1\0" "2\n", 28), {}, "3:11", "NUL byte"},
+        BadConfig{"name: x\n", {"train.steps.=5"}, "override", "'train.steps.' is not a dotted key: it has an empty part"},
+        BadConfig{"name: x\n", {"train..steps=5"}, "override", "it has an empty part"},
+        BadConfig{"name: x\n", {"train.st eps=5"}, "override", "'st eps' is not a key name"},
+        BadConfig{"name: ../x\n", {}, "1:7", "it holds '/', which would put the run outside log.dir"},
+        BadConfig{"name: /tmp/x\n", {}, "1:7", "it holds '/'"},
+        BadConfig{"name: .\n", {}, "1:7", "'.' is not a folder of its own"},
+        BadConfig{"name: ..\n", {}, "1:7", "'..' is not a folder of its own"},
+        BadConfig{"name: ''\n", {}, "1:7", "it is empty"},
+        BadConfig{"name: \"a\\nb\"\n", {}, "1:7", "control character"},
+        BadConfig{"name: \"a\\tb\"\n", {}, "1:7", "control character"},
+        BadConfig{"log: {dir: \"runs\\nx\"}\n", {}, "1:12", "'log.dir' holds a control character"}));
+
+// Errors that used to be unclear: raw library texts, the wrong line, or no key named.
+class UnclearErrors : public ::testing::TestWithParam<BadConfig> {};
+TEST_P(UnclearErrors, NameTheKeyAndThePlace) { expect_error(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(
+    Table, UnclearErrors,
+    ::testing::Values(
+        BadConfig{"train:\n  steps:\n  batch_size: 4\n", {}, "2:3", "'train.steps' has no value"},
+        BadConfig{"train:\n  optimizer: {lr: .inf}\n", {}, "2:19", "'train.optimizer.lr' must be a finite number, got .inf"},
+        BadConfig{"train:\n  optimizer: {lr: .nan}\n", {}, "2:19", "must be a finite number"},
+        BadConfig{"train:\n  schedule: {kind: warmup_cosine, min_lr: 5}\n", {}, "2:43", "min_lr must be in [0, lr]"},
+        BadConfig{"train:\n  steps: 100\n  schedule: {kind: warmup_cosine, warmup_steps: 500}\n", {}, "3:49",
+                  "warmup_steps (500) must be <= decay_steps (100)"},
+        BadConfig{"train:\n  schedule: {kind: constant, decay_steps: 10}\n", {}, "2:43", "a constant schedule does not decay"},
+        BadConfig{"task: {name: induction, length: 20, symbols: 10, gap: 4}\nmodel: {kind: causal_lm}\n", {}, "1:55",
+                  "task.symbols (10) must be at least task.length"},
+        BadConfig{"name: x\n", {"model.d_model=abc"}, "override", "'model.d_model' must be an integer, got 'abc'"},
+        BadConfig{"name: x\n", {"train.stesp=5"}, "override", "unknown key 'train.stesp'; did you mean 'train.steps'?"},
+        BadConfig{"name: x\n", {"name.first=5"}, "override", "'name' is a value, not a section with keys under it"},
+        BadConfig{"name: x\n", {"train.steps"}, "override", "an override looks like key=value"},
+        BadConfig{"name: x\n", {"train.steps="}, "override", "the override has no value"},
+        BadConfig{"name: x\n", {"model.attention={name: sparse, options: {windw: 2}}"}, "override",
+                  "unknown key 'model.attention.options.windw'; did you mean 'model.attention.options.window'?"},
+        BadConfig{"name: \"abc\ntrain: {steps: 3}\n", {}, "1:7", "runs over several lines; is its closing quote missing?"},
+        BadConfig{"a: " + std::string(3000, '[') + std::string(3000, ']') + "\n", {}, "1:6004", "nests lists or mappings deeper"},
+        BadConfig{std::string(2000, 'k') + ": 1\n", {}, "1:1", "a key of 2000 characters"},
+        BadConfig{"{a: 1}: 2\n", {}, "1:1", "a key must be a name, not a list or mapping"},
+        BadConfig{"train: [1, 2]\n", {}, "1:8", "'train' must be a mapping of keys to values"},
+        BadConfig{"hello\n", {"train.steps=3"}, "1:1", "the config must be a mapping"}));
+
+// Sizes no machine holds: the key that asks for them is named, before anything is allocated.
+class HugeSizes : public ::testing::TestWithParam<BadConfig> {};
+TEST_P(HugeSizes, NameTheKeyBeforeAllocating) { expect_error(GetParam()); }
+INSTANTIATE_TEST_SUITE_P(
+    Table, HugeSizes,
+    ::testing::Values(BadConfig{"name: x\n", {"train.batch_size=100000000000"}, "override", "train.batch_size (100000000000) makes this experiment need about"},
+                      BadConfig{"name: x\n", {"model.d_model=100000000"}, "override", "model.d_model (100000000) makes"},
+                      BadConfig{"name: x\n", {"model.n_layers=100000000"}, "override", "model.n_layers (100000000) makes"},
+                      BadConfig{"name: x\n", {"model.ff_hidden=100000000000"}, "override", "model.ff_hidden (100000000000) makes"},
+                      BadConfig{"name: x\n", {"task.symbols=100000000000"}, "override", "task.symbols (100000000000) makes"},
+                      BadConfig{"name: x\n", {"task.length=1000000000"}, "override", "task.length (1000000000) makes"},
+                      BadConfig{"task: {name: induction, length: 8, symbols: 10}\nmodel: {kind: causal_lm}\n", {"task.gap=10000000000"},
+                                "override", "task.gap (10000000000) makes"},
+                      BadConfig{"name: x\n", {"log.probes=1000000000"}, "override", "log.probes (1000000000) makes"},
+                      BadConfig{"task: {name: char_text, path: t.txt}\nmodel: {kind: causal_lm}\n", {"task.block_size=10000000000"},
+                                "override", "task.block_size (10000000000) makes"},
+                      BadConfig{"task: {name: quadrants}\nmodel: {kind: vit}\n", {"task.image_size=10000000"}, "override",
+                                "task.image_size (10000000) makes"},
+                      BadConfig{"model: {attention: {name: performer}}\n", {"model.attention.options.features=1000000"}, "override",
+                                "model.attention.options ({features: 1000000}) makes"},
+                      BadConfig{"model:\n  attention: {name: performer, options: {features: 100000000}}\n", {}, "2:52",
+                                "'model.attention.options.features' must be [1, 1048576]"}));
+
+TEST(Config, OverridesOfAComparisonNameTheirOwnOrigin) {
+  try {
+    parse_config("name: x\n", "base.yaml", std::vector<std::pair<std::string, std::string>>{{"model.d_model=abc", "cmp.yaml:9:13: variant 'v'"}});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), "cmp.yaml:9:13: variant 'v': 'model.d_model' must be an integer, got 'abc'");
+  }
+}
 
 }  // namespace
 }  // namespace attnlab

@@ -3,10 +3,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
+#include <cmath>
+#include <set>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "framework/io/atomic_file.hpp"
+#include "experiments/runner/run_folder.hpp"
 #include "experiments/runner/train.hpp"
 #include "framework/io/checkpoint.hpp"
 
@@ -71,8 +76,7 @@ TEST_F(Training, SameSeedSameRunBitForBit) {
 TEST_F(Training, ResumedRunMatchesAnUninterruptedOne) {
   const TrainResult whole = train_experiment(small(dir_, "whole", 40), 1);
   const TrainResult half = train_experiment(small(dir_, "half", 20), 1);
-  ExperimentConfig rest = load_config(half.run_dir + "/config.yaml", {"train.steps=40"});
-  const TrainResult resumed = train_experiment(rest, 1, half.run_dir);
+  const TrainResult resumed = resume_experiment(half.run_dir, {"train.steps=40"}, 1);
   EXPECT_EQ(resumed.run_dir, half.run_dir);
   // The first leg ended with its own final evaluation at step 20; apart from it, the rows are the same.
   std::vector<std::string> continued = metric_rows(half.run_dir);
@@ -106,13 +110,117 @@ TEST_F(Training, FinalEvaluationCanCoverTheWholeHeldOutSplit) {
 }
 
 TEST_F(Training, ResumingWithoutACheckpointIsAClearError) {
-  fs::create_directories(dir_ + "/empty");
+  const TrainResult run = train_experiment(small(dir_, "x", 10), 1);
+  fs::remove(run.run_dir + "/last.ckpt");
+  fs::remove(run.run_dir + "/best.ckpt");
   try {
-    train_experiment(small(dir_, "x", 10), 1, dir_ + "/empty");
+    resume_experiment(run.run_dir, {"train.steps=20"}, 1);
     FAIL();
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("last.ckpt"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("has no last.ckpt"), std::string::npos) << e.what();
   }
+}
+
+// Faults halfway through: a kill during start-up or after a checkpoint, leftovers of an interrupted
+// write, an edited config, a run that diverged.
+TEST_F(Training, ResumeRestoresAnEmptiedConfigFromTheCheckpoint) {
+  const TrainResult half = train_experiment(small(dir_, "half", 20), 1);
+  const std::string config = read_file(half.run_dir + "/config.yaml", "test file");
+  std::ofstream(half.run_dir + "/config.yaml", std::ios::trunc).flush();  // a kill while it was rewritten
+  const TrainResult resumed = resume_experiment(half.run_dir, {"train.steps=30"}, 1);
+  EXPECT_EQ(resumed.exit_status(), 0);
+  EXPECT_EQ(load_config(half.run_dir + "/config.yaml").train.steps, 30u);
+  EXPECT_NE(read_file(half.run_dir + "/config.yaml", "test file").find("batch_size: 8"), std::string::npos);
+}
+
+TEST_F(Training, AnEditedConfigIsRefusedNamingTheKeysAndBothFiles) {
+  const TrainResult run = train_experiment(small(dir_, "run", 20), 1);
+  std::string config = read_file(run.run_dir + "/config.yaml", "test file");
+  config.replace(config.find("n_heads: 2"), 10, "n_heads: 4");  // keeps every parameter's shape
+  std::ofstream(run.run_dir + "/config.yaml") << config;
+  for (auto resume : {true, false}) {
+    try {
+      if (resume) {
+        resume_experiment(run.run_dir, {"train.steps=30"}, 1);
+      } else {
+        load_run(run.run_dir, "best");
+      }
+      FAIL() << "an edited n_heads was accepted";
+    } catch (const std::runtime_error& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(run.run_dir + "/config.yaml"), std::string::npos) << m;
+      EXPECT_NE(m.find(".ckpt"), std::string::npos) << m;
+      EXPECT_NE(m.find("model.n_heads: 4 here, 2 in the checkpoint"), std::string::npos) << m;
+    }
+  }
+}
+
+// The lines of `path` that `keep` accepts.
+std::string filtered(const std::string& path, const std::function<bool(const std::string&)>& keep) {
+  std::istringstream in(read_file(path, "test file"));
+  std::string out;
+  for (std::string line; std::getline(in, line);)
+    if (keep(line)) out += line + "\n";
+  return out;
+}
+
+std::size_t leading_step(const std::string& line) {
+  const std::size_t at = line.find("\"step\":");
+  return at == std::string::npos ? std::stoul(line) : std::stoul(line.substr(at + 7));
+}
+
+TEST_F(Training, AResumeAfterAKillLogsEveryStepOnceAndRemovesLeftovers) {
+  const TrainResult whole = train_experiment(small(dir_, "whole", 40), 1);
+  // As if killed at step 35 with last.ckpt from step 20: rows up to 35 logged, no final row, no summary,
+  // and a half-written checkpoint and config beside the real ones.
+  const TrainResult killed = train_experiment(small(dir_, "killed", 20), 1);
+  for (const std::string file : {"/metrics.jsonl", "/metrics.csv"}) {
+    const bool csv = file == "/metrics.csv";
+    const std::string head = filtered(killed.run_dir + file, [&](const std::string& l) {
+      return (csv && l.rfind("step", 0) == 0) || (l.find("final") == std::string::npos && l.rfind("step", 0) != 0);
+    });
+    const std::string later = filtered(whole.run_dir + file, [&](const std::string& l) {
+      return l.rfind("step", 0) != 0 && leading_step(l) > 20 && leading_step(l) <= 35;
+    });
+    std::ofstream(killed.run_dir + file, std::ios::trunc) << head << later;
+  }
+  fs::remove(killed.run_dir + "/summary.json");
+  std::ofstream(killed.run_dir + "/last.ckpt.tmp") << "half";
+  std::ofstream(killed.run_dir + "/config.yaml.tmp") << "half";
+  const TrainResult resumed = resume_experiment(killed.run_dir, {"train.steps=40"}, 1);
+  EXPECT_FALSE(fs::exists(killed.run_dir + "/last.ckpt.tmp"));
+  EXPECT_FALSE(fs::exists(killed.run_dir + "/config.yaml.tmp"));
+  EXPECT_EQ(metric_rows(resumed.run_dir), metric_rows(whole.run_dir));
+  // The pattern rows too: each capture step once.
+  const std::string captures = filtered(resumed.run_dir + "/metrics.jsonl", [](const std::string& l) { return l.find("\"patterns\"") != std::string::npos; });
+  EXPECT_EQ(captures, filtered(whole.run_dir + "/metrics.jsonl", [](const std::string& l) { return l.find("\"patterns\"") != std::string::npos; }));
+}
+
+TEST_F(Training, ADivergedRunKeepsTheLastFiniteStateAndSaysSo) {
+  ExperimentConfig c = small(dir_, "diverge", 30);
+  c.train.optimizer.name = "sgd";
+  c.train.optimizer.lr = 1e30;
+  c.train.grad_clip = 0;
+  c.model.encoder.attention_options = YamlTree();
+  const TrainResult r = train_experiment(c, 1);
+  EXPECT_TRUE(r.diverged);
+  EXPECT_EQ(r.exit_status(), 1);
+  ASSERT_TRUE(fs::exists(r.run_dir + "/last.ckpt"));
+  const LoadedRun run = load_run(r.run_dir, "best");  // no best.ckpt: falls back to last.ckpt, saying so
+  EXPECT_EQ(run.checkpoint_file, "last.ckpt");
+  for (const auto& [name, t] : checkpoint_part(run.checkpoint, "model."))
+    for (double v : t.to_vector()) ASSERT_TRUE(std::isfinite(v)) << name;
+  EXPECT_NE(read_file(r.run_dir + "/summary.json", "test file").find("\"status\": \"diverged\""), std::string::npos);
+  EXPECT_NE(read_file(r.run_dir + "/metrics.jsonl", "test file").find("\"split\":\"diverged\""), std::string::npos);
+}
+
+TEST_F(Training, BadDataFailsBeforeTheRunFolderExists) {
+  fs::create_directories(dir_);
+  std::ofstream(dir_ + "/short.txt") << "to be or not";
+  const ExperimentConfig c = parse_config("task: {name: char_text, block_size: 16}\nmodel: {kind: causal_lm}\n", "t.yaml",
+                                          {"log.dir=" + dir_ + "/runs", "task.path=" + dir_ + "/short.txt"});
+  EXPECT_THROW(train_experiment(c, 1), std::invalid_argument);
+  EXPECT_FALSE(fs::exists(dir_ + "/runs"));
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# End-to-end runs of `attnlab train` on tiny configs: every task with a model kind that trains it,
-# every model kind, a bad config (exit 2, no run folder), and a resolved config that runs again.
+# End-to-end runs of `attnlab train` on tiny configs: every task with a model kind that trains it, every
+# model kind, eval / sample / export, bad inputs (exit 2, nothing written), and faults halfway: a run that
+# diverges, Ctrl-C and SIGTERM (a checkpoint, then resume), kill -9 (resume logs every step once), an
+# emptied config.yaml, weights exported and loaded back for every positional encoding.
 # Usage: train_cli.sh ATTNLAB_BINARY SOURCE_DIR WORK_DIR
 set -uo pipefail
 attnlab=$1 source=$2 work=$3
@@ -9,19 +11,25 @@ config="$source/configs/reverse.yaml"
 tiny=(train.steps=6 train.batch_size=4 train.eval_interval=3 train.eval_batches=1 log.interval=3
       train.schedule.kind=constant train.schedule.warmup_steps=0 model.d_model=16 model.n_layers=1 model.n_heads=2)
 failures=0
+fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
 check() {  # name, then the command
   local name=$1; shift
-  if "$@" > "$work/$name.log" 2>&1; then echo "ok: $name"; else echo "FAILED: $name"; cat "$work/$name.log"; failures=$((failures + 1)); fi
+  if "$@" > "$work/$name.log" 2>&1; then echo "ok: $name"; else fail "$name"; cat "$work/$name.log"; fi
 }
+# The JSON value of `key` in the last line of file $1 that holds "split":"$2".
+json_field() { grep "\"split\":\"$2\"" "$1" | tail -n 1 | sed -n "s/.*\"$3\":\([^,}]*\).*/\1/p"; }
+parses_as_json() { python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1])]' "$1" 2> /dev/null; }
+
 for case in "copy token_tagger" "reverse token_tagger" "sort causal_lm" "mqar causal_lm" "induction causal_lm" "majority sequence_classifier"; do
   set -- $case
   check "train_$1_$2" "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name="$1-$2" task.name="$1" model.kind="$2"
-  for f in config.yaml metrics.jsonl metrics.csv; do
-    [ -s "$work/runs/$1-$2/$f" ] || { echo "FAILED: $1-$2 has no $f"; failures=$((failures + 1)); }
+  for f in config.yaml metrics.jsonl metrics.csv summary.json report.html; do
+    [ -s "$work/runs/$1-$2/$f" ] || fail "$1-$2 has no $f"
   done
-  grep -q '"split": "eval"' "$work/runs/$1-$2/metrics.jsonl" || { echo "FAILED: $1-$2 logged no evaluation"; failures=$((failures + 1)); }
-  grep -q '"split": "patterns", "heads": \[{"layer": 0' "$work/runs/$1-$2/metrics.jsonl" && ls "$work/runs/$1-$2/patterns/"step_6_probe_0.npy "$work/runs/$1-$2/patterns/"step_6_probe_0.png > /dev/null \
-    || { echo "FAILED: $1-$2 captured no patterns"; failures=$((failures + 1)); }
+  grep -q '"split":"eval"' "$work/runs/$1-$2/metrics.jsonl" || fail "$1-$2 logged no evaluation"
+  grep -q '"split":"patterns","heads":\[{"layer":0' "$work/runs/$1-$2/metrics.jsonl" \
+    && ls "$work/runs/$1-$2/patterns/"step_6_probe_0.npy "$work/runs/$1-$2/patterns/"step_6_probe_0.png > /dev/null \
+    || fail "$1-$2 captured no patterns"
 done
 printf 'to be or not to be, that is the question\n%.0s' {1..40} > "$work/text.txt"
 # nanoGPT's model details (tied embeddings, no biases, decayed embeddings) and a final evaluation over the
@@ -30,71 +38,126 @@ check train_char_text "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/run
   task.path="$work/text.txt" task.block_size=16 model.kind=causal_lm model.tie_embeddings=true model.bias=false \
   "train.optimizer.decay_kinds=[weight, embedding]" train.final_eval_batches=0
 grep -q "final evaluation (the whole held-out split, 163 scored tokens)" "$work/train_char_text.log" \
-  && grep -q '"split": "final"' "$work/runs/text/metrics.jsonl" || { echo "FAILED: no whole-split final evaluation"; failures=$((failures + 1)); }
+  && grep -q '"split":"final"' "$work/runs/text/metrics.jsonl" || fail "no whole-split final evaluation"
 check eval_text "$attnlab" eval "$work/runs/text" --checkpoint last
-grep -q '"scored_tokens": 163}' "$work/eval_text.log" || { echo "FAILED: eval did not cover the whole split"; cat "$work/eval_text.log"; failures=$((failures + 1)); }
-final_loss=$(grep '"split": "final"' "$work/runs/text/metrics.jsonl" | grep -o '"loss": [^,]*')
-[ -n "$final_loss" ] && grep -q "$final_loss," "$work/eval_text.log" \
-  || { echo "FAILED: attnlab eval ($(grep -o '"loss": [^,]*' "$work/eval_text.log")) differs from the final evaluation ($final_loss)"; failures=$((failures + 1)); }
+grep -q '"scored_tokens":163}' "$work/eval_text.log" || { fail "eval did not cover the whole split"; cat "$work/eval_text.log"; }
+final_loss=$(json_field "$work/runs/text/metrics.jsonl" final loss)
+[ -n "$final_loss" ] && grep -q "\"loss\":$final_loss," "$work/eval_text.log" \
+  || fail "attnlab eval ($(cat "$work/eval_text.log")) differs from the final evaluation ($final_loss)"
 check eval_run "$attnlab" eval "$work/runs/sort-causal_lm"
-grep -q '"token_accuracy"' "$work/eval_run.log" || { echo "FAILED: eval printed no metrics"; failures=$((failures + 1)); }
+grep -q '"token_accuracy"' "$work/eval_run.log" || fail "eval printed no metrics"
 check sample_text "$attnlab" sample "$work/runs/text" --prompt "to be" --tokens 20 --seed 3
-[ "$(head -c 5 "$work/sample_text.log")" = "to be" ] || { echo "FAILED: sample did not continue the prompt"; failures=$((failures + 1)); }
+[ "$(head -c 5 "$work/sample_text.log")" = "to be" ] || fail "sample did not continue the prompt"
+mv "$work/text.txt" "$work/text-moved.txt"
+check sample_without_the_text "$attnlab" sample "$work/runs/text" --prompt "to be" --tokens 5
+mv "$work/text-moved.txt" "$work/text.txt"
 check sample_ids "$attnlab" sample "$work/runs/induction-causal_lm" --prompt "2 3 4" --tokens 5 --temperature 0
 if "$attnlab" sample "$work/runs/copy-token_tagger" > "$work/sample_tagger.log" 2>&1; then
-  echo "FAILED: sampling a token tagger should fail"; failures=$((failures + 1))
+  fail "sampling a token tagger should fail"
 else
   grep -q "needs a causal_lm run" "$work/sample_tagger.log" && echo "ok: sampling a tagger is refused" || { cat "$work/sample_tagger.log"; failures=$((failures + 1)); }
 fi
-check export_weights "$attnlab" export "$work/runs/reverse-token_tagger" "$work/weights"
-[ -s "$work/weights/index.json" ] && ls "$work/weights"/*.npy > /dev/null || { echo "FAILED: no weights folder"; failures=$((failures + 1)); }
-check train_from_weights "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name=warm task.name=reverse \
-  model.kind=token_tagger model.init_from="$work/weights"
 check train_vit_quadrants "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name=vit task.name=quadrants \
   task.image_size=8 model.kind=vit model.patch_size=4
 check train_vit_fashion_mnist "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name=fmnist \
   task.name=fashion_mnist model.kind=vit model.patch_size=7
 check train_from_resolved_config "$attnlab" train "$work/runs/sort-causal_lm/config.yaml" log.dir="$work/again"
 
-# A bad config: exit status 2, a positioned message, and nothing written.
-"$attnlab" train "$config" log.dir="$work/bad" model.n_heads=3 > "$work/bad.log" 2>&1
-status=$?
-if [ $status -eq 2 ] && grep -q "must divide" "$work/bad.log" && [ ! -e "$work/bad" ]; then
-  echo "ok: bad config exits 2 and writes nothing"
-else
-  echo "FAILED: bad config (status $status)"; cat "$work/bad.log"; failures=$((failures + 1))
-fi
-"$attnlab" train "$config" log.dir="$work/bad" task.name=char_text task.path="$work/missing.txt" model.kind=causal_lm > "$work/missing.log" 2>&1
-status=$?
-if [ $status -ne 0 ] && grep -q "get_data.sh" "$work/missing.log" && [ ! -e "$work/bad" ]; then
-  echo "ok: a missing text file says how to get it and writes nothing"
-else
-  echo "FAILED: missing text file (status $status)"; cat "$work/missing.log"; failures=$((failures + 1))
-fi
-# A diverging run stops with the step and the parameter whose gradient went bad, keeping no bad checkpoint.
+# Weights exported and loaded back, with every positional encoding and a kernel with buffers.
+for variant in "learned softmax" "sinusoidal softmax" "rotary softmax" "learned performer"; do
+  set -- $variant
+  check "export_$1_$2" "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name="export-$1-$2" model.positional="$1" \
+    model.attention.name="$2"
+  check "export_weights_$1_$2" "$attnlab" export "$work/runs/export-$1-$2" "$work/weights-$1-$2"
+  check "init_from_$1_$2" "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name="warm-$1-$2" model.positional="$1" \
+    model.attention.name="$2" model.init_from="$work/weights-$1-$2"
+done
+
+# Bad inputs: exit status 2, a positioned message, and nothing written.
+bad() {  # name, expected message fragment, then the arguments of attnlab train
+  local name=$1 expected=$2; shift 2
+  "$attnlab" train "$@" log.dir="$work/bad" > "$work/$name.log" 2>&1
+  local status=$?
+  if [ $status -eq 2 ] && grep -q -- "$expected" "$work/$name.log" && [ ! -e "$work/bad" ]; then
+    echo "ok: $name exits 2 and writes nothing"
+  else
+    fail "$name (status $status)"; cat "$work/$name.log"; rm -rf "$work/bad"
+  fi
+}
+: > "$work/empty.yaml"
+bad bad_heads "must divide" "$config" model.n_heads=3
+bad empty_config "the config is empty" "$work/empty.yaml"
+bad dev_null "the config is empty" /dev/null
+bad folder_config "is a folder, not a config file" "$work/runs"
+bad override_position "command-line override \`model.d_model=abc\`: 'model.d_model' must be an integer" "$config" model.d_model=abc
+bad huge_batch "train.batch_size (100000000000) makes this experiment need" "$config" train.batch_size=100000000000
+bad escaping_name "it holds '/'" "$config" name=../x
+bad missing_text "get_data.sh" "$config" task.name=char_text task.path="$work/missing.txt" model.kind=causal_lm
+printf 'abc' > "$work/short.txt"
+bad short_text "shorter than block_size + 1" "$config" task.name=char_text task.path="$work/short.txt" model.kind=causal_lm
+
+# A diverging run stops with the step and the parameter whose gradient went bad; last.ckpt holds the
+# state before it, its metrics parse as JSON, and eval falls back to last.ckpt, saying so.
 "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name=diverge train.optimizer.name=sgd train.optimizer.lr=1e30 \
   train.grad_clip=0 > "$work/diverge.log" 2>&1
-if [ $? -ne 0 ] && grep -q "training stopped at step .* gradient of .* is not finite" "$work/diverge.log" && [ ! -e "$work/runs/diverge/last.ckpt" ]; then
-  echo "ok: a diverging run stops and names the parameter"
-else
-  echo "FAILED: diverging run"; cat "$work/diverge.log"; failures=$((failures + 1))
-fi
-
-# Ctrl-C: the current step finishes, last.ckpt is written, the resume command is printed; resuming finishes.
-"$attnlab" train "$config" log.dir="$work/runs" name=interrupted train.steps=100000 model.d_model=16 model.n_heads=2 \
-  > "$work/interrupted.log" 2>&1 &
-pid=$!
-for _ in $(seq 50); do grep -q "step 50/" "$work/interrupted.log" 2>/dev/null && break; sleep 0.1; done
-kill -INT $pid
-wait $pid
 status=$?
-if [ $status -eq 130 ] && [ -s "$work/runs/interrupted/last.ckpt" ] && grep -q "attnlab train --resume" "$work/interrupted.log"; then
-  echo "ok: Ctrl-C writes a checkpoint and says how to resume"
-  stopped=$(sed -n 's/.*interrupted after step \([0-9]*\).*/\1/p' "$work/interrupted.log")
-  check resume_after_interrupt "$attnlab" train --resume "$work/runs/interrupted" train.steps=$((stopped + 20))
-  grep -q "resuming interrupted" "$work/resume_after_interrupt.log" || { echo "FAILED: resume did not resume"; failures=$((failures + 1)); }
+if [ $status -eq 1 ] && grep -q "training stopped at step .* gradient of .* is not finite; last.ckpt holds step" "$work/diverge.log" \
+   && [ -s "$work/runs/diverge/last.ckpt" ] && grep -q '"status": "diverged"' "$work/runs/diverge/summary.json" \
+   && parses_as_json "$work/runs/diverge/metrics.jsonl"; then
+  echo "ok: a diverging run stops, names the parameter and keeps the state before it"
 else
-  echo "FAILED: Ctrl-C (status $status)"; cat "$work/interrupted.log"; failures=$((failures + 1))
+  fail "diverging run (status $status)"; cat "$work/diverge.log"
 fi
+check eval_diverged "$attnlab" eval "$work/runs/diverge"
+grep -q "has no best.ckpt .* using last.ckpt" "$work/eval_diverged.log" || fail "eval of a diverged run does not say which checkpoint"
+
+# A stop signal (Ctrl-C, or SIGTERM from a scheduler): the current step finishes, last.ckpt is written,
+# the resume command is printed, the exit status is 128 + the signal; resuming finishes.
+stop_and_resume() {  # signal, expected exit status
+  local signal=$1 expected=$2 name="stopped-$1"
+  "$attnlab" train "$config" log.dir="$work/runs" name="$name" train.steps=100000 model.d_model=16 model.n_heads=2 \
+    > "$work/$name.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 100); do grep -q "step 50/" "$work/$name.log" 2>/dev/null && break; sleep 0.1; done
+  kill -"$signal" $pid
+  wait $pid
+  local status=$?
+  if [ $status -eq "$expected" ] && [ -s "$work/runs/$name/last.ckpt" ] && grep -q "stopped by SIG$signal after step .*attnlab train --resume" "$work/$name.log"; then
+    echo "ok: SIG$signal writes a checkpoint and says how to resume"
+    local stopped
+    stopped=$(sed -n 's/.*stopped by SIG[A-Z]* after step \([0-9]*\).*/\1/p' "$work/$name.log")
+    check "resume_after_$signal" "$attnlab" train --resume "$work/runs/$name" train.steps=$((stopped + 20))
+    grep -q "resuming $name" "$work/resume_after_$signal.log" || fail "resume after SIG$signal did not resume"
+  else
+    fail "SIG$signal (status $status)"; cat "$work/$name.log"
+  fi
+}
+stop_and_resume INT 130
+stop_and_resume TERM 143
+
+# kill -9 after a checkpoint: resuming drops the rows logged after it, so every step is logged once, and
+# removes what a write left half done.
+"$attnlab" train "$config" log.dir="$work/runs" name=killed train.steps=100000 train.checkpoint_interval=100 \
+  train.eval_interval=100 log.interval=10 model.d_model=16 model.n_heads=2 > "$work/killed.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do grep -q "step 150/" "$work/killed.log" 2>/dev/null && break; sleep 0.1; done
+kill -9 $pid
+wait $pid 2> /dev/null
+echo half > "$work/runs/killed/last.ckpt.tmp"
+check resume_after_kill "$attnlab" train --resume "$work/runs/killed" train.steps=300
+[ -e "$work/runs/killed/last.ckpt.tmp" ] && fail "resume left last.ckpt.tmp behind"
+duplicates=$(grep -o '"step":[0-9]*,"split":"[a-z]*"' "$work/runs/killed/metrics.jsonl" | sort | uniq -d)
+[ -z "$duplicates" ] || fail "steps logged twice after a kill -9: $duplicates"
+
+# A kill while config.yaml was being rewritten left it empty: the run still resumes, from the checkpoint's copy.
+: > "$work/runs/killed/config.yaml"
+check resume_with_empty_config "$attnlab" train --resume "$work/runs/killed" train.steps=310
+grep -q "config.yaml is empty; using the config stored in last.ckpt" "$work/resume_with_empty_config.log" \
+  && grep -q "steps: 310" "$work/runs/killed/config.yaml" || fail "an emptied config.yaml was not restored"
+# An edited config.yaml that builds another model is refused, naming both files.
+sed -i 's/n_heads: 2/n_heads: 4/' "$work/runs/killed/config.yaml"
+"$attnlab" eval "$work/runs/killed" > "$work/edited.log" 2>&1 && fail "eval accepted an edited n_heads"
+grep -q "model.n_heads: 4 here, 2 in the checkpoint" "$work/edited.log" || { fail "the edited config's error"; cat "$work/edited.log"; }
+
 echo "$failures failures"
 [ $failures -eq 0 ]

@@ -1,11 +1,9 @@
 // write_file_atomically replaces a file by renaming a finished temporary one over it, and a failed write
-// leaves the previous file as it was.
+// leaves the previous file as it was; read_file names what it could not read and why.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "framework/io/atomic_file.hpp"
 
@@ -13,13 +11,6 @@ namespace attnlab {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 class AtomicFile : public ::testing::Test {
  protected:
@@ -39,8 +30,8 @@ TEST_F(AtomicFile, ReplacesTheFileInsteadOfRewritingIt) {
   write_file_atomically(path, "old");
   ASSERT_EQ(::link(path.c_str(), link.c_str()), 0);
   write_file_atomically(path, "new bytes");
-  EXPECT_EQ(read_all(path), "new bytes");
-  EXPECT_EQ(read_all(link), "old");
+  EXPECT_EQ(read_file(path, "test file"), "new bytes");
+  EXPECT_EQ(read_file(link, "test file"), "old");
   EXPECT_FALSE(fs::exists(path + ".tmp"));
 }
 
@@ -54,13 +45,28 @@ TEST_F(AtomicFile, AFailedWriteLeavesThePreviousFileAndNamesIt) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find(path + ".tmp"), std::string::npos) << e.what();
   }
-  EXPECT_EQ(read_all(path), "old");
+  EXPECT_EQ(read_file(path, "test file"), "old");
   try {
     write_file_atomically(dir_ + "/no/such/folder/b.txt", "x");
     FAIL();
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("check that the folder exists"), std::string::npos) << e.what();
   }
+}
+
+TEST_F(AtomicFile, ReadErrorsSayWhatTheFileIsAndWhy) {
+  const auto message = [](const std::string& path) {
+    try {
+      read_file(path, "checkpoint");
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message(dir_ + "/missing.ckpt"), "cannot read the checkpoint " + dir_ + "/missing.ckpt: No such file or directory");
+  EXPECT_EQ(message(dir_), "cannot read the checkpoint " + dir_ + ": it is a folder");
+  write_file_atomically(dir_ + "/bytes", std::string("a\0b", 3));
+  EXPECT_EQ(read_file(dir_ + "/bytes", "test file"), std::string("a\0b", 3));
 }
 
 }  // namespace

@@ -6,8 +6,8 @@
 #include <fstream>
 #include <filesystem>
 #include <map>
-#include <sstream>
 
+#include "framework/io/atomic_file.hpp"
 #include "framework/io/checkpoint.hpp"
 #include "framework/nn/layers.hpp"
 
@@ -15,13 +15,6 @@ namespace attnlab {
 namespace {
 
 std::string temp_path(const std::string& name) { return ::testing::TempDir() + "attnlab_" + name; }
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 void write_all(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
@@ -50,7 +43,7 @@ TEST(Checkpoint, RefusesTruncatedCorruptedAndForeignFiles) {
   c.tensors["w"] = from_vector({1, 2, 3}, {3});
   const std::string path = temp_path("bad.ckpt");
   save_checkpoint(path, c);
-  const std::string good = read_all(path);
+  const std::string good = read_file(path, "test file");
   auto error_for = [&](const std::string& bytes) {
     write_all(path, bytes);
     try {

@@ -73,7 +73,7 @@ TEST(ConfigNode, RangesAreEnforced) {
 
 TEST(ConfigNode, DuplicateKeysAndNonMappingsAreRejected) {
   EXPECT_EQ(error_of([] { ConfigNode(YAML::Load("a: 1\nb: 2\na: 3\n"), "", "d.yaml"); }), "d.yaml:3:1: duplicate key 'a'");
-  EXPECT_NE(error_of([] { ConfigNode(YAML::Load("[1, 2]"), "model", "d.yaml"); }).find("model must be a mapping"),
+  EXPECT_NE(error_of([] { ConfigNode(YAML::Load("[1, 2]"), "model", "d.yaml"); }).find("'model' must be a mapping"),
             std::string::npos);
 }
 

@@ -8,23 +8,16 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "framework/io/atomic_file.hpp"
 #include "framework/io/npy.hpp"
 
 namespace attnlab {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 void write_all(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
@@ -65,15 +58,15 @@ class Npy : public ::testing::Test {
 TEST_F(Npy, WritesTheBytesNumpyWrites) {
   auto header = [](const std::string& dict) { return npy_file(dict, ""); };
   write_npy(dir_ + "/a.npy", from_vector({0, 1, 2, 3, 4, 5}, {2, 3}));
-  const std::string a = read_all(dir_ + "/a.npy");
+  const std::string a = read_file(dir_ + "/a.npy", "test file");
   ASSERT_EQ(a.size(), 128u + 24u);
   EXPECT_EQ(a.substr(0, 128), header("{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"));
   const float five = 5.0f;
   EXPECT_EQ(a.substr(148), std::string(reinterpret_cast<const char*>(&five), 4));
   write_npy(dir_ + "/b.npy", from_indices({0, 1, 2}, {3}));
-  EXPECT_EQ(read_all(dir_ + "/b.npy").substr(0, 128), header("{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }"));
+  EXPECT_EQ(read_file(dir_ + "/b.npy", "test file").substr(0, 128), header("{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }"));
   write_npy(dir_ + "/c.npy", scalar(2.5, DType::float64));
-  EXPECT_EQ(read_all(dir_ + "/c.npy").substr(0, 128), header("{'descr': '<f8', 'fortran_order': False, 'shape': (), }"));
+  EXPECT_EQ(read_file(dir_ + "/c.npy", "test file").substr(0, 128), header("{'descr': '<f8', 'fortran_order': False, 'shape': (), }"));
   EXPECT_THROW(write_npy(dir_ + "/d.npy", from_mask({true}, {1})), std::invalid_argument);
 }
 
@@ -101,7 +94,7 @@ TEST_F(Npy, ReadsVersion2Headers) {
 
 TEST_F(Npy, ATruncatedFileIsAnErrorWithTheByteCounts) {
   write_npy(dir_ + "/a.npy", from_vector({0, 1, 2, 3, 4, 5}, {2, 3}));
-  const std::string good = read_all(dir_ + "/a.npy");
+  const std::string good = read_file(dir_ + "/a.npy", "test file");
   const std::string m = error_for(good.substr(0, good.size() - 4));
   EXPECT_NE(m.find(dir_ + "/bad.npy"), std::string::npos) << m;
   EXPECT_NE(m.find("needs 24 bytes"), std::string::npos) << m;
@@ -170,7 +163,7 @@ TEST_F(Npy, FolderExportsWeightsAndImportsThemBack) {
   EXPECT_EQ(back.at("bias").to_vector(), weights.at("bias").to_vector());
   EXPECT_EQ(back.at("odd \"name\\").to_vector(), (std::vector<double>{1}));
 
-  const auto index = nlohmann::json::parse(read_all(dir_ + "/index.json"));
+  const auto index = nlohmann::json::parse(read_file(dir_ + "/index.json", "test file"));
   EXPECT_EQ(index["format"], "attnlab weights 1");
   EXPECT_EQ(index["config"], "name: \"x\"\n");
   ASSERT_EQ(index["tensors"].size(), 3u);
@@ -184,7 +177,7 @@ TEST_F(Npy, FolderExportsWeightsAndImportsThemBack) {
 
 TEST_F(Npy, FolderErrorsNameIndexJsonAndTheNpyFile) {
   export_npy_folder(dir_, {{"w", from_vector({1, 2, 3, 4, 5, 6}, {2, 3})}, {"b", from_vector({1, 2}, {2})}});
-  const std::string index_path = dir_ + "/index.json", good = read_all(index_path);
+  const std::string index_path = dir_ + "/index.json", good = read_file(index_path, "test file");
   auto error = [&]() -> std::string {
     try {
       import_npy_folder(dir_);

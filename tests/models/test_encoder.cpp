@@ -1,5 +1,5 @@
-// Encoder layers and stacks: shapes, pre/post norm, causal stacks ignore the future, config checks,
-// float64 gradchecks over inputs and parameters.
+// Encoder layers and stacks: shapes, pre/post norm, causal stacks ignore the future, config checks, the
+// blocks' named activations, float64 gradchecks over inputs and parameters.
 #include <gtest/gtest.h>
 
 #include "framework/models/encoder.hpp"
@@ -25,10 +25,14 @@ using testing::with_parameters;
 TEST(Encoder, ShapesNamesAndPatterns) {
   Generator gen(0);
   Encoder enc(tiny(false, NormPlacement::pre), gen);
-  const EncoderOutput out = enc.forward(randn({3, 5, 4}, gen), Tensor(), true);
-  EXPECT_EQ(out.hidden.shape(), (Shape{3, 5, 4}));
-  ASSERT_EQ(out.patterns.size(), 2u);
-  EXPECT_EQ(out.patterns[1].shape(), (Shape{3, 2, 5, 5}));
+  HookRequest request;
+  request.cache = {"blocks.*.attn.hook_pattern"};
+  ActivationHooks hooks(request);
+  const Tensor hidden = enc.forward(randn({3, 5, 4}, gen), Tensor(), HookScope(&hooks, ""));
+  EXPECT_EQ(hidden.shape(), (Shape{3, 5, 4}));
+  const auto patterns = hooks.take_cache();
+  ASSERT_EQ(patterns.size(), 2u);
+  EXPECT_EQ(patterns.at("blocks.1.attn.hook_pattern").shape(), (Shape{3, 2, 5, 5}));
   const auto params = enc.named_parameters();
   EXPECT_EQ(params.front().name, "blocks.0.norm1.weight");
   EXPECT_EQ(params.back().name, "final_norm.bias");
@@ -61,10 +65,10 @@ TEST(Encoder, CausalStackIgnoresTheFuture) {
     Encoder enc(tiny(true, norm), gen);
     enc.to(DType::float64);
     Tensor x = randn({1, 6, 4}, gen, DType::float64);
-    const Tensor before = enc.forward(x).hidden;
+    const Tensor before = enc.forward(x);
     Tensor changed = x.clone();
     for (std::size_t c = 0; c < 4; ++c) changed.data<double>()[5 * 4 + c] = 3.0;
-    const Tensor after = enc.forward(changed).hidden;
+    const Tensor after = enc.forward(changed);
     for (std::size_t t = 0; t < 5; ++t)
       for (std::size_t c = 0; c < 4; ++c) EXPECT_EQ(before.at({0, t, c}), after.at({0, t, c}));
   }
@@ -75,7 +79,7 @@ TEST(EncoderGradcheck, PreNormBidirectional) {
   Encoder enc(tiny(false, NormPlacement::pre), gen);
   enc.to(DType::float64);
   const Tensor padding = from_mask({false, false, false, true, false, false, false, false}, {2, 4});
-  EXPECT_TRUE(testing::gradcheck_passes([&](const auto& in) { return enc.forward(in[0], padding).hidden; },
+  EXPECT_TRUE(testing::gradcheck_passes([&](const auto& in) { return enc.forward(in[0], padding); },
                                         with_parameters({testing::param({2, 4, 4}, 1)}, enc)));
 }
 
@@ -85,7 +89,7 @@ TEST(EncoderGradcheck, PostNormCausal) {
   c.activation = Activation::relu;
   Encoder enc(c, gen);
   enc.to(DType::float64);
-  EXPECT_TRUE(testing::gradcheck_passes([&](const auto& in) { return enc.forward(in[0]).hidden; },
+  EXPECT_TRUE(testing::gradcheck_passes([&](const auto& in) { return enc.forward(in[0]); },
                                         with_parameters({testing::param({2, 3, 4}, 1)}, enc)));
 }
 
@@ -113,8 +117,31 @@ TEST(EncoderGradcheck, PreNormCausalWithoutBiases) {
   c.bias = false;
   Encoder enc(c, gen);
   enc.to(DType::float64);
-  EXPECT_TRUE(testing::gradcheck_passes([&](const auto& in) { return enc.forward(in[0]).hidden; },
+  EXPECT_TRUE(testing::gradcheck_passes([&](const auto& in) { return enc.forward(in[0]); },
                                         with_parameters({testing::param({2, 3, 4}, 1)}, enc)));
+}
+
+TEST(Encoder, TheResidualStreamFlowsFromBlockToBlock) {
+  for (NormPlacement norm : {NormPlacement::pre, NormPlacement::post}) {
+    Generator gen(6);
+    Encoder enc(tiny(true, norm), gen);
+    enc.to(DType::float64);
+    HookRequest request;
+    request.cache = {"blocks.*.hook_*", "ln_final.hook_normalized"};
+    ActivationHooks hooks(request);
+    const Tensor out = enc.forward(randn({2, 4, 4}, gen, DType::float64), Tensor(), HookScope(&hooks, ""));
+    const auto c = hooks.take_cache();
+    EXPECT_EQ(c.at("blocks.1.hook_resid_pre").to_vector(), c.at("blocks.0.hook_resid_post").to_vector());
+    if (norm == NormPlacement::pre) {
+      // resid_mid = resid_pre + attn_out, resid_post = resid_mid + mlp_out, and the final norm's output is the stack's.
+      testing::expect_values(c.at("blocks.0.hook_resid_pre") + c.at("blocks.0.hook_attn_out"), c.at("blocks.0.hook_resid_mid").to_vector(), 1e-14);
+      testing::expect_values(c.at("blocks.1.hook_resid_mid") + c.at("blocks.1.hook_mlp_out"), c.at("blocks.1.hook_resid_post").to_vector(), 1e-14);
+      EXPECT_EQ(c.at("ln_final.hook_normalized").to_vector(), out.to_vector());
+    } else {
+      EXPECT_EQ(c.count("ln_final.hook_normalized"), 0u);  // post-norm stacks have no final norm
+      EXPECT_EQ(c.at("blocks.1.hook_resid_post").to_vector(), out.to_vector());
+    }
+  }
 }
 
 }  // namespace

@@ -9,21 +9,25 @@
 namespace attnlab {
 namespace {
 
-EncoderConfig small_encoder(std::size_t max_len) {
-  EncoderConfig c;
-  c.d_model = 32;
-  c.n_heads = 4;
-  c.n_layers = 2;
-  c.max_len = max_len;
+ModelConfig small_model() {
+  ModelConfig c;
+  c.encoder.d_model = 32;
+  c.encoder.n_heads = 4;
+  c.encoder.n_layers = 2;
   return c;
 }
 
+DataShape tokens(std::size_t vocab, std::size_t max_len, std::size_t classes) {
+  DataShape s;
+  s.vocab_size = vocab;
+  s.max_len = max_len;
+  s.num_classes = classes;
+  return s;
+}
+
 TEST(Overfit, TinyCausalLMMemorisesAFixedBatch) {
-  CausalLMConfig config;
-  config.vocab_size = 16;
-  config.encoder = small_encoder(12);
   Generator gen(0);
-  CausalLM model(config, gen);
+  CausalLM model(small_model(), tokens(16, 12, 16), gen);
   AdamWOptions options;
   options.lr = 1e-2;
   options.weight_decay = 0.0;
@@ -47,13 +51,10 @@ TEST(Overfit, TinyCausalLMMemorisesAFixedBatch) {
 }
 
 TEST(Overfit, TinyClassifierMemorisesAFixedBatch) {
-  ClassifierConfig config;
-  config.vocab_size = 10;
-  config.num_classes = 3;
+  ModelConfig config = small_model();
   config.pooling = Pooling::cls;
-  config.encoder = small_encoder(8);
   Generator gen(2);
-  SequenceClassifier model(config, gen);
+  SequenceClassifier model(config, tokens(10, 8, 3), gen);
   AdamWOptions options;
   options.lr = 3e-3;
   AdamW optimizer(model.named_parameters(), options);
@@ -62,7 +63,7 @@ TEST(Overfit, TinyClassifierMemorisesAFixedBatch) {
   const Tensor labels = uniform({16}, data, 0, 3, DType::float64).to(DType::int64);
   double last = 0;
   for (int step = 0; step < 150; ++step) {
-    Tensor loss = cross_entropy(model.forward(ids), labels);
+    Tensor loss = cross_entropy(model.forward(Batch{ids, Tensor(), Tensor()}).logits, labels);
     last = loss.item();
     optimizer.zero_grad();
     loss.backward();

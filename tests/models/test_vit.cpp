@@ -7,13 +7,10 @@
 namespace attnlab {
 namespace {
 
-ViTConfig tiny_vit() {
-  ViTConfig c;
-  c.image_height = 4;
-  c.image_width = 6;
-  c.channels = 2;
+ModelConfig tiny_vit() {
+  ModelConfig c;
+  c.kind = "vit";
   c.patch_size = 2;
-  c.num_classes = 3;
   c.encoder.d_model = 4;
   c.encoder.n_heads = 2;
   c.encoder.n_layers = 1;
@@ -21,9 +18,21 @@ ViTConfig tiny_vit() {
   return c;
 }
 
+// Images of 2 channels, 4 x `width`, in 3 classes.
+DataShape images(std::size_t width = 6) {
+  DataShape s;
+  s.channels = 2;
+  s.height = 4;
+  s.width = width;
+  s.num_classes = 3;
+  return s;
+}
+
+Tensor logits(ViT& vit, const Tensor& x) { return vit.forward(Batch{x, Tensor(), Tensor()}).logits; }
+
 TEST(ViT, PatchesAreNonOverlappingBlocksInRowMajorOrder) {
   Generator gen(0);
-  ViT vit(tiny_vit(), gen);
+  ViT vit(tiny_vit(), images(), gen);
   const Tensor images = reshape(arange(2 * 2 * 4 * 6), {2, 2, 4, 6});
   const Tensor patches = vit.patchify(images);
   EXPECT_EQ(patches.shape(), (Shape{2, 6, 8}));
@@ -36,24 +45,23 @@ TEST(ViT, PatchesAreNonOverlappingBlocksInRowMajorOrder) {
 }
 
 TEST(ViT, SizesThePatchDoesNotDivideAreAnError) {
-  ViTConfig c = tiny_vit();
-  c.image_width = 5;
   try {
-    c.validate();
+    ViT::sequence_length(tiny_vit(), images(5));
     FAIL();
-  } catch (const std::invalid_argument& e) {
-    EXPECT_STREQ(e.what(), "patch_size (2) must divide the image size (4x5)");
+  } catch (const OptionError& e) {
+    EXPECT_EQ(e.key(), "patch_size");
+    EXPECT_STREQ(e.what(), "model.patch_size (2) must divide the image size (4x5)");
   }
   Generator gen(0);
-  ViT vit(tiny_vit(), gen);
-  EXPECT_THROW(vit.forward(zeros({1, 2, 4, 5})), std::invalid_argument);
-  EXPECT_THROW(vit.forward(zeros({1, 2, 8, 8})), std::invalid_argument);  // more patches than built for
-  EXPECT_EQ(vit.forward(zeros({3, 2, 4, 4})).shape(), (Shape{3, 3}));     // fewer patches: fine
+  ViT vit(tiny_vit(), images(), gen);
+  EXPECT_THROW(logits(vit, zeros({1, 2, 4, 5})), std::invalid_argument);
+  EXPECT_THROW(logits(vit, zeros({1, 2, 8, 8})), std::invalid_argument);  // more patches than built for
+  EXPECT_EQ(logits(vit, zeros({3, 2, 4, 4})).shape(), (Shape{3, 3}));     // fewer patches: fine
 }
 
 TEST(ViT, ParameterCount) {
   Generator gen(0);
-  ViT vit(tiny_vit(), gen);
+  ViT vit(tiny_vit(), images(), gen);
   const std::size_t c = 4, patch_dim = 8, n = 6, k = 3;
   const std::size_t encoder = vit.encoder->parameter_count();
   EXPECT_EQ(vit.parameter_count(), patch_dim * c + c + c + (n + 1) * c + encoder + c * k + k);
@@ -61,11 +69,11 @@ TEST(ViT, ParameterCount) {
 
 TEST(ViTGradcheck, ImagesAndParameters) {
   Generator gen(1);
-  ViT vit(tiny_vit(), gen);
+  ViT vit(tiny_vit(), images(), gen);
   vit.to(DType::float64);
   std::vector<Tensor> inputs{testing::param({2, 2, 4, 6}, 2)};
   for (const auto& p : vit.parameters()) inputs.push_back(p);
-  EXPECT_TRUE(testing::gradcheck_passes([&](const auto& in) { return vit.forward(in[0]); }, inputs));
+  EXPECT_TRUE(testing::gradcheck_passes([&](const auto& in) { return logits(vit, in[0]); }, inputs));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // queries than keys, pow(x, 0) at 0, exceptions inside parallel regions, the storage cache's budget.
 #include <gtest/gtest.h>
 
+#include "framework/attention/linear/linear_attention.hpp"
 #include "framework/ops/parallel.hpp"
 #include "tests/test_util.hpp"
 

@@ -656,7 +656,7 @@ TEST(Schedule, OptionsAreChecked) {
   expect_error(make(o), "min_lr must be in [0, lr] = [0, 1], got 2");
   o = decaying(ScheduleKind::warmup_cosine);
   o.lr = 0.0;
-  expect_error(make(o), "lr must be > 0, got 0");
+  expect_error(make(o), "lr must be a finite number > 0, got 0");
   o = decaying(ScheduleKind::warmup_cosine);
   o.decay_steps = 0;
   o.warmup_steps = 0;

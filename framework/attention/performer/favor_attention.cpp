@@ -1,4 +1,5 @@
-// Bidirectional FAVOR+ attention (Choromanski et al. 2020) as one op, in blocks of tokens:
+// The performer kernel's fused ops. Bidirectional FAVOR+ attention (Choromanski et al. 2020) as one op, in
+// blocks of tokens:
 //   x' = x / D^(1/4),  phi(x) = c * (exp(w . x' - |x'|^2 / 2 - s) + eps_f * exp(-s)),  c = 1 / sqrt(m)
 //   S = sum_j phi(k_j) v_j^T,  z = sum_j phi(k_j),  out_i = phi(q_i)^T S / (phi(q_i) . z + eps)
 // The composed form (projections, features, linear attention) holds [T, m] tensors per head, several
@@ -17,13 +18,10 @@
 #include <stdexcept>
 #include <vector>
 
-#include <xtensor/xadapt.hpp>
-#include <xtensor/xmath.hpp>
-#include <xtensor/xnoalias.hpp>
-
+#include "framework/attention/performer/favor_attention.hpp"
 #include "framework/ops/blas.hpp"
-#include "framework/ops/ops.hpp"
 #include "framework/ops/parallel.hpp"
+#include "framework/ops/row_kernels.hpp"
 
 namespace attnlab {
 namespace {
@@ -59,15 +57,8 @@ void block_features(const T* x, std::size_t rows, const T* w, const FavorDims& f
       floor[r] = 0;
       continue;
     }
-    T s = static_cast<T>(f.key_bound);
-    if (row_stabiliser) {
-      T top = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : top)
-      for (std::size_t i = 0; i < m; ++i) top = pr[i] > top ? pr[i] : top;
-      s = top - hn[r];
-    }
-    auto row = xt::adapt(pr, m, xt::no_ownership(), std::array<std::size_t, 1>{m});
-    xt::noalias(row) = xt::exp(row - (hn[r] + s));  // xsimd's exp; a scalar std::exp loop does not vectorise
+    const T s = row_stabiliser ? rowops::max(pr, m) - hn[r] : static_cast<T>(f.key_bound);
+    rowops::exp_shifted(pr, pr, m, hn[r] + s);
     floor[r] = c * static_cast<T>(f.feature_eps) * std::exp(-s);
     const T fl = floor[r];
 #pragma omp simd
@@ -103,7 +94,7 @@ void block_input_grad(T* dphi, const T* phi, const T* floor, const T* xs, std::s
 // Per-thread block buffers.
 template <class T>
 struct Scratch {
-  std::vector<T> xs, hn, phi, floor, dphi, rows_dv, den;
+  rowops::AlignedVector<T> xs, hn, phi, floor, dphi, rows_dv, den;
   explicit Scratch(const FavorDims& f)
       : xs(kBlock * f.d), hn(kBlock), phi(kBlock * f.m), floor(kBlock), dphi(kBlock * f.m), rows_dv(kBlock * f.dv), den(kBlock) {}
 };
@@ -267,6 +258,71 @@ Tensor favor_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
              });
              return std::vector<Tensor>{dq, dk, dv};
            });
+  }
+  return out;
+}
+
+// ---- positive random features (the causal path's feature map) ----
+
+Tensor positive_random_features(const Tensor& proj, const Tensor& half_norm, double scale, double eps, bool row_stabiliser,
+                                double stabiliser) {
+  if (proj.dim() == 0) throw std::invalid_argument("positive_random_features: needs a tensor of rank >= 1");
+  Shape norm_shape = proj.shape();
+  norm_shape.back() = 1;
+  if (half_norm.shape() != norm_shape || half_norm.dtype() != proj.dtype()) {
+    throw std::invalid_argument("positive_random_features: half_norm must be " + shape_str(norm_shape) + " of proj's dtype, got " +
+                                shape_str(half_norm.shape()));
+  }
+  const std::size_t cols = proj.size(-1);
+  const std::size_t rows = cols ? proj.numel() / cols : 0;
+  Tensor out = empty(proj.shape(), proj.dtype());
+  Tensor floor = empty({rows}, proj.dtype());  // scale * eps * exp(-s) per row: the part of out without a gradient
+  dispatch_floating(proj.dtype(), "positive_random_features", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* pp = proj.data<T>();
+    const T* ph = half_norm.data<T>();
+    T* po = out.data<T>();
+    T* pf = floor.data<T>();
+    const T c = static_cast<T>(scale);
+    parallel_for(rows, rowops::grain(cols), [&](std::size_t r0, std::size_t r1) {
+      for (std::size_t r = r0; r < r1; ++r) {
+        const T* pr = pp + r * cols;
+        T* orow = po + r * cols;
+        const T s = row_stabiliser ? rowops::max(pr, cols) - ph[r] : static_cast<T>(stabiliser);
+        rowops::exp_shifted(pr, orow, cols, ph[r] + s);
+        pf[r] = c * static_cast<T>(eps) * std::exp(-s);
+        for (std::size_t i = 0; i < cols; ++i) orow[i] = c * orow[i] + pf[r];
+      }
+    });
+  });
+  if (needs_grad({&proj, &half_norm})) {
+    // d out / d proj = out - floor (the exponential term); d out / d half_norm = -(out - floor).
+    record(out, "positive_random_features", {proj, half_norm}, [y = out.detach(), floor, rows, cols](const Tensor& g) {
+      Tensor dproj = empty(y.shape(), y.dtype());
+      Shape norm_shape = y.shape();
+      norm_shape.back() = 1;
+      Tensor dnorm = empty(norm_shape, y.dtype());
+      dispatch_floating(y.dtype(), "positive_random_features backward", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* py = y.data<T>();
+        const T* pg = g.data<T>();
+        const T* pf = floor.data<T>();
+        T* pd = dproj.data<T>();
+        T* pn = dnorm.data<T>();
+        parallel_for(rows, rowops::grain(cols), [&](std::size_t r0, std::size_t r1) {
+          for (std::size_t r = r0; r < r1; ++r) {
+            const T* yr = py + r * cols;
+            const T* gr = pg + r * cols;
+            T* dr = pd + r * cols;
+            const T f = pf[r];
+#pragma omp simd
+            for (std::size_t i = 0; i < cols; ++i) dr[i] = gr[i] * (yr[i] - f);
+            pn[r] = -rowops::sum(dr, cols);
+          }
+        });
+      });
+      return std::vector<Tensor>{dproj, dnorm};
+    });
   }
   return out;
 }

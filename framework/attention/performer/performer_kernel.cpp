@@ -11,19 +11,13 @@
 // Legend: B batch, H heads, T tokens, D head dim, m features.
 #include <cmath>
 
-#include "framework/attention/feature_attention.hpp"
-#include "framework/io/config_node.hpp"
+#include "framework/attention/linear/feature_attention.hpp"
+#include "framework/attention/performer/favor_attention.hpp"
 
 namespace attnlab {
 namespace {
 
 constexpr double kDenominatorEps = 1e-12;
-
-struct PerformerKernelConfig {
-  std::size_t features = 256;       // m
-  std::size_t redraw_interval = 0;  // training forwards between redraws; 0: fixed features
-  double eps = 1e-4;                // added to every feature (keeps them positive) as in the reference code
-};
 
 // m x d rows: blocks of d orthonormal directions (Gram-Schmidt on Gaussian draws, in double) scaled by
 // the norms of independent Gaussian d-vectors.
@@ -61,14 +55,37 @@ Tensor orthogonal_features(std::size_t m, std::size_t d, Generator& gen) {
 
 class PerformerKernel : public AttentionKernel {
  public:
-  PerformerKernel(const KernelSpec& spec, const PerformerKernelConfig& config, Generator& gen)
+  static constexpr const char* kName = "performer";
+  static constexpr const char* kDescription =
+      "FAVOR+ positive orthogonal random features estimating softmax attention (Choromanski et al. 2020); O(n m d)";
+  static KernelCapabilities declared_capabilities() { return {}; }
+  struct Options {
+    std::size_t features = 256;       // m
+    std::size_t redraw_interval = 0;  // training forwards between redraws; 0: fixed features
+    double eps = 1e-4;                // added to every feature (keeps them positive) as in the reference code
+  };
+  static Schema<Options> options_schema() {
+    Schema<Options> s;
+    s.field("features", &Options::features, "number of random features m (the estimate sharpens as m grows)",
+            Range::closed(1, 1 << 20));
+    s.field("redraw_interval", &Options::redraw_interval, "training forwards between feature redraws; 0 keeps them fixed");
+    s.field("eps", &Options::eps, "added to every feature to keep it positive", Range::at_least(0.0));
+    return s;
+  }
+  // The projection [m, D] in float64 while drawn, and the causal path's feature tensors [B, H, T, m] for
+  // queries and keys with their gradients.
+  static double working_bytes(const KernelSpec& spec, const Options& o, std::size_t batch) {
+    const double m = static_cast<double>(o.features);
+    return 8 * m * static_cast<double>(spec.head_dim) +
+           4 * 4 * static_cast<double>(batch) * static_cast<double>(spec.n_heads) * static_cast<double>(spec.max_len) * m;
+  }
+
+  PerformerKernel(const KernelSpec& spec, const Options& config, Generator& gen)
       : config_(config), head_dim_(spec.head_dim), gen_(gen.split()) {
     draw_features();
     register_generator("rng", &gen_);
     calls_ = register_buffer("calls", zeros({1}, DType::int64));  // training forwards so far (redraw schedule)
   }
-  std::string name() const override { return "performer"; }
-  KernelCapabilities capabilities() const override { return KernelCapabilities{}; }
 
   AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
     if (is_training() && config_.redraw_interval > 0) {
@@ -115,33 +132,15 @@ class PerformerKernel : public AttentionKernel {
     }
   }
 
-  PerformerKernelConfig config_;
+  Options config_;
   std::size_t head_dim_;
   Generator gen_;
   Tensor projection_;  // [m, D]
   Tensor calls_;  // int64 [1]
 };
 
-std::shared_ptr<AttentionKernel> make_performer(const KernelSpec& spec, const YAML::Node& options, const std::string& file,
-                                                Generator& gen) {
-  ConfigNode node(options, "model.attention.options", file);
-  PerformerKernelConfig config;
-  config.features = node.get<std::size_t>("features", config.features, Range::at_least(1));
-  config.redraw_interval = node.get<std::size_t>("redraw_interval", config.redraw_interval);
-  config.eps = node.get("eps", config.eps, Range::at_least(0.0));
-  node.finish();
-  return std::make_shared<PerformerKernel>(spec, config, gen);
-}
-
 }  // namespace
 
-ATTNLAB_REGISTER_KERNEL(performer, (KernelInfo{
-    "performer",
-    "FAVOR+ positive orthogonal random features estimating softmax attention (Choromanski et al. 2020); O(n m d)",
-    KernelCapabilities{},
-    {{"features", "int >= 1", "256", "number of random features m (the estimate sharpens as m grows)"},
-     {"redraw_interval", "int >= 0", "0", "training forwards between feature redraws; 0 keeps them fixed"},
-     {"eps", "float >= 0", "1e-4", "added to every feature to keep it positive"}},
-    make_performer}));
+ATTNLAB_REGISTER_KERNEL(PerformerKernel);
 
 }  // namespace attnlab

@@ -7,6 +7,7 @@
 #pragma once
 
 #include "framework/attention/kernel.hpp"
+#include "framework/attention/linear/linear_attention.hpp"
 
 namespace attnlab {
 

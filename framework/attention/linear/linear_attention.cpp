@@ -18,8 +18,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "framework/attention/linear/linear_attention.hpp"
 #include "framework/ops/blas.hpp"
-#include "framework/ops/ops.hpp"
 #include "framework/ops/parallel.hpp"
 
 namespace attnlab {

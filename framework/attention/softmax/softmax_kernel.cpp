@@ -6,32 +6,37 @@
 #include <cmath>
 
 #include "framework/attention/kernel.hpp"
-#include "framework/io/config_node.hpp"
+#include "framework/attention/softmax/softmax_attention.hpp"
 
 namespace attnlab {
 namespace {
 
-struct SoftmaxKernelConfig {
-  double dropout = 0.0;  // probability of zeroing an attention weight (training only)
-  double scale = 0.0;    // 0: 1 / sqrt(D)
-};
-
 class SoftmaxKernel : public AttentionKernel {
  public:
-  SoftmaxKernel(const KernelSpec& spec, const SoftmaxKernelConfig& config, Generator& gen)
-      : config_(config), gen_(gen.split()) {
+  static constexpr const char* kName = "softmax";
+  static constexpr const char* kDescription = "scaled dot-product attention, softmax(QK^T/sqrt(d))V; O(n^2) time, O(n d) memory";
+  static KernelCapabilities declared_capabilities() { return {}; }
+  struct Options {
+    double dropout = 0.0;  // probability of zeroing an attention weight (training only)
+    double scale = 0.0;    // 0: 1 / sqrt(D)
+  };
+  static Schema<Options> options_schema() {
+    Schema<Options> s;
+    s.field("dropout", &Options::dropout, "dropout on the attention weights (training only)", Range::closed_open(0.0, 1.0));
+    s.field("scale", &Options::scale, "score scale; 0 means 1/sqrt(head_dim)", Range::at_least(0.0));
+    return s;
+  }
+
+  SoftmaxKernel(const KernelSpec& spec, const Options& config, Generator& gen) : config_(config), gen_(gen.split()) {
     scale_ = config.scale > 0 ? config.scale : 1.0 / std::sqrt(static_cast<double>(spec.head_dim));
     register_generator("rng", &gen_);
   }
-
-  std::string name() const override { return "softmax"; }
-  KernelCapabilities capabilities() const override { return KernelCapabilities{}; }
 
   AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
     const std::size_t batch = q.size(0), tk = k.size(-2);
     Tensor padding;  // [B, 1, 1, Tk]
     if (context.key_padding_mask.defined()) {
-      attention_mask(batch, 1, tk, AttentionContext{false, context.key_padding_mask, false});  // validates the shape
+      check_key_padding_mask(context.key_padding_mask, batch, tk);
       padding = reshape(context.key_padding_mask, {static_cast<std::int64_t>(batch), 1, 1, static_cast<std::int64_t>(tk)});
     }
     AttentionResult result;
@@ -50,29 +55,13 @@ class SoftmaxKernel : public AttentionKernel {
   }
 
  private:
-  SoftmaxKernelConfig config_;
+  Options config_;
   double scale_;
   Generator gen_;
 };
 
-std::shared_ptr<AttentionKernel> make_softmax(const KernelSpec& spec, const YAML::Node& options, const std::string& file,
-                                              Generator& gen) {
-  ConfigNode node(options, "model.attention.options", file);
-  SoftmaxKernelConfig config;
-  config.dropout = node.get("dropout", config.dropout, Range::closed_open(0.0, 1.0));
-  config.scale = node.get("scale", config.scale, Range::at_least(0.0));
-  node.finish();
-  return std::make_shared<SoftmaxKernel>(spec, config, gen);
-}
-
 }  // namespace
 
-ATTNLAB_REGISTER_KERNEL(softmax, (KernelInfo{
-    "softmax",
-    "scaled dot-product attention, softmax(QK^T/sqrt(d))V; O(n^2) time and memory",
-    KernelCapabilities{},
-    {{"dropout", "float in [0, 1)", "0.0", "dropout on the attention weights (training only)"},
-     {"scale", "float >= 0", "0.0", "score scale; 0 means 1/sqrt(head_dim)"}},
-    make_softmax}));
+ATTNLAB_REGISTER_KERNEL(SoftmaxKernel);
 
 }  // namespace attnlab

@@ -1,4 +1,4 @@
-#include "framework/attention/feature_attention.hpp"
+#include "framework/attention/linear/feature_attention.hpp"
 
 #include <stdexcept>
 
@@ -10,7 +10,7 @@ AttentionResult feature_attention(const Tensor& fq, const Tensor& fk_in, const T
   const std::size_t batch = fq.size(0), tq = fq.size(2), tk = fk_in.size(2);
   Tensor fk = fk_in;  // [B, H, Tk, F]
   if (context.key_padding_mask.defined()) {
-    attention_mask(batch, 1, tk, AttentionContext{false, context.key_padding_mask, false});  // validates the shape
+    check_key_padding_mask(context.key_padding_mask, batch, tk);
     const Tensor keep = where(reshape(context.key_padding_mask, {static_cast<I>(batch), 1, static_cast<I>(tk), 1}),
                               zeros({}, fk.dtype()), ones({}, fk.dtype()));
     fk = fk * keep;

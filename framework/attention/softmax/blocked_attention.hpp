@@ -1,4 +1,4 @@
-// The blocked path of softmax_attention (ops/blocked_attention.cpp); softmax_attention chooses it.
+// The blocked path of softmax_attention (blocked_attention.cpp); softmax_attention chooses it.
 #pragma once
 
 #include "framework/tensor/tensor.hpp"

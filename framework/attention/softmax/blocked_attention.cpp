@@ -1,4 +1,4 @@
-// softmax(scale q k^T, key padding, causal) v in blocks of queries, for softmax_attention (fused.cpp).
+// softmax(scale q k^T, key padding, causal) v in blocks of queries, for softmax_attention.
 // For each block of query rows the scores against the keys it may see are made, normalised and used
 // while they are in cache; the forward keeps each row's log-sum-exp L and the backward recomputes the
 // weights P = exp(scale s - L) block by block (the FlashAttention recipe: with dP = dO V^T and
@@ -7,7 +7,7 @@
 // the causal work.
 //
 // Legend: B batch, H heads, Tq/Tk tokens, D head dim, Dv value dim, R rows per block.
-#include "framework/ops/blocked_attention.hpp"
+#include "framework/attention/softmax/blocked_attention.hpp"
 
 #include <algorithm>
 #include <array>
@@ -15,13 +15,10 @@
 #include <limits>
 #include <vector>
 
-#include <xtensor/xadapt.hpp>
-#include <xtensor/xmath.hpp>
-#include <xtensor/xnoalias.hpp>
-
 #include "framework/ops/blas.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/ops/parallel.hpp"
+#include "framework/ops/row_kernels.hpp"
 
 namespace attnlab {
 namespace {
@@ -44,13 +41,6 @@ std::size_t visible_keys(const BlockDims& f, std::size_t i) {
   if (!f.causal) return f.tk;
   const auto last = static_cast<std::int64_t>(i) + static_cast<std::int64_t>(f.tk) - static_cast<std::int64_t>(f.tq);
   return last < 0 ? 0 : std::min(f.tk, static_cast<std::size_t>(last) + 1);
-}
-
-// p = exp(x - shift) over one row, through xsimd.
-template <class T>
-void exp_row(T* p, std::size_t n, T shift) {
-  auto row = xt::adapt(p, n, xt::no_ownership(), std::array<std::size_t, 1>{n});
-  xt::noalias(row) = xt::exp(row - shift);
 }
 
 // Scores of rows [i0, i0 + rows) into s [rows, cols] (cols = keys the block sees), then the weights in
@@ -85,7 +75,7 @@ std::size_t block_weights(const T* q, const T* k, const bool* pad, const BlockDi
       if (top == neg_inf) {  // every visible key is padding
         lse[r] = std::numeric_limits<T>::infinity();
       } else {
-        exp_row(sr, cols, top);
+        rowops::exp_shifted(sr, sr, cols, top);
         T total = 0;
 #pragma omp simd reduction(+ : total)
         for (std::size_t j = 0; j < cols; ++j) total += sr[j];
@@ -99,14 +89,14 @@ std::size_t block_weights(const T* q, const T* k, const bool* pad, const BlockDi
     if (lse[r] == std::numeric_limits<T>::infinity()) {
       std::fill(sr, sr + cols, T(0));
     } else {
-      exp_row(sr, cols, lse[r]);
+      rowops::exp_shifted(sr, sr, cols, lse[r]);
     }
   }
   return cols;
 }
 
 template <class T>
-void forward_head(const T* q, const T* k, const T* v, const bool* pad, const BlockDims& f, T* out, T* lse, std::vector<T>& s) {
+void forward_head(const T* q, const T* k, const T* v, const bool* pad, const BlockDims& f, T* out, T* lse, rowops::AlignedVector<T>& s) {
   for (std::size_t i0 = 0; i0 < f.tq; i0 += f.rows) {
     const std::size_t rows = std::min(f.rows, f.tq - i0);
     const std::size_t cols = block_weights(q, k, pad, f, i0, rows, s.data(), lse + i0, true);
@@ -121,7 +111,7 @@ void forward_head(const T* q, const T* k, const T* v, const bool* pad, const Blo
 // dq, dk, dv of one head; dk and dv start at zero and accumulate over the query blocks.
 template <class T>
 void backward_head(const T* q, const T* k, const T* v, const bool* pad, const T* lse, const T* g, const BlockDims& f,
-                   T* dq, T* dk, T* dv, std::vector<T>& s, std::vector<T>& dp) {
+                   T* dq, T* dk, T* dv, rowops::AlignedVector<T>& s, rowops::AlignedVector<T>& dp) {
   std::fill(dk, dk + f.tk * f.d, T(0));
   std::fill(dv, dv + f.tk * f.dv, T(0));
   const T scale = static_cast<T>(f.scale);
@@ -179,7 +169,7 @@ Tensor blocked_softmax_attention(const Tensor& q, const Tensor& k, const Tensor&
   dispatch_floating(q.dtype(), "softmax_attention", [&](auto tag) {
     using T = typename decltype(tag)::type;
     parallel_for(heads, 1, [&](std::size_t h0, std::size_t h1) {
-      std::vector<T> s(f.rows * f.tk);
+      rowops::AlignedVector<T> s(f.rows * f.tk);
       for (std::size_t h = h0; h < h1; ++h)
         forward_head(q.data<T>() + h * f.tq * f.d, k.data<T>() + h * f.tk * f.d, v.data<T>() + h * f.tk * f.dv, pad_of(h), f,
                      out.data<T>() + h * f.tq * f.dv, lse.data<T>() + h * f.tq, s);
@@ -194,7 +184,7 @@ Tensor blocked_softmax_attention(const Tensor& q, const Tensor& k, const Tensor&
              dispatch_floating(q.dtype(), "softmax_attention backward", [&](auto tag) {
                using T = typename decltype(tag)::type;
                parallel_for(heads, 1, [&](std::size_t h0, std::size_t h1) {
-                 std::vector<T> s(f.rows * f.tk), dp(f.rows * f.tk);
+                 rowops::AlignedVector<T> s(f.rows * f.tk), dp(f.rows * f.tk);
                  for (std::size_t h = h0; h < h1; ++h)
                    backward_head(q.data<T>() + h * f.tq * f.d, k.data<T>() + h * f.tk * f.d, v.data<T>() + h * f.tk * f.dv,
                                  pm ? pm + (h / f.heads_per_batch) * f.tk : nullptr, lse.data<T>() + h * f.tq, g.data<T>() + h * f.tq * f.dv, f, dq.data<T>() + h * f.tq * f.d,

@@ -1,0 +1,89 @@
+// Data sources behind one interface, and the registry of tasks a config can name (`task.name`). A task
+// is one class deriving from DataSource plus its registration:
+//
+//   ATTNLAB_REGISTER_TASK(TaskInfo{"my_task", "what it is", keys, formats, check, shape, make});
+//
+// at the bottom of its own .cpp in datasets/. The config reads every task.* key into one TaskConfig;
+// each task says which of them it reads (a key set to a non-default value that the task does not read is
+// a config error), checks them (OptionError names the key, so the config points at its line), and
+// says the shape of its data without reading any file (config validation sizes the model from it).
+//
+// Legend: B batch, T tokens.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "datasets/images.hpp"
+#include "datasets/toy_tasks.hpp"
+#include "framework/tensor/batch.hpp"
+#include "framework/tensor/registry.hpp"
+
+namespace attnlab::data {
+
+// Every task.* key of a config; each task reads some of them.
+struct TaskConfig {
+  std::string name = "reverse";
+  ToyTaskOptions toy;            // length, symbols, pairs, queries, gap, sequence_length, random_filler, held_out_fraction
+  std::string path;              // char_text: the text file; fashion_mnist: the folder of IDX files
+  std::size_t block_size = 64;   // char_text: tokens per training window
+  double train_fraction = 0.9;   // char_text
+  std::size_t image_size = 16;   // quadrants: images are image_size x image_size
+  ImageAugment augment;          // fashion_mnist: flip, shift of training images
+};
+
+class DataSource {
+ public:
+  virtual ~DataSource() = default;
+  virtual DataShape shape() const = 0;
+  // `size` examples of a split drawn from `gen` (the same generator state gives the same batch).
+  virtual Batch sample(TaskSplit split, std::size_t size, Generator& gen) const = 0;
+  // The whole held-out split in order, as batches of up to `size` examples: how many, and batch `index`.
+  // 0 batches when the task generates its held-out examples afresh (no finite split to walk).
+  virtual std::size_t held_out_batches(std::size_t /*size*/) const { return 0; }
+  virtual Batch held_out_batch(std::size_t index, std::size_t size) const;
+  // How token `id` at `position` of an input reads on a heatmap's axis (token inputs only).
+  virtual std::string token_label(std::int64_t id, std::size_t /*position*/) const { return std::to_string(id); }
+  // Whether inputs are token ids (pattern metrics that compare tokens need them).
+  virtual bool token_inputs() const { return true; }
+  // Whether token `id` is padding (never an earlier occurrence of anything for the induction score).
+  virtual bool is_padding(std::int64_t /*id*/) const { return false; }
+  // What a checkpoint must keep to decode outputs without the data (char_text: its characters).
+  virtual std::string vocabulary() const { return ""; }
+};
+
+struct TaskInfo {
+  std::string name;
+  std::string description;
+  std::vector<std::string> keys;  // the task.* keys it reads, besides name
+  bool held_out_split = false;    // it has a finite held-out split to walk in order (train.eval_batches: 0)
+  // The layouts it can produce for this config (a model kind needs one of them).
+  std::function<std::vector<TaskFormat>(const TaskConfig&)> formats;
+  // Checks the options it reads; throws OptionError. Reads no files.
+  std::function<void(const TaskConfig&)> check;
+  // The shape of its data in `format`, without reading files (a vocabulary it cannot know yet is an
+  // upper bound).
+  std::function<DataShape(const TaskConfig&, TaskFormat)> shape;
+  // The source itself (may read files; errors name them).
+  std::function<std::unique_ptr<DataSource>(const TaskConfig&, TaskFormat)> make;
+};
+
+// name -> TaskInfo ("task 'x' is not among [...]").
+using TaskRegistry = Registry<TaskInfo>;
+
+// The task's source for the config, checked first.
+std::unique_ptr<DataSource> make_data_source(const TaskConfig& config, TaskFormat format);
+
+}  // namespace attnlab::data
+
+template <>
+attnlab::data::TaskRegistry& attnlab::data::TaskRegistry::instance();
+
+#define ATTNLAB_TASK_CONCAT_(a, b) a##b
+#define ATTNLAB_TASK_CONCAT(a, b) ATTNLAB_TASK_CONCAT_(a, b)
+// One line at the bottom of a task's file registers it (a unique id per line of the file).
+#define ATTNLAB_REGISTER_TASK(info) \
+  static const bool ATTNLAB_TASK_CONCAT(attnlab_task_registered_, __LINE__) = ::attnlab::data::TaskRegistry::instance().add(info)

@@ -1,0 +1,38 @@
+// Evaluation on the held-out split, and pattern capture on fixed held-out probes through the models'
+// named activations (every layer's "attn.hook_pattern"): the .npy and PNG of each probe's patterns,
+// the probes' tokens and axis labels under patterns/, and the per-head metrics of the capture.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "datasets/source.hpp"
+#include "experiments/runner/metrics_log.hpp"
+#include "framework/models/model.hpp"
+
+namespace attnlab {
+
+struct Evaluation {
+  double loss = 0;  // mean over the scored tokens
+  data::SequenceMetrics metrics;
+};
+
+// Loss and metrics on the held-out split: `batches` batches drawn from `seed` (the same ones every time),
+// or with batches 0 the whole split in order. Runs in eval mode under no-grad; the mode comes back after.
+Evaluation evaluate(Model& model, const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed);
+
+// Fixed held-out examples whose patterns a run captures as it trains.
+struct Probes {
+  Batch batch;
+  std::vector<std::vector<std::int64_t>> tokens;  // each probe's tokens, padding as -1 (empty for images)
+  std::vector<std::vector<std::string>> labels;   // each probe's axis labels, one per position
+};
+Probes make_probes(const data::DataSource& data, std::size_t count, std::uint64_t seed);
+
+// Every layer's pattern of every probe, saved under run_dir/patterns (step_S_probe_P.npy [layers, heads,
+// queries, keys] and .png; the probe's tokens and labels once), and the per-head metrics averaged over the
+// probes. No capture (an empty result) when the kernel has no pattern.
+PatternCapture capture_patterns(Model& model, const Probes& probes, std::size_t step, const std::string& run_dir);
+
+}  // namespace attnlab

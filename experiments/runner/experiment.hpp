@@ -1,0 +1,28 @@
+// What a config builds, in the order that writes nothing until everything is known to work: the data
+// source (files read and checked first), the model (one factory from model.kind, its starting weights),
+// the optimizer and the learning-rate schedule. Shared by train, eval, sample and export.
+#pragma once
+
+#include <memory>
+
+#include "datasets/source.hpp"
+#include "experiments/runner/config.hpp"
+#include "framework/optim/optimizer.hpp"
+#include "framework/optim/schedule.hpp"
+
+namespace attnlab {
+
+struct Experiment {
+  // Builds the data and the model from `config` (the model's initial weights from config.seed).
+  explicit Experiment(ExperimentConfig config);
+  ExperimentConfig config;
+  std::unique_ptr<data::DataSource> data;
+  std::shared_ptr<Model> model;
+};
+
+// The optimizer a config names, over the model's parameters.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, Module& model);
+// The schedule: its options with the optimizer's lr as the peak.
+LrSchedule make_schedule(const TrainConfig& config);
+
+}  // namespace attnlab

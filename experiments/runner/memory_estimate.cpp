@@ -1,0 +1,108 @@
+#include "experiments/runner/memory_estimate.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include "framework/attention/kernel.hpp"
+
+namespace attnlab {
+namespace {
+
+std::string gib(double bytes) {
+  char text[64];
+  std::snprintf(text, sizeof text, bytes >= 1e12 * 1024 ? "%.2g GiB" : "%.1f GiB", bytes / (1024.0 * 1024.0 * 1024.0));
+  return text;
+}
+
+// The keys that size an experiment, each with how to put it back to its default.
+struct SizeKey {
+  const char* key;
+  std::function<void(ExperimentConfig&)> reset;
+};
+
+const std::vector<SizeKey>& size_keys() {
+  static const ExperimentConfig d;
+  static const std::vector<SizeKey> keys{
+      {"train.batch_size", [](ExperimentConfig& c) { c.train.batch_size = d.train.batch_size; }},
+      {"model.d_model", [](ExperimentConfig& c) { c.model.encoder.d_model = d.model.encoder.d_model; }},
+      {"model.n_layers", [](ExperimentConfig& c) { c.model.encoder.n_layers = d.model.encoder.n_layers; }},
+      {"model.ff_hidden", [](ExperimentConfig& c) { c.model.encoder.ff_hidden = d.model.encoder.ff_hidden; }},
+      {"model.n_heads", [](ExperimentConfig& c) { c.model.encoder.n_heads = d.model.encoder.n_heads; }},
+      {"model.attention.options", [](ExperimentConfig& c) { c.model.encoder.attention_options = YamlTree(); }},
+      {"task.symbols", [](ExperimentConfig& c) { c.task.toy.symbols = d.task.toy.symbols; }},
+      {"task.length", [](ExperimentConfig& c) { c.task.toy.length = d.task.toy.length; }},
+      {"task.gap", [](ExperimentConfig& c) { c.task.toy.gap = d.task.toy.gap; }},
+      {"task.pairs", [](ExperimentConfig& c) { c.task.toy.pairs = d.task.toy.pairs; }},
+      {"task.queries", [](ExperimentConfig& c) { c.task.toy.queries = d.task.toy.queries; }},
+      {"task.sequence_length", [](ExperimentConfig& c) { c.task.toy.sequence_length = d.task.toy.sequence_length; }},
+      {"task.block_size", [](ExperimentConfig& c) { c.task.block_size = d.task.block_size; }},
+      {"task.image_size", [](ExperimentConfig& c) { c.task.image_size = d.task.image_size; }},
+      {"log.probes", [](ExperimentConfig& c) { c.log.probes = d.log.probes; }},
+  };
+  return keys;
+}
+
+// The estimate, or infinity when the config is not valid with a key reset (another check reports it).
+double total_or_infinity(const ExperimentConfig& c) {
+  try {
+    return estimate_memory(c).total();
+  } catch (const std::exception&) {
+    return INFINITY;
+  }
+}
+
+}  // namespace
+
+MemoryEstimate estimate_memory(const ExperimentConfig& c) {
+  const DataShape shape = data_shape(c);
+  const EncoderConfig& e = c.model.encoder;
+  const double t = static_cast<double>(attention_length(c)), b = static_cast<double>(c.train.batch_size);
+  const double width = static_cast<double>(e.d_model), layers = static_cast<double>(e.n_layers);
+  const double hidden = static_cast<double>(e.hidden()), heads = static_cast<double>(e.n_heads);
+  const double vocab = static_cast<double>(shape.vocab_size), classes = static_cast<double>(shape.num_classes);
+  const double pixels = static_cast<double>(shape.channels * shape.height * shape.width);
+  const double patch = static_cast<double>(shape.channels * c.model.patch_size * c.model.patch_size);
+  MemoryEstimate m;
+  const double parameters = vocab * width + t * width + layers * (4 * width * width + 2 * width * hidden + 9 * width + hidden) +
+                            width * classes + (shape.images() ? patch * width : 0.0);
+  m.parameters = 16 * parameters;
+  m.activations = 4 * b * t * (layers * (14 * width + 3 * hidden) + 2 * (shape.images() ? 1.0 : classes));
+  KernelSpec spec = e.kernel_spec(shape.padded);
+  spec.max_len = attention_length(c);
+  spec.causal = ModelRegistry::instance().find(c.model.kind).causal;
+  m.kernel = layers * check_kernel(e.attention, spec, KernelOptions(e.attention_options.node()), c.train.batch_size);
+  if (c.log.patterns) m.patterns = 2 * 4 * static_cast<double>(c.log.probes) * layers * heads * t * t;
+  m.data = shape.images() ? 2 * 4 * b * pixels : 3 * 8 * b * t;
+  return m;
+}
+
+double physical_memory_bytes() {
+  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+}
+
+std::pair<std::string, std::string> memory_problem(const ExperimentConfig& c, double limit) {
+  const MemoryEstimate m = estimate_memory(c);
+  if (m.total() <= limit) return {"", ""};
+  const SizeKey* worst = nullptr;
+  double lowest = m.total();
+  for (const SizeKey& k : size_keys()) {
+    ExperimentConfig reset = c;
+    k.reset(reset);
+    const double total = total_or_infinity(reset);
+    if (total < lowest) lowest = total, worst = &k;
+  }
+  const std::string key = worst ? worst->key : "train.batch_size";
+  std::string value;
+  for (const KeyDifference& d : config_differences(c, ExperimentConfig{}, true))
+    if (d.key == key) value = " (" + d.first + ")";
+  return {key, key + value + " makes this experiment need about " + gib(m.total()) + " (parameters with gradients and optimizer state " +
+                   gib(m.parameters) + ", a step's activations " + gib(m.activations) + ", attention kernel " + gib(m.kernel) +
+                   ", probe patterns " + gib(m.patterns) + ", data " + gib(m.data) + "), more than this machine's " + gib(limit) +
+                   " of memory; lower it"};
+}
+
+}  // namespace attnlab

@@ -1,0 +1,240 @@
+#include "experiments/runner/metrics_log.hpp"
+
+#include <charconv>
+#include <functional>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+
+#include "framework/io/atomic_file.hpp"
+
+namespace attnlab {
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// A number for JSON: null when it is not finite (JSON has no NaN or infinity).
+json number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+double number(const json& v) { return v.is_number() ? v.get<double>() : kNaN; }
+
+// The shortest text that reads back as the same double ("" for NaN), for metrics.csv.
+std::string csv_number(double v) {
+  if (std::isnan(v)) return "";
+  char text[32];
+  const auto result = std::to_chars(text, text + sizeof text, v);
+  return std::string(text, result.ptr);
+}
+
+json row_json(const MetricRow& r) {
+  json j{{"step", r.step}, {"split", r.split}};
+  for (const auto& [name, member] : MetricRow::columns()) j[name] = number(r.*member);
+  return j;
+}
+
+json capture_json(const PatternCapture& c) {
+  json heads = json::array();
+  for (const HeadMetricRow& h : c.heads) {
+    json head{{"layer", h.layer}, {"head", h.head}};
+    for (const auto& [name, member] : head_metric_fields()) head[name] = number(h.metrics.*member);
+    heads.push_back(std::move(head));
+  }
+  return json{{"step", c.step}, {"split", "patterns"}, {"heads", std::move(heads)}};
+}
+
+PatternCapture capture_from(const json& j) {
+  PatternCapture c;
+  c.step = j.at("step").get<std::size_t>();
+  for (const json& h : j.at("heads")) {
+    HeadMetricRow head;
+    head.layer = h.at("layer").get<std::size_t>();
+    head.head = h.at("head").get<std::size_t>();
+    for (const auto& [name, member] : head_metric_fields()) head.metrics.*member = h.contains(name) ? number(h.at(name)) : kNaN;
+    c.heads.push_back(head);
+  }
+  return c;
+}
+
+MetricRow row_from(const json& j) {
+  MetricRow r;
+  r.step = j.at("step").get<std::size_t>();
+  r.split = j.at("split").get<std::string>();
+  for (const auto& [name, member] : MetricRow::columns()) r.*member = j.contains(name) ? number(j.at(name)) : kNaN;
+  return r;
+}
+
+// The step of a metrics.jsonl line (npos when the line is not a row).
+std::size_t step_of(const std::string& line) {
+  try {
+    return json::parse(line).at("step").get<std::size_t>();
+  } catch (const std::exception&) {
+    return std::string::npos;
+  }
+}
+
+// Keeps the lines of `path` (after `header_lines`) whose step is at most `step`; rewrites it atomically.
+void keep_rows_up_to(const std::string& path, std::size_t step, std::size_t header_lines,
+                     const std::function<std::size_t(const std::string&)>& step_of_line) {
+  if (!fs::exists(path)) return;
+  std::istringstream in(read_file(path, "metrics log"));
+  std::string kept, line;
+  for (std::size_t i = 0; std::getline(in, line); ++i)
+    if (i < header_lines || (!line.empty() && step_of_line(line) <= step)) kept += line + "\n";
+  write_file_atomically(path, kept);
+}
+
+std::string csv_header() {
+  std::string header = "step,split";
+  for (const auto& [name, member] : MetricRow::columns()) header += std::string(",") + name;
+  return header + "\n";
+}
+
+}  // namespace
+
+// ---- rows ----
+
+MetricRow::MetricRow() : loss(kNaN), token_accuracy(kNaN), exact_match(kNaN), lr(kNaN), tokens_per_s(kNaN), elapsed_s(kNaN) {}
+
+const std::vector<std::pair<const char*, double MetricRow::*>>& MetricRow::columns() {
+  static const std::vector<std::pair<const char*, double MetricRow::*>> columns{
+      {"loss", &MetricRow::loss}, {"token_accuracy", &MetricRow::token_accuracy}, {"exact_match", &MetricRow::exact_match},
+      {"lr", &MetricRow::lr},     {"tokens_per_s", &MetricRow::tokens_per_s},     {"elapsed_s", &MetricRow::elapsed_s}};
+  return columns;
+}
+
+double MetricRow::value(const std::string& column) const {
+  for (const auto& [name, member] : columns())
+    if (column == name) return this->*member;
+  return kNaN;
+}
+
+// ---- summary.json ----
+
+RunSummary::RunSummary() : final_eval_loss(kNaN), final_token_accuracy(kNaN), final_exact_match(kNaN), best_eval_loss(kNaN) {}
+
+void write_summary(const std::string& run_dir, const RunSummary& s) {
+  const json j{{"name", s.name},
+               {"status", s.status},
+               {"steps", s.steps},
+               {"params", s.params},
+               {"train_seconds", number(s.train_seconds)},
+               {"tokens_per_s", number(s.tokens_per_s)},
+               {"peak_rss_mb", number(s.peak_rss_mb)},
+               {"final_eval_loss", number(s.final_eval_loss)},
+               {"final_token_accuracy", number(s.final_token_accuracy)},
+               {"final_exact_match", number(s.final_exact_match)},
+               {"final_scored_tokens", s.final_scored_tokens},
+               {"best_eval_loss", number(s.best_eval_loss)}};
+  write_file_atomically(run_dir + "/summary.json", j.dump(2) + "\n");
+}
+
+std::optional<RunSummary> read_summary(const std::string& run_dir) {
+  const std::string path = run_dir + "/summary.json";
+  if (!fs::exists(path)) return std::nullopt;
+  try {
+    const json j = json::parse(read_file(path, "run summary"));
+    RunSummary s;
+    s.name = j.at("name").get<std::string>();
+    s.status = j.at("status").get<std::string>();
+    s.steps = j.at("steps").get<std::size_t>();
+    s.params = j.at("params").get<std::size_t>();
+    s.final_scored_tokens = j.at("final_scored_tokens").get<std::size_t>();
+    s.train_seconds = number(j.at("train_seconds"));
+    s.tokens_per_s = number(j.at("tokens_per_s"));
+    s.peak_rss_mb = number(j.at("peak_rss_mb"));
+    s.final_eval_loss = number(j.at("final_eval_loss"));
+    s.final_token_accuracy = number(j.at("final_token_accuracy"));
+    s.final_exact_match = number(j.at("final_exact_match"));
+    s.best_eval_loss = number(j.at("best_eval_loss"));
+    return s;
+  } catch (const json::exception& e) {
+    throw std::runtime_error(path + " is not a run summary (" + e.what() + ")");
+  }
+}
+
+// ---- the log ----
+
+MetricsLog::MetricsLog(const std::string& run_dir, std::optional<std::size_t> after_step) {
+  const std::string jsonl = run_dir + "/metrics.jsonl", csv = run_dir + "/metrics.csv";
+  if (after_step) {
+    keep_rows_up_to(jsonl, *after_step, 0, step_of);
+    keep_rows_up_to(csv, *after_step, 1, [](const std::string& line) {
+      std::size_t step = std::string::npos;
+      std::from_chars(line.data(), line.data() + line.size(), step);
+      return step;
+    });
+  }
+  if (!fs::exists(csv)) write_file_atomically(csv, csv_header());
+  jsonl_.open(jsonl, std::ios::app);
+  csv_.open(csv, std::ios::app);
+  if (!jsonl_ || !csv_) throw std::runtime_error("cannot append to the metrics of " + run_dir);
+}
+
+void MetricsLog::write(const MetricRow& row) {
+  jsonl_ << row_json(row).dump() << "\n";
+  csv_ << row.step << "," << row.split;
+  for (const auto& [name, member] : MetricRow::columns()) csv_ << "," << csv_number(row.*member);
+  csv_ << "\n";
+  jsonl_.flush();
+  csv_.flush();
+}
+
+void MetricsLog::write(const PatternCapture& capture) {
+  jsonl_ << capture_json(capture).dump() << "\n";
+  jsonl_.flush();
+}
+
+// ---- reading a run ----
+
+std::vector<std::pair<double, double>> RunRecord::eval_curve(const std::string& column) const {
+  std::vector<std::pair<double, double>> out;
+  for (const MetricRow& r : rows)
+    if (r.split == "eval") out.emplace_back(static_cast<double>(r.step), r.value(column));
+  return out;
+}
+
+std::vector<std::pair<double, double>> RunRecord::train_loss_curve() const {
+  std::vector<std::pair<double, double>> out;
+  for (const MetricRow& r : rows)
+    if (r.split == "train") out.emplace_back(static_cast<double>(r.step), r.loss);
+  return out;
+}
+
+double RunRecord::final_value(const std::string& column) const {
+  for (auto r = rows.rbegin(); r != rows.rend(); ++r)
+    if (r->split == "final") return r->value(column);
+  const auto curve = eval_curve(column);
+  return curve.empty() ? kNaN : curve.back().second;
+}
+
+RunRecord read_run(const std::string& run_dir) {
+  RunRecord run;
+  run.dir = run_dir;
+  run.config_text = read_file(run_dir + "/config.yaml", "run's config");
+  std::ifstream in(run_dir + "/metrics.jsonl");
+  if (!in) throw std::runtime_error("cannot read " + run_dir + "/metrics.jsonl");
+  std::size_t line_number = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++line_number;
+    if (line.empty()) continue;
+    try {
+      const json j = json::parse(line);
+      if (j.at("split").get<std::string>() == "patterns") {
+        run.captures.push_back(capture_from(j));
+      } else {
+        run.rows.push_back(row_from(j));
+      }
+    } catch (const json::exception& e) {
+      throw std::runtime_error(run_dir + "/metrics.jsonl:" + std::to_string(line_number) + ": not a metrics row (" + e.what() + ")");
+    }
+  }
+  run.summary = read_summary(run_dir);
+  return run;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,263 @@
+#include "experiments/runner/report_svg.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+
+#include "framework/io/image.hpp"
+
+namespace attnlab::report {
+namespace {
+
+// About five round tick values covering [low, high].
+std::vector<double> ticks(double low, double high) {
+  if (!(high > low)) return {low};
+  const double raw = (high - low) / 5, magnitude = std::pow(10, std::floor(std::log10(raw)));
+  const double step = magnitude * (raw / magnitude < 1.5 ? 1 : raw / magnitude < 3.5 ? 2 : raw / magnitude < 7.5 ? 5 : 10);
+  std::vector<double> out;
+  for (double t = std::ceil(low / step) * step; t <= high + step * 1e-9; t += step) out.push_back(std::abs(t) < step * 1e-9 ? 0 : t);
+  return out;
+}
+
+std::string tick_label(double v) {
+  char buffer[32];
+  if (v != 0 && (std::abs(v) >= 1e5 || std::abs(v) < 1e-3)) {
+    std::snprintf(buffer, sizeof buffer, "%.0e", v);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%g", v);
+  }
+  return buffer;
+}
+
+// Where a chart's data falls on the canvas.
+struct Frame {
+  double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;  // y in log10 when log_y
+  double left = 52, top = 24, plot_w = 0, plot_h = 0;
+  bool log_y = false;
+  bool empty() const { return !std::isfinite(x0); }
+  double px(double x) const { return left + (x - x0) / (x1 - x0) * plot_w; }
+  double py(double y) const { return top + (1 - ((log_y ? std::log10(y) : y) - y0) / (y1 - y0)) * plot_h; }
+  bool drawable(double y) const { return std::isfinite(y) && (!log_y || y > 0); }
+};
+
+Frame frame_for(const std::vector<Series>& series, YScale scale, int width, int height) {
+  Frame f;
+  f.log_y = scale == YScale::log;
+  for (const Series& s : series)
+    for (const auto& [x, y] : s.points) {
+      if (!f.drawable(y)) continue;
+      const double v = f.log_y ? std::log10(y) : y;
+      f.x0 = std::min(f.x0, x), f.x1 = std::max(f.x1, x), f.y0 = std::min(f.y0, v), f.y1 = std::max(f.y1, v);
+    }
+  if (f.empty()) return f;
+  if (f.x1 == f.x0) f.x0 -= 1, f.x1 += 1;
+  if (scale == YScale::unit) f.y0 = std::min(f.y0, 0.0), f.y1 = std::max(f.y1, 1.0);
+  if (f.y1 == f.y0) f.y0 -= 0.5, f.y1 += 0.5;
+  const double pad = (f.y1 - f.y0) * 0.04;
+  f.y0 -= pad, f.y1 += pad;
+  f.plot_w = width - f.left - 12;
+  f.plot_h = height - f.top - 34;
+  return f;
+}
+
+// A horizontal grid line at canvas height y, labelled `label` on the left.
+void grid_line(std::ostringstream& svg, const Frame& f, double y, const std::string& label) {
+  svg << "<line x1=\"" << f.left << "\" x2=\"" << f.left + f.plot_w << "\" y1=\"" << y << "\" y2=\"" << y
+      << "\" stroke=\"#eee\"/><text x=\"" << f.left - 4 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\">" << label << "</text>";
+}
+
+void draw_axes(std::ostringstream& svg, const Frame& f, int height) {
+  svg << "<rect x=\"" << f.left << "\" y=\"" << f.top << "\" width=\"" << f.plot_w << "\" height=\"" << f.plot_h
+      << "\" fill=\"none\" stroke=\"#999\"/>";
+  for (double t : ticks(f.x0, f.x1)) {
+    svg << "<line x1=\"" << f.px(t) << "\" x2=\"" << f.px(t) << "\" y1=\"" << f.top + f.plot_h << "\" y2=\"" << f.top + f.plot_h + 4
+        << "\" stroke=\"#999\"/><text x=\"" << f.px(t) << "\" y=\"" << f.top + f.plot_h + 15 << "\" text-anchor=\"middle\">"
+        << tick_label(t) << "</text>";
+  }
+  svg << "<text x=\"" << f.left + f.plot_w / 2 << "\" y=\"" << height - 4 << "\" text-anchor=\"middle\" fill=\"#555\">step</text>";
+  const auto canvas_y = [&](double v) { return f.top + (1 - (v - f.y0) / (f.y1 - f.y0)) * f.plot_h; };
+  if (!f.log_y) {
+    for (double t : ticks(f.y0, f.y1)) grid_line(svg, f, canvas_y(t), tick_label(t));
+    return;
+  }
+  // Powers of ten, and 2 and 5 times them when the range spans less than about two decades.
+  const std::vector<double> mantissas = f.y1 - f.y0 < 2 ? std::vector<double>{1, 2, 5} : std::vector<double>{1};
+  for (double e = std::floor(f.y0); e <= f.y1; ++e)
+    for (double m : mantissas) {
+      const double v = std::log10(m) + e;
+      if (v >= f.y0 && v <= f.y1) grid_line(svg, f, canvas_y(v), tick_label(m * std::pow(10, e)));
+    }
+}
+
+void draw_series(std::ostringstream& svg, const Frame& f, const Series& s) {
+  std::ostringstream path;
+  std::size_t drawn = 0;
+  for (const auto& [x, y] : s.points) {
+    if (!f.drawable(y)) continue;
+    path << (drawn++ ? " L" : "M") << f.px(x) << " " << f.py(y);
+  }
+  if (drawn == 0) return;
+  svg << "<path d=\"" << path.str() << "\" fill=\"none\" stroke=\"" << s.colour << "\" stroke-width=\"1.6\""
+      << (s.dashed ? " stroke-dasharray=\"5 3\"" : "") << "><title>" << escape(s.name) << "</title></path>";
+  if (drawn == 1) {
+    svg << "<circle cx=\"" << f.px(s.points.back().first) << "\" cy=\"" << f.py(s.points.back().second) << "\" r=\"2.5\" fill=\""
+        << s.colour << "\"/>";
+  }
+}
+
+void draw_legend(std::ostringstream& svg, const std::vector<Series>& series, int width, int height, std::size_t columns) {
+  for (std::size_t i = 0; i < series.size(); ++i) {
+    const double x = 10 + static_cast<double>(i % columns) * (width - 20) / static_cast<double>(columns);
+    const double y = height + static_cast<double>(i / columns) * 16 + 4;
+    svg << "<line x1=\"" << x << "\" x2=\"" << x + 18 << "\" y1=\"" << y << "\" y2=\"" << y << "\" stroke=\"" << series[i].colour
+        << "\" stroke-width=\"2\"" << (series[i].dashed ? " stroke-dasharray=\"5 3\"" : "") << "/><text x=\"" << x + 22
+        << "\" y=\"" << y + 4 << "\">" << escape(series[i].name) << "</text>";
+  }
+}
+
+const char* const kStyle = R"(<style>
+body { font-family: sans-serif; margin: 24px; color: #222; }
+h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 32px; border-bottom: 1px solid #ddd; } h3 { font-size: 14px; }
+table { border-collapse: collapse; font-size: 13px; } td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
+th { background: #f4f4f4; } td:first-child, th:first-child { text-align: left; }
+pre { background: #f7f7f7; padding: 10px; font-size: 12px; overflow-x: auto; }
+.charts, .heads, .variants { display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-start; }
+.variant { border: 1px solid #ddd; padding: 6px; } .note { color: #666; font-size: 13px; }
+.facts span { display: inline-block; margin-right: 18px; }
+</style>)";
+
+
+}  // namespace
+
+const char* colour(std::size_t i) {
+  static const char* palette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                  "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+  return palette[i % 10];
+}
+
+std::string escape(const std::string& s) {
+  std::string out;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += ch;
+    }
+  }
+  return out;
+}
+
+std::string fmt(const char* format, double v) {
+  if (std::isnan(v)) return "-";
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, format, v);
+  return buffer;
+}
+
+std::string base64(const std::string& bytes) {
+  static const char* table = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  std::size_t i = 0;
+  for (; i + 2 < bytes.size(); i += 3) {
+    const unsigned v = (static_cast<unsigned char>(bytes[i]) << 16) | (static_cast<unsigned char>(bytes[i + 1]) << 8) |
+                       static_cast<unsigned char>(bytes[i + 2]);
+    out += table[v >> 18], out += table[(v >> 12) & 63], out += table[(v >> 6) & 63], out += table[v & 63];
+  }
+  if (i + 1 == bytes.size()) {
+    const unsigned v = static_cast<unsigned char>(bytes[i]) << 16;
+    out += table[v >> 18], out += table[(v >> 12) & 63], out += "==";
+  } else if (i + 2 == bytes.size()) {
+    const unsigned v = (static_cast<unsigned char>(bytes[i]) << 16) | (static_cast<unsigned char>(bytes[i + 1]) << 8);
+    out += table[v >> 18], out += table[(v >> 12) & 63], out += table[(v >> 6) & 63], out += '=';
+  }
+  return out;
+}
+
+std::string line_chart(const std::string& title, const std::vector<Series>& series, YScale scale, int width, int height) {
+  std::size_t longest = 0;
+  for (const Series& s : series) longest = std::max(longest, s.name.size());
+  const std::size_t columns = std::clamp<std::size_t>(static_cast<std::size_t>((width - 20) / (longest * 6.5 + 34)), 1, 4);
+  const std::size_t legend_rows = series.size() > 1 ? (series.size() + columns - 1) / columns : 0;
+  const int total_height = height + static_cast<int>(legend_rows) * 16;
+  std::ostringstream svg;
+  svg << "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << total_height
+      << "\" viewBox=\"0 0 " << width << " " << total_height << "\" font-family=\"sans-serif\" font-size=\"11\">"
+      << "<text x=\"" << width / 2 << "\" y=\"15\" text-anchor=\"middle\" font-weight=\"bold\">" << escape(title) << "</text>";
+  const Frame f = frame_for(series, scale, width, height);
+  if (f.empty()) {
+    svg << "<text x=\"" << width / 2 << "\" y=\"" << height / 2 << "\" text-anchor=\"middle\" fill=\"#777\">no data yet</text></svg>";
+    return svg.str();
+  }
+  draw_axes(svg, f, height);
+  for (const Series& s : series) draw_series(svg, f, s);
+  if (legend_rows) draw_legend(svg, series, width, height, columns);
+  svg << "</svg>";
+  return svg.str();
+}
+
+std::string colour_bar() {
+  std::ostringstream svg;
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"260\" height=\"34\" font-family=\"sans-serif\" font-size=\"10\">"
+      << "<defs><linearGradient id=\"viridis\">";
+  for (int i = 0; i <= 10; ++i) {
+    unsigned char rgb[3];
+    viridis(i / 10.0, rgb);
+    char stop[96];
+    std::snprintf(stop, sizeof stop, "<stop offset=\"%d%%\" stop-color=\"rgb(%d,%d,%d)\"/>", i * 10, rgb[0], rgb[1], rgb[2]);
+    svg << stop;
+  }
+  svg << "</linearGradient></defs><rect x=\"10\" y=\"2\" width=\"240\" height=\"12\" fill=\"url(#viridis)\"/>";
+  for (double w : {0.0, 0.01, 0.1, 0.25, 0.5, 1.0}) {
+    const double x = 10 + 240 * std::sqrt(w);
+    svg << "<line x1=\"" << x << "\" x2=\"" << x << "\" y1=\"14\" y2=\"18\" stroke=\"#333\"/><text x=\"" << x
+        << "\" y=\"29\" text-anchor=\"middle\">" << tick_label(w) << "</text>";
+  }
+  svg << "</svg>";
+  return svg.str();
+}
+
+std::string heatmap_panel(const double* pattern, std::size_t tq, std::size_t tk, const std::vector<std::string>& query_labels,
+                          const std::vector<std::string>& key_labels, const std::string& title) {
+  // Small sequences get big cells; long ones stay readable by zooming (the labels are vector text).
+  const double cell = std::clamp(260.0 / static_cast<double>(std::max(tq, tk)), 3.0, 16.0);
+  const bool labelled = std::max(tq, tk) <= 128;
+  const double font = std::min(10.0, cell * 0.95);
+  std::size_t longest = 1;
+  for (const auto& l : key_labels) longest = std::max(longest, l.size());
+  for (const auto& l : query_labels) longest = std::max(longest, l.size());
+  const double margin = labelled ? 6 + font * 0.65 * static_cast<double>(std::min<std::size_t>(longest, 8)) : 4;
+  const double w = margin + cell * static_cast<double>(tk) + 4, h = 16 + margin + cell * static_cast<double>(tq) + 4;
+  std::ostringstream svg;
+  svg << "<svg class=\"heatmap\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h
+      << "\" font-family=\"monospace\"><text x=\"" << w / 2 << "\" y=\"11\" text-anchor=\"middle\" font-family=\"sans-serif\" "
+      << "font-size=\"11\">" << escape(title) << "</text>";
+  const double x0 = margin, y0 = 16 + margin;
+  svg << "<image x=\"" << x0 << "\" y=\"" << y0 << "\" width=\"" << cell * static_cast<double>(tk) << "\" height=\""
+      << cell * static_cast<double>(tq) << "\" preserveAspectRatio=\"none\" style=\"image-rendering:pixelated\" href=\"data:image/png;base64,"
+      << base64(encode_pattern_png(pattern, tq, tk)) << "\"/>";
+  if (labelled) {
+    for (std::size_t j = 0; j < tk; ++j) {
+      const double x = x0 + (static_cast<double>(j) + 0.5) * cell;
+      svg << "<text font-size=\"" << font << "\" text-anchor=\"start\" transform=\"translate(" << x + font * 0.35 << ","
+          << y0 - 2 << ") rotate(-90)\">" << escape(key_labels[j]) << "</text>";
+    }
+    for (std::size_t i = 0; i < tq; ++i) {
+      svg << "<text font-size=\"" << font << "\" text-anchor=\"end\" x=\"" << x0 - 2 << "\" y=\""
+          << y0 + (static_cast<double>(i) + 0.5) * cell + font * 0.35 << "\">" << escape(query_labels[i]) << "</text>";
+    }
+  }
+  svg << "</svg>";
+  return svg.str();
+}
+
+std::string page_start(const std::string& title) {
+  return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + escape(title) + "</title>" + kStyle +
+         "</head><body>\n<h1>" + escape(title) + "</h1>\n";
+}
+
+}  // namespace attnlab::report

@@ -1,0 +1,30 @@
+// The commands that use a finished (or stopped) run: `attnlab eval`, `attnlab sample`, `attnlab export`.
+// Each loads the run through load_run (run_folder.hpp), so a config.yaml edited after training is caught
+// before it builds another model.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace attnlab {
+
+// `attnlab eval RUN`: the held-out loss and metrics of a checkpoint ("best" or "last") over
+// train.final_eval_batches (the whole split when 0), printed as one JSON line. Returns the exit status.
+int evaluate_run(const std::string& run_dir, const std::string& checkpoint, int threads);
+
+struct SampleOptions {
+  std::string prompt;  // text for char_text runs; space-separated token ids otherwise
+  std::size_t tokens = 200;
+  double temperature = 1.0;
+  std::size_t top_k = 0;
+  std::uint64_t seed = 0;
+  std::string checkpoint = "best";
+};
+// `attnlab sample RUN`: continues a prompt with a causal LM run's model and prints the continuation.
+int sample_run(const std::string& run_dir, const SampleOptions& options, int threads);
+
+// `attnlab export RUN DIR`: the weights (parameters and buffers) of a run's checkpoint as .npy files and
+// index.json, with the config the checkpoint was trained with.
+int export_run(const std::string& run_dir, const std::string& checkpoint, const std::string& out_dir);
+
+}  // namespace attnlab

@@ -1,0 +1,156 @@
+#include "experiments/runner/run_folder.hpp"
+
+#include <cstdio>
+#include <filesystem>
+#include <stdexcept>
+
+#include "framework/io/atomic_file.hpp"
+
+namespace attnlab {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool blank(const std::string& text) { return text.find_first_not_of(" \t\r\n") == std::string::npos; }
+
+TrainState state_of(const Checkpoint& ck, const std::string& file) {
+  TrainState s;
+  try {
+    s.step = static_cast<std::size_t>(ck.tensors.at("step").item());
+    const auto saved = ck.tensors.at("running_loss").to_vector();
+    s.running_loss = saved.at(0);
+    s.running_count = static_cast<std::size_t>(saved.at(1));
+    s.best_eval = saved.at(2);
+    s.train_seconds = saved.at(3);
+    const Tensor rng = ck.tensors.at("rng.data");
+    s.data_rng.assign(rng.data<std::int64_t>(), rng.data<std::int64_t>() + rng.numel());
+  } catch (const std::out_of_range&) {
+    throw std::runtime_error(file + " is not a training checkpoint of attnlab (its training state is missing)");
+  }
+  return s;
+}
+
+// The checkpoint's own config text.
+std::string config_text_of(const Checkpoint& ck, const std::string& file) {
+  const auto it = ck.texts.find("config");
+  if (it == ck.texts.end() || blank(it->second)) throw std::runtime_error(file + " holds no config");
+  return it->second;
+}
+
+// A config that differs from the one the checkpoint was trained with, in keys a run cannot change.
+void check_same_model(const LoadedRun& run, const ExperimentConfig& trained, const std::string& config_file) {
+  const std::vector<KeyDifference> diff = config_differences(run.config, trained, false);
+  if (diff.empty()) return;
+  std::string list;
+  for (const KeyDifference& d : diff) list += "\n  " + d.key + ": " + d.first + " here, " + d.second + " in the checkpoint";
+  throw std::runtime_error(config_file + " (with the command line's overrides) does not describe the run that " + run.dir + "/" +
+                           run.checkpoint_file + " holds:" + list +
+                           "\nput the keys back as the checkpoint has them, or start a new run from this config with "
+                           "`attnlab train " + config_file + "`");
+}
+
+}  // namespace
+
+std::string folder_name_problem(const std::string& name) {
+  if (name.empty()) return "it is empty";
+  if (name == "." || name == "..") return "'" + name + "' is not a folder of its own";
+  if (name.size() > 200) return "it is " + std::to_string(name.size()) + " characters long; keep it under 200";
+  for (char ch : name) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c) || ch == '_' || ch == '-' || ch == '.') continue;
+    if (c < 0x20 || c == 0x7f) return "it holds a newline, tab or other control character; use letters, digits, '_', '-' and '.'";
+    if (ch == '/') return "it holds '/', which would put the run outside log.dir; use letters, digits, '_', '-' and '.'";
+    return "it holds '" + std::string(1, ch) + "'; use letters, digits, '_', '-' and '.'";
+  }
+  return "";
+}
+
+RunFolder RunFolder::create(const ExperimentConfig& c) {
+  create_folders(c.log.dir, "log.dir");
+  std::error_code ec;
+  for (int i = 1;; ++i) {
+    const fs::path dir = fs::path(c.log.dir) / (i == 1 ? c.name : c.name + "-" + std::to_string(i));
+    if (fs::exists(dir)) continue;
+    if (!fs::create_directory(dir, ec)) {
+      if (!ec) continue;  // taken between the two calls
+      throw std::runtime_error("cannot create the run folder " + dir.string() + " (" + ec.message() + "); set log.dir to a folder you can write");
+    }
+    RunFolder folder(dir.string());
+    folder.write_config(c);
+    return folder;
+  }
+}
+
+RunFolder RunFolder::open(const std::string& dir) {
+  if (!fs::is_directory(dir)) throw std::runtime_error(dir + " is not a folder; give a run folder (log.dir/name)");
+  if (!fs::exists(dir + "/config.yaml") && !fs::exists(dir + "/last.ckpt")) {
+    throw std::runtime_error(dir + " is not a run folder: it has neither config.yaml nor last.ckpt");
+  }
+  return RunFolder(dir);
+}
+
+bool RunFolder::has(const std::string& file) const { return fs::exists(path(file)); }
+
+void RunFolder::write_config(const ExperimentConfig& c) const { write_file_atomically(path("config.yaml"), config_to_yaml(c)); }
+
+void RunFolder::remove_leftovers() const {
+  for (const std::string& folder : {dir_, dir_ + "/patterns"}) {
+    if (!fs::is_directory(folder)) continue;
+    for (const auto& entry : fs::directory_iterator(folder))
+      if (entry.path().extension() == ".tmp") fs::remove(entry.path());
+  }
+}
+
+void RunFolder::save_checkpoint(const std::string& file, const ExperimentConfig& c, const Module& model, const Optimizer& optimizer,
+                                const TrainState& s, const std::string& vocabulary) const {
+  Checkpoint ck;
+  for (const auto& [name, t] : model.state_dict()) ck.tensors["model." + name] = t;
+  for (const auto& [name, t] : optimizer.state_dict()) ck.tensors["optim." + name] = t;
+  ck.tensors["rng.data"] = from_indices(s.data_rng, {s.data_rng.size()});
+  ck.tensors["step"] = from_indices({static_cast<std::int64_t>(s.step)}, {});
+  ck.tensors["running_loss"] =
+      from_vector({s.running_loss, static_cast<double>(s.running_count), s.best_eval, s.train_seconds}, {4}, DType::float64);
+  ck.texts["config"] = config_to_yaml(c);
+  ck.texts["vocabulary"] = vocabulary;
+  attnlab::save_checkpoint(path(file), ck);
+}
+
+std::map<std::string, Tensor> checkpoint_part(const Checkpoint& ck, const std::string& prefix) {
+  std::map<std::string, Tensor> out;
+  for (const auto& [name, t] : ck.tensors)
+    if (name.rfind(prefix, 0) == 0) out.emplace(name.substr(prefix.size()), t);
+  return out;
+}
+
+LoadedRun load_run(const std::string& dir, const std::string& which, const std::vector<std::string>& overrides) {
+  if (which != "best" && which != "last") throw std::invalid_argument("--checkpoint must be best or last, got '" + which + "'");
+  const RunFolder folder = RunFolder::open(dir);
+  LoadedRun run;
+  run.dir = dir;
+  run.checkpoint_file = which + ".ckpt";
+  if (which == "best" && !folder.has("best.ckpt") && folder.has("last.ckpt")) {
+    std::fprintf(stderr, "attnlab: %s has no best.ckpt (no evaluation finished with a finite loss before it stopped); "
+                         "using last.ckpt\n", dir.c_str());
+    run.checkpoint_file = "last.ckpt";
+  }
+  if (!folder.has(run.checkpoint_file)) {
+    throw std::runtime_error(dir + " has no " + run.checkpoint_file + " (it stopped before writing one); train it again");
+  }
+  const std::string checkpoint_path = folder.path(run.checkpoint_file), config_path = folder.path("config.yaml");
+  run.checkpoint = load_checkpoint(checkpoint_path);
+  run.state = state_of(run.checkpoint, checkpoint_path);
+  const std::string trained_text = config_text_of(run.checkpoint, checkpoint_path);
+  const ExperimentConfig trained = parse_config(trained_text, checkpoint_path + " (its config)");
+  std::string text = fs::exists(config_path) ? read_file(config_path, "run's config") : "";
+  if (blank(text)) {
+    std::fprintf(stderr, "attnlab: %s is %s; using the config stored in %s\n", config_path.c_str(),
+                 fs::exists(config_path) ? "empty" : "missing", run.checkpoint_file.c_str());
+    text = trained_text;
+    run.config_restored = true;
+  }
+  run.config = parse_config(text, config_path, overrides);
+  check_same_model(run, trained, config_path);
+  return run;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,75 @@
+// A run's folder: created under log.dir with a validated name, opened again to resume, evaluate, sample
+// or export. config.yaml and the checkpoints are written through a temporary file and a rename, so a kill
+// at any moment leaves the previous version whole. A checkpoint holds the model, the optimizer, where
+// training stands (TrainState), and the config it was trained with; whoever loads a run compares that
+// config with the folder's config.yaml, so an edited config can never silently build another model.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "experiments/runner/config.hpp"
+#include "framework/io/checkpoint.hpp"
+#include "framework/optim/optimizer.hpp"
+
+namespace attnlab {
+
+// "" when `name` can name a run's folder (letters, digits, '_', '-', '.'; not "." or ".."; at most 200
+// characters), else what is wrong with it.
+std::string folder_name_problem(const std::string& name);
+
+// Where training stands, as a checkpoint keeps it (besides the model and the optimizer).
+struct TrainState {
+  std::size_t step = 0;  // the last step taken
+  double running_loss = 0;
+  std::size_t running_count = 0;
+  double best_eval = std::numeric_limits<double>::infinity();
+  double train_seconds = 0;              // across resumes
+  std::vector<std::int64_t> data_rng;    // the training data generator
+};
+
+class RunFolder {
+ public:
+  // A new folder log.dir/name (name-2, name-3, ... when taken) holding config.yaml. Errors name the
+  // folder and the fix (log.dir not writable, a file where the folder should be).
+  static RunFolder create(const ExperimentConfig& config);
+  // An existing run folder (an error when it is not one).
+  static RunFolder open(const std::string& dir);
+  const std::string& dir() const { return dir_; }
+  std::string path(const std::string& file) const { return dir_ + "/" + file; }
+  bool has(const std::string& file) const;
+  // config.yaml, atomically.
+  void write_config(const ExperimentConfig& config) const;
+  // Removes what an interrupted write left behind (*.tmp files), before a resumed run writes again.
+  void remove_leftovers() const;
+  void save_checkpoint(const std::string& file, const ExperimentConfig& config, const Module& model, const Optimizer& optimizer,
+                       const TrainState& state, const std::string& vocabulary) const;
+
+ private:
+  explicit RunFolder(std::string dir) : dir_(std::move(dir)) {}
+  std::string dir_;
+};
+
+// A run's checkpoint with the config that builds its model.
+struct LoadedRun {
+  std::string dir;
+  std::string checkpoint_file;  // "best.ckpt" or "last.ckpt"
+  Checkpoint checkpoint;
+  ExperimentConfig config;      // config.yaml with the overrides, checked against the checkpoint's
+  TrainState state;
+  bool config_restored = false; // config.yaml was missing or empty: config comes from the checkpoint
+};
+
+// Opens the run in `dir` with its checkpoint `which` ("best" or "last"; "best" falls back to last.ckpt,
+// saying so on stderr, when the run has no best.ckpt, as a run that diverged or stopped before its first
+// evaluation). The config is config.yaml plus `overrides`, or the checkpoint's own when config.yaml is
+// missing or empty; any difference from the checkpoint's config in a key that a run cannot change
+// (everything but train.steps, the evaluation and logging cadence, ...) is an error naming both files.
+LoadedRun load_run(const std::string& dir, const std::string& which, const std::vector<std::string>& overrides = {});
+
+// The model and training parts of a checkpoint.
+std::map<std::string, Tensor> checkpoint_part(const Checkpoint& checkpoint, const std::string& prefix);
+
+}  // namespace attnlab

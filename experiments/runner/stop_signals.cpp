@@ -1,0 +1,38 @@
+#include "experiments/runner/stop_signals.hpp"
+
+#include <atomic>
+
+namespace attnlab {
+namespace {
+
+std::atomic<int> g_signal{0};
+
+extern "C" void on_stop_signal(int signal) {
+  int none = 0;
+  g_signal.compare_exchange_strong(none, signal);  // the first one counts
+}
+
+}  // namespace
+
+StopSignals::StopSignals(bool restart_calls) {
+  g_signal = 0;
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  action.sa_flags = restart_calls ? SA_RESTART : 0;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGINT, &action, &previous_int_);
+  sigaction(SIGTERM, &action, &previous_term_);
+}
+
+StopSignals::~StopSignals() {
+  sigaction(SIGINT, &previous_int_, nullptr);
+  sigaction(SIGTERM, &previous_term_, nullptr);
+}
+
+bool StopSignals::requested() const { return g_signal != 0; }
+
+int StopSignals::signal() const { return g_signal; }
+
+const char* StopSignals::name() const { return g_signal == SIGTERM ? "SIGTERM" : "SIGINT"; }
+
+}  // namespace attnlab

@@ -1,0 +1,68 @@
+#include "framework/models/model.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace attnlab {
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+void fill_normal(Tensor& t, Generator& gen, double stddev) {
+  t.set_data(randn(t.shape(), gen, t.dtype(), 0.0, stddev));
+  t.set_requires_grad(true);
+}
+
+}  // namespace
+
+const EnumNames<Pooling>& pooling_names() {
+  static const EnumNames<Pooling> names{{"mean", Pooling::mean}, {"cls", Pooling::cls}};
+  return names;
+}
+
+Pooling parse_pooling(const std::string& name) { return parse_enum(pooling_names(), name, "pooling"); }
+
+const char* pooling_name(Pooling pooling) { return enum_name(pooling_names(), pooling); }
+
+ModelOutput Model::forward(const Batch& batch, const ForwardOptions& options) {
+  ModelOutput out;
+  if (options.hooks.empty()) {
+    out.logits = run(batch, HookScope());
+    return out;
+  }
+  ActivationHooks hooks(options.hooks);
+  out.logits = run(batch, HookScope(&hooks, ""));
+  hooks.check_all_matched();
+  out.cache = hooks.take_cache();
+  return out;
+}
+
+template <>
+ModelRegistry& ModelRegistry::instance() {
+  static ModelRegistry registry("model kind");
+  return registry;
+}
+
+std::shared_ptr<Model> make_model(const ModelConfig& config, const DataShape& shape, Generator& gen) {
+  return ModelRegistry::instance().find(config.kind).make(config, shape, gen);
+}
+
+void gpt_init(Module& model, std::size_t n_layers, Generator& gen) {
+  NoGradGuard no_grad;
+  const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(std::max<std::size_t>(n_layers, 1)));
+  for (auto& p : model.named_parameters()) {
+    if (p.name.find(".kernel.") != std::string::npos) continue;
+    switch (p.kind) {
+      case ParamKind::weight:
+        fill_normal(p.tensor, gen, ends_with(p.name, "attn.proj.weight") || ends_with(p.name, "ff.fc2.weight") ? residual_std : 0.02);
+        break;
+      case ParamKind::embedding: fill_normal(p.tensor, gen, 0.02); break;
+      case ParamKind::bias: p.tensor.set_data(zeros(p.tensor.shape(), p.tensor.dtype())), p.tensor.set_requires_grad(true); break;
+      case ParamKind::norm: break;  // LayerNorm's own 1 and 0
+    }
+  }
+}
+
+}  // namespace attnlab

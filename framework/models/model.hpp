@@ -1,0 +1,108 @@
+// One interface for every model kind: a forward from a batch to a ModelOutput (the logits, and the
+// activations the caller asked to cache), built by one factory from the config's model kind.
+//
+//   std::shared_ptr<Model> model = make_model(config, data_shape, gen);
+//   ModelOutput out = model->forward(batch);                          // training: nothing asked, nothing paid
+//   ForwardOptions o;
+//   o.hooks.cache = {"blocks.*.attn.hook_pattern"};
+//   out = model->forward(batch, o);                                   // out.cache["blocks.0.attn.hook_pattern"]
+//
+// A model kind is one class deriving from Model plus its registration at the bottom of its file:
+//   ATTNLAB_REGISTER_MODEL(ModelKindInfo{"name", "description", format, keys, sequence_length, make});
+// Its named activations are those of its blocks (models/encoder.hpp, attention/multi_head.hpp) plus
+// "hook_embed", the embedded input [B, T, C] before positions are added.
+//
+// Legend: B batch, T tokens, C model width, V vocabulary, K classes.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "framework/models/encoder.hpp"
+#include "framework/nn/hooks.hpp"
+#include "framework/tensor/batch.hpp"
+#include "framework/tensor/registry.hpp"
+
+namespace attnlab {
+
+enum class Pooling { mean, cls };
+const EnumNames<Pooling>& pooling_names();
+Pooling parse_pooling(const std::string& name);  // "mean" | "cls"
+const char* pooling_name(Pooling pooling);
+
+// The model section of a config: the kind, the stack, and the options some kinds read.
+struct ModelConfig {
+  std::string kind = "token_tagger";
+  EncoderConfig encoder;  // sizes, norm, dropout, activation, attention name and options
+  PositionalKind positional = PositionalKind::learned;
+  Pooling pooling = Pooling::mean;  // sequence_classifier
+  std::size_t patch_size = 4;       // vit
+  bool tie_embeddings = false;      // causal_lm: the output layer's weight is the token embedding
+  std::string init_from;            // a weights folder (attnlab export) to start from (read by the runner)
+};
+
+struct ForwardOptions {
+  HookRequest hooks;  // named activations to cache or replace (nn/hooks.hpp); empty: none
+};
+
+struct ModelOutput {
+  Tensor logits;                         // [B, T, V] or [B, T, K] per token, [B, K] per sequence
+  std::map<std::string, Tensor> cache;   // the activations asked for, by name
+};
+
+class Model : public Module {
+ public:
+  // The forward pass. Throws when a hook name asked for matches none of the model's points.
+  ModelOutput forward(const Batch& batch, const ForwardOptions& options = {});
+  // The attention blocks (for patterns and analysis).
+  virtual std::size_t n_layers() const = 0;
+  virtual std::size_t n_heads() const = 0;
+  // The tokens the model reads for a batch (throughput): its token ids, or a ViT's patches and CLS.
+  virtual std::size_t tokens_read(const Batch& batch) const { return batch.input.numel(); }
+  // How position `i` of what the attention sees reads on a heatmap's axis when the model, not the data,
+  // puts it there (a ViT's "cls" and patches); "" to use the data's token labels.
+  virtual std::string position_label(std::size_t /*i*/) const { return ""; }
+
+ protected:
+  // The logits for `batch`, passing activations through `hooks`.
+  virtual Tensor run(const Batch& batch, const HookScope& hooks) = 0;
+};
+
+// A model kind, as the registry knows it.
+struct ModelKindInfo {
+  std::string name;
+  std::string description;
+  TaskFormat format;              // the layout of examples it reads
+  std::vector<std::string> keys;  // the model.* keys it reads beyond those every kind reads (kind, the stack's sizes,
+                                  // norm, activation, dropout, bias, attention, init_from)
+  bool causal = false;            // whether its attention is causal
+  // The length of the sequences its attention sees for data of `shape`, after checking the kind's own
+  // options against it (OptionError naming the model.* key).
+  std::function<std::size_t(const ModelConfig&, const DataShape&)> sequence_length;
+  std::function<std::shared_ptr<Model>(const ModelConfig&, const DataShape&, Generator&)> make;
+};
+
+// name -> ModelKindInfo ("model kind 'x' is not among [...]").
+using ModelRegistry = Registry<ModelKindInfo>;
+template <>
+ModelRegistry& ModelRegistry::instance();
+
+// The model `config.kind` names, for data of `shape`.
+std::shared_ptr<Model> make_model(const ModelConfig& config, const DataShape& shape, Generator& gen);
+
+// Re-initialises a model as GPT-2 / nanoGPT (and BERT) do; every text model here starts this way: weights
+// N(0, 0.02), projections into the residual stream (attention output, second feed-forward layer)
+// N(0, 0.02 / sqrt(2 n_layers)), biases 0, embeddings N(0, 0.02), norms 1 and 0. Attention kernels' own
+// parameters keep their kernel's initialisation.
+void gpt_init(Module& model, std::size_t n_layers, Generator& gen);
+
+}  // namespace attnlab
+
+#define ATTNLAB_MODEL_CONCAT_(a, b) a##b
+#define ATTNLAB_MODEL_CONCAT(a, b) ATTNLAB_MODEL_CONCAT_(a, b)
+// One line at the bottom of a model kind's file registers it.
+#define ATTNLAB_REGISTER_MODEL(info) \
+  static const bool ATTNLAB_MODEL_CONCAT(attnlab_model_registered_, __LINE__) = ::attnlab::ModelRegistry::instance().add(info)

@@ -1,0 +1,71 @@
+// Row kernels shared by the fused ops that work row by row over contiguous raw pointers (softmax, layer
+// norm, cross-entropy, and the attention kernels' own fused ops): reductions as OpenMP simd reductions
+// (without -ffast-math the compiler may not reorder a floating-point reduction by itself, and a serial
+// chain of adds is bound by their latency) and exp through xsimd (xtensor expressions over one row),
+// because a scalar std::exp loop does not vectorise without -ffast-math. Include it only from .cpp files
+// that already pay for xtensor's headers.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <limits>
+#include <vector>
+
+#include <xsimd/memory/xsimd_aligned_allocator.hpp>
+
+#include <xtensor/xadapt.hpp>
+#include <xtensor/xmath.hpp>
+#include <xtensor/xnoalias.hpp>
+
+
+namespace attnlab::rowops {
+
+// Scratch rows for the kernels below, aligned like tensors (64 bytes). xsimd takes a scalar path for the
+// elements before the first aligned one, and its exp and std::exp may differ in the last bit: scratch
+// aligned by the heap's state would make results depend on what was allocated before (a run would not
+// repeat bit for bit across builds that allocate differently).
+template <class T>
+using AlignedVector = std::vector<T, xsimd::aligned_allocator<T, 64>>;
+
+template <class T>
+auto view(T* data, std::size_t n) {
+  return xt::adapt(data, n, xt::no_ownership(), std::array<std::size_t, 1>{n});
+}
+
+template <class T>
+T max(const T* x, std::size_t n) {
+  T m = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : m)
+  for (std::size_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+template <class T>
+T sum(const T* x, std::size_t n) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (std::size_t i = 0; i < n; ++i) s += x[i];
+  return s;
+}
+
+template <class T>
+T dot(const T* x, const T* y, std::size_t n) {
+  T s = 0;
+#pragma omp simd reduction(+ : s)
+  for (std::size_t i = 0; i < n; ++i) s += x[i] * y[i];
+  return s;
+}
+
+// y = exp(x - shift) over one row (x and y may be the same row).
+template <class T>
+void exp_shifted(const T* x, T* y, std::size_t n, T shift) {
+  auto yv = view(y, n);
+  xt::noalias(yv) = xt::exp(view(x, n) - shift);
+}
+
+// Rows per parallel chunk: enough work (about 16K elements) to pay for a thread.
+inline std::size_t grain(std::size_t cols) {
+  return std::max<std::size_t>(1, (std::size_t{1} << 14) / std::max<std::size_t>(cols, 1));
+}
+
+}  // namespace attnlab::rowops

@@ -1,0 +1,46 @@
+// The vocabulary data and models share (datasets/ and framework/models/ may not include each other):
+// one step's tensors, and the shape of the data a model must be built for.
+//
+// Legend: B batch, T tokens, C image channels, H x W image size.
+#pragma once
+
+#include <cstddef>
+#include "framework/tensor/enum_names.hpp"
+#include "framework/tensor/option_error.hpp"
+#include "framework/tensor/tensor.hpp"
+
+namespace attnlab {
+
+// The layouts of examples a task can produce; each model kind reads one of them.
+//   tagging         input = source, target = one label per token (bidirectional encoder)
+//   causal_lm       input = source SEP answer[:-1], each position predicting the next token (decoder)
+//   classification  input = source, target = one label per sequence
+//   images          input = images [B, C, H, W], target = one label per image (ViT)
+enum class TaskFormat { tagging, causal_lm, classification, images };
+inline const EnumNames<TaskFormat>& task_format_names() {
+  static const EnumNames<TaskFormat> names{{"tagging", TaskFormat::tagging},
+                                           {"causal_lm", TaskFormat::causal_lm},
+                                           {"classification", TaskFormat::classification},
+                                           {"images", TaskFormat::images}};
+  return names;
+}
+inline const char* task_format_name(TaskFormat format) { return enum_name(task_format_names(), format); }
+
+
+struct Batch {
+  Tensor input;             // [B, T] int64 token ids, or [B, C, H, W] float32 images in [0, 1]
+  Tensor target;            // [B, T] int64 (data::kIgnore where not scored), or [B] labels
+  Tensor key_padding_mask;  // [B, T] bool, true at padding; undefined when no sequence is padded
+};
+
+// What a model must be sized for, as the data says.
+struct DataShape {
+  std::size_t vocab_size = 0;   // token ids are below this (0: the inputs are images)
+  std::size_t num_classes = 0;  // labels are below this (classification formats)
+  std::size_t max_len = 0;      // the longest token sequence
+  std::size_t channels = 0, height = 0, width = 0;  // image inputs
+  bool padded = false;          // batches carry key padding masks
+  bool images() const { return channels > 0; }
+};
+
+}  // namespace attnlab
