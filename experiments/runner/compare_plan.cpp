@@ -29,6 +29,9 @@ std::string flow(const YAML::Node& value) {
   return out.c_str();
 }
 
+// Keys the comparison sets for each of its runs: a run's seed, its folder's name and the folder it is in.
+bool set_per_run(const std::string& key) { return key == "seed" || key == "name" || key == "log.dir" || key == "log"; }
+
 // A mapping of dotted keys to values, as overrides described by their position in the comparison file.
 std::vector<std::pair<std::string, std::string>> read_overrides(const ConfigNode& node, const std::string& key, const std::string& who) {
   const YAML::Node map = node.node()[key];
@@ -38,7 +41,7 @@ std::vector<std::pair<std::string, std::string>> read_overrides(const ConfigNode
   for (const auto& kv : map) {
     if (!kv.first.IsScalar()) node.fail_at(kv.first, who + ": a key must be a dotted config key");
     const std::string name = kv.first.Scalar();
-    if (name == "seed" || name == "name" || name == "log.dir" || name == "log") {
+    if (set_per_run(name)) {
       node.fail_at(kv.first, who + ": '" + name + "' is set by the comparison for each run (use seeds: and name:)");
     }
     const YAML::Mark m = kv.first.Mark();
@@ -131,7 +134,14 @@ std::vector<PlannedRun> plan_comparison(const CompareSpec& spec, const std::vect
     const CompareVariant& variant = spec.variants[v];
     std::vector<std::pair<std::string, std::string>> overrides = spec.common;
     overrides.insert(overrides.end(), variant.overrides.begin(), variant.overrides.end());
-    for (const std::string& e : extra) overrides.emplace_back(e, "");
+    for (const std::string& e : extra) {
+      if (set_per_run(e.substr(0, e.find('=')))) {
+        throw ConfigError::at_origin("command-line override `" + e + "`",
+                                     "the comparison sets seed, name and log.dir for each run; choose the seeds with seeds: and the "
+                                     "folder with name: and dir: in " + spec.file + " (its runs go to " + dir + ")");
+      }
+      overrides.emplace_back(e, "");
+    }
     const YAML::Mark mark = variant.mark;
     ExperimentConfig config;
     try {

@@ -70,6 +70,13 @@ sed -e 's/name: tiny/name: bad/' -e 's/model.attention.name: linear/model.atenti
 grep -q "bad.yaml:9:12: variant 'linear' sets \`model.atention.name: linear\`: unknown key 'model.atention'; did you mean 'model.attention'" "$work/bad.log" || { cat "$work/bad.log"; fail "the bad-key error does not point at the variant"; }
 [ -e "$work/out/bad" ] && fail "a bad comparison wrote a folder"
 
+# The comparison places its runs itself: a command-line log.dir is refused, not silently ignored.
+sed -e 's/name: tiny/name: placed/' "$work/tiny.yaml" > "$work/placed.yaml"
+"$attnlab" compare "$work/placed.yaml" log.dir="$work/elsewhere" > "$work/logdir.log" 2>&1
+[ $? = 2 ] || fail "a command-line log.dir for a comparison should exit 2"
+grep -q "command-line override \`log.dir=$work/elsewhere\`: the comparison sets seed, name and log.dir" "$work/logdir.log" || { cat "$work/logdir.log"; fail "the log.dir error does not name the override"; }
+{ [ -e "$work/elsewhere" ] || [ -e "$work/out/placed" ]; } && fail "a refused comparison wrote a folder"
+
 # Interrupted, then resumed with the same command.
 sed -e 's/name: tiny/name: stop/' "$work/tiny.yaml" > "$work/stop.yaml"
 "$attnlab" compare "$work/stop.yaml" train.steps=1500 > "$work/stop.log" 2>&1 &
