@@ -73,6 +73,8 @@ struct KernelSpec {
   std::size_t max_len = 0;    // the model's longest sequence (block size)
   bool causal = false;        // how the model will call it
   bool padding_mask = false;  // whether the model will pass key padding masks
+  bool cross = false;         // keys come from another sequence (an encoder's output): Tq != Tk, never causal;
+                              // max_len is then the key sequence's longest length
 };
 
 // A kernel's options as the config holds them: the YAML mapping (null: every default), its dotted path

@@ -113,4 +113,13 @@ class Module {
   bool training_ = true;
 };
 
+// Numbered children ("0", "1", ...): the blocks of a stack, named as their parameters are ("blocks.0.attn...").
+class ModuleList : public Module {
+ public:
+  void add(std::shared_ptr<Module> module) { register_module(std::to_string(size_++), std::move(module)); }
+
+ private:
+  std::size_t size_ = 0;
+};
+
 }  // namespace attnlab
