@@ -1,9 +1,11 @@
 // The registry-driven kernel suite: every registered attention kernel is checked here by name, so a new
 // kernel is tested as soon as it registers. Properties: shapes, rows of the pattern sum to one, no leak
 // from future tokens under causal masking, padded keys ignored, float64 gradcheck over q, k, v and the
-// kernel's own parameters, causal and not, with and without padding.
+// kernel's own parameters, causal and not, with and without padding; a clear error for a kernel built
+// for cross-attention (queries and keys from different sequences) that does not declare it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "framework/attention/kernel.hpp"
@@ -93,6 +95,35 @@ TEST_P(KernelSuite, PaddedKeysAreIgnored) {
   }
 }
 
+TEST_P(KernelSuite, CrossSpecWithoutTheCapabilityIsRejected) {
+  if (info().capabilities.cross_attention) GTEST_SKIP() << GetParam() << " supports cross-attention";
+  const KernelSpec cross{kH, kD, kT, /*causal=*/false, /*padding_mask=*/false, /*cross=*/true};
+  Generator gen(0);
+  try {
+    make_kernel(GetParam(), cross, YAML::Node(), gen);
+    FAIL() << GetParam() << " was built for cross-attention";
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    const std::string head =
+        GetParam() + " does not support cross-attention (queries and keys from different sequences); use one of [";
+    ASSERT_EQ(m.rfind(head, 0), 0u) << m;
+    // The alternatives offered are exactly the kernels that declare cross-attention.
+    const std::size_t close = m.find(']', head.size());
+    ASSERT_NE(close, std::string::npos) << m;
+    std::vector<std::string> offered, expected;
+    for (std::size_t at = head.size(); at < close;) {
+      const std::size_t end = std::min(m.find(", ", at), close);
+      offered.push_back(m.substr(at, end - at));
+      at = end == close ? close : end + 2;
+    }
+    for (const auto& name : KernelRegistry::instance().names())
+      if (KernelRegistry::instance().find(name).capabilities.cross_attention) expected.push_back(name);
+    EXPECT_FALSE(expected.empty());
+    EXPECT_EQ(offered, expected) << m;
+  }
+  EXPECT_THROW(check_kernel(GetParam(), cross, YAML::Node()), std::invalid_argument);  // config validation says the same
+}
+
 TEST_P(KernelSuite, GradcheckInputsAndParameters) {
   // The same check `attnlab gradcheck --kernel NAME` runs, in every mode the kernel supports.
   const auto checks = check_kernel_gradients(GetParam());
@@ -168,6 +199,24 @@ TEST(KernelRegistry, CapabilitiesAreCheckedBeforeBuilding) {
   }
   EXPECT_NO_THROW(make_kernel("test_mean", KernelSpec{1, 4, 8, false, /*padding_mask=*/true}, YAML::Node(), gen));
   EXPECT_EQ(make_kernel("test_mean", KernelSpec{1, 4, 8, false}, YAML::Node(), gen)->name(), "test_mean");
+}
+
+TEST(KernelRegistry, CrossSpecCannotBeCausal) {
+  // Keys from another sequence have no position relative to the queries: a causal cross spec is a
+  // mistake in the caller, whatever the kernel.
+  const KernelSpec causal_cross{1, 4, 8, /*causal=*/true, /*padding_mask=*/false, /*cross=*/true};
+  Generator gen(0);
+  for (const char* name : {"softmax", "linear"}) {
+    try {
+      make_kernel(name, causal_cross, YAML::Node(), gen);
+      ADD_FAILURE() << name << " was built for causal cross-attention";
+    } catch (const std::invalid_argument& e) {
+      const std::string m = e.what();
+      EXPECT_EQ(m.rfind(std::string(name) + ": a cross-attention spec cannot be causal", 0), 0u) << m;
+      EXPECT_NE(m.find("set causal = false"), std::string::npos) << m;
+    }
+    EXPECT_THROW(check_kernel(name, causal_cross, YAML::Node()), std::invalid_argument);
+  }
 }
 
 }  // namespace
