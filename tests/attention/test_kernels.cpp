@@ -219,6 +219,13 @@ TEST_P(KernelSuite, GradcheckInputsAndParameters) {
   const auto checks = check_kernel_gradients(GetParam());
   EXPECT_FALSE(checks.empty());
   for (const auto& check : checks) EXPECT_TRUE(check.result.ok) << check.describe();
+  // Cross-attention is checked exactly when the kernel declares it, and said so.
+  const auto cross = std::find_if(checks.begin(), checks.end(), [](const KernelCheck& c) { return c.cross; });
+  EXPECT_EQ(cross != checks.end(), supports_cross());
+  if (cross != checks.end()) {
+    EXPECT_FALSE(cross->causal);
+    EXPECT_EQ(cross->describe().rfind(GetParam() + " cross", 0), 0u) << cross->describe();
+  }
 }
 
 std::vector<std::string> registered_kernels() { return KernelRegistry::instance().names(); }
