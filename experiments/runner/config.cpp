@@ -189,6 +189,10 @@ Schema<TrainConfig> train_schema() {
   s.field("steps", &TrainConfig::steps, "optimizer steps", Range::at_least(1)).resumable();
   s.field("batch_size", &TrainConfig::batch_size, "sequences per step", Range::at_least(1));
   s.field("grad_clip", &TrainConfig::grad_clip, "clip the global gradient norm to this; 0 turns clipping off", Range::at_least(0.0));
+  s.field("label_smoothing", &TrainConfig::label_smoothing,
+          "the training loss spreads this share of each target's probability evenly over the classes (PyTorch's "
+          "`label_smoothing`; the original Transformer's 0.1); held-out losses are plain cross-entropy",
+          Range::closed_open(0.0, 1.0));
   s.field("eval_interval", &TrainConfig::eval_interval, "evaluate on the held-out split every this many steps (and at the end)",
           Range::at_least(1))
       .resumable();
@@ -303,8 +307,10 @@ void check_model(const ConfigNode& root, const ExperimentConfig& c) {
   }
 }
 
-// How the model calls a kernel, for messages: "causal", "bidirectional", "cross-attention".
-std::string kernel_role(const KernelSpec& spec) { return spec.cross ? "cross-attention" : spec.causal ? "causal" : "bidirectional"; }
+// How the model calls a kernel, for messages.
+std::string kernel_role(const KernelSpec& spec) {
+  return spec.cross ? "cross-attention" : spec.causal ? "causal attention" : "bidirectional attention";
+}
 
 void check_attention(const ConfigNode& root, const ExperimentConfig& c) {
   for (const KernelUse& use : kernel_uses(c.model, data_shape(c))) {
@@ -313,7 +319,7 @@ void check_attention(const ConfigNode& root, const ExperimentConfig& c) {
       check_kernel_capabilities(use.name, use.spec);
     } catch (const std::invalid_argument& error) {
       attention.fail("name", std::string(error.what()) + " (model.kind " + c.model.kind + " uses " + use.key + " for " +
-                                 kernel_role(use.spec) + " attention)");
+                                 kernel_role(use.spec) + ")");
     }
     // The kernel reads its own options (positioned errors), without building anything yet.
     check_kernel(use.name, use.spec, KernelOptions(use.options.node(), use.key + ".options", root.source_ptr()), c.train.batch_size);

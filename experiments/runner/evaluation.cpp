@@ -34,11 +34,18 @@ std::vector<std::vector<Tensor>> part_patterns(Model& model, const std::vector<M
   const ModelOutput out = model.forward(batch, options);
   std::vector<std::vector<Tensor>> patterns;
   for (const auto& part : parts) {
+    // Rows of padded queries are zeroed: padding shows in no pattern, as no key attends to it either.
+    const Tensor& query_padding = part.target_queries ? batch.decoder_padding_mask : batch.key_padding_mask;
     std::vector<Tensor> layers;
     for (const std::string& hook : part.pattern_hooks) {
       const auto it = out.cache.find(hook);
       if (it == out.cache.end() || !it->second.defined()) return {};
-      layers.push_back(it->second.to(DType::float32));
+      Tensor pattern = it->second.to(DType::float32);  // [B, H, Tq, Tk]
+      if (query_padding.defined() && query_padding.size(1) == pattern.size(2)) {
+        const I b = static_cast<I>(pattern.size(0)), tq = static_cast<I>(pattern.size(2));
+        pattern = masked_fill(pattern, reshape(query_padding, {b, 1, tq, 1}), 0.0);
+      }
+      layers.push_back(pattern);
     }
     patterns.push_back(std::move(layers));
   }
