@@ -14,18 +14,6 @@ namespace {
 namespace fs = std::filesystem;
 using I = std::int64_t;
 
-// Eval mode and no graph while alive; the model's mode comes back however the scope is left.
-class EvalScope {
- public:
-  explicit EvalScope(Model& model) : model_(model), training_(model.is_training()) { model_.eval(); }
-  ~EvalScope() { model_.train(training_); }
-
- private:
-  Model& model_;
-  bool training_;
-  NoGradGuard no_grad_;
-};
-
 // Each part's patterns of the probes: one tensor [B, H, Tq, Tk] per layer, through the named
 // activations; empty when a kernel has none.
 std::vector<std::vector<Tensor>> part_patterns(Model& model, const std::vector<Model::AttentionPart>& parts, const Batch& batch) {

@@ -18,18 +18,6 @@ const char* key_of(Seq2SeqPart part) {
   return part == Seq2SeqPart::encoder ? "encoder_attention" : part == Seq2SeqPart::decoder ? "decoder_attention" : "cross_attention";
 }
 
-// Eval mode and no graph while decoding; the mode comes back however the scope is left.
-class DecodeScope {
- public:
-  explicit DecodeScope(Module& model) : model_(model), training_(model.is_training()) { model_.eval(); }
-  ~DecodeScope() { model_.train(training_); }
-
- private:
-  Module& model_;
-  bool training_;
-  NoGradGuard no_grad_;
-};
-
 // Rows `rows` of a [B, ...] tensor (float memory or a bool mask), in that order.
 Tensor rows_of(const Tensor& t, const std::vector<std::size_t>& rows) {
   if (!t.defined()) return t;
@@ -182,7 +170,7 @@ std::vector<double> Seq2Seq::next_log_probs(const Tensor& memory, const Tensor& 
 }
 
 std::vector<Decoded> Seq2Seq::greedy_decode(const Tensor& source, const Tensor& source_mask, std::size_t max_length) {
-  DecodeScope scope(*this);
+  EvalScope scope(*this);
   const std::size_t steps = limit(max_length), b = source.size(0);
   const Tensor memory = encode(source, source_mask);
   std::vector<std::vector<std::int64_t>> prefixes(b, std::vector<std::int64_t>{bos_});
@@ -207,7 +195,7 @@ std::vector<Decoded> Seq2Seq::greedy_decode(const Tensor& source, const Tensor& 
 std::vector<Decoded> Seq2Seq::beam_decode(const Tensor& source, const Tensor& source_mask, std::size_t beam, std::size_t max_length,
                                           double length_penalty) {
   if (beam == 0) throw std::invalid_argument("beam search: the beam must hold at least one prefix");
-  DecodeScope scope(*this);
+  EvalScope scope(*this);
   const std::size_t steps = limit(max_length), b = source.size(0);
   const Tensor memory = encode(source, source_mask);
   struct Hypothesis {

@@ -85,13 +85,7 @@ std::vector<std::int64_t> CausalLM::generate(const std::vector<std::int64_t>& pr
   for (std::int64_t id : prompt)
     if (id < 0 || static_cast<std::size_t>(id) >= vocab)
       throw std::invalid_argument("generate: prompt token " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(vocab));
-  struct RestoreMode {  // train/eval as it was, also when forward throws
-    Module& m;
-    bool training;
-    ~RestoreMode() { m.train(training); }
-  } restore{*this, is_training()};
-  eval();
-  NoGradGuard no_grad;
+  EvalScope scope(*this);
   std::vector<std::int64_t> tokens = prompt;
   std::vector<double> probs(vocab);
   std::vector<std::size_t> order(vocab);
