@@ -22,43 +22,41 @@ std::vector<std::vector<Tensor>> part_patterns(Model& model, const std::vector<M
   const ModelOutput out = model.forward(batch, options);
   std::vector<std::vector<Tensor>> patterns;
   for (const auto& part : parts) {
-    // Rows of padded queries are zeroed: padding shows in no pattern, as no key attends to it either.
-    const Tensor& query_padding = part.target_queries ? batch.decoder_padding_mask : batch.key_padding_mask;
     std::vector<Tensor> layers;
     for (const std::string& hook : part.pattern_hooks) {
       const auto it = out.cache.find(hook);
       if (it == out.cache.end() || !it->second.defined()) return {};
-      Tensor pattern = it->second.to(DType::float32);  // [B, H, Tq, Tk]
-      if (query_padding.defined() && query_padding.size(1) == pattern.size(2)) {
-        const I b = static_cast<I>(pattern.size(0)), tq = static_cast<I>(pattern.size(2));
-        pattern = masked_fill(pattern, reshape(query_padding, {b, 1, tq, 1}), 0.0);
-      }
-      layers.push_back(pattern);
+      layers.push_back(it->second.to(DType::float32));  // [B, H, Tq, Tk]
     }
     patterns.push_back(std::move(layers));
   }
   return patterns;
 }
 
-void write_probe_side(const std::string& dir, const std::string& name, const Tensor& ids, std::size_t p,
+// Probe p's tokens (its first `length`, without the batch's padding) and axis labels.
+void write_probe_side(const std::string& dir, const std::string& name, const Tensor& ids, std::size_t p, std::size_t length,
                       const std::vector<std::string>& labels) {
   const I pi = static_cast<I>(p);
   const std::string tokens_file = dir + "/probe_" + std::to_string(p) + "_" + name + "tokens.npy";
-  if (ids.defined() && !fs::exists(tokens_file)) write_npy(tokens_file, slice(ids, 0, pi, pi + 1));
+  if (ids.defined() && !fs::exists(tokens_file)) write_npy(tokens_file, slice(slice(ids, 0, pi, pi + 1), 1, 0, static_cast<I>(length)));
   const std::string labels_file = dir + "/probe_" + std::to_string(p) + "_" + name + "labels.txt";
   if (!fs::exists(labels_file)) {  // the axis labels of the reports, one per position
     std::string text;
-    for (const std::string& label : labels) text += label + "\n";
+    for (std::size_t i = 0; i < length; ++i) text += labels[i] + "\n";
     write_file_atomically(labels_file, text);
   }
 }
 
-// Saves probe p's patterns [L, H, Tq, Tk] of one part as .npy and .png.
-void save_probe(const std::vector<Tensor>& layers, const std::string& part, std::size_t p, std::size_t step, const std::string& dir) {
+// Saves probe p's patterns of one part as .npy [L, H, Tq, Tk] and .png, its queries and keys cut to the
+// probe's own lengths: the batch's padding is not part of the example.
+void save_probe(const std::vector<Tensor>& layers, const std::string& part, std::size_t p, std::size_t queries, std::size_t keys,
+                std::size_t step, const std::string& dir) {
   const I pi = static_cast<I>(p);
   std::vector<Tensor> per_layer;
-  for (const Tensor& l : layers) per_layer.push_back(slice(l, 0, pi, pi + 1));  // [1, H, Tq, Tk]
-  const Tensor probe = concat(per_layer, 0);                                     // [L, H, Tq, Tk]
+  for (const Tensor& l : layers) {
+    per_layer.push_back(slice(slice(slice(l, 0, pi, pi + 1), 2, 0, static_cast<I>(queries)), 3, 0, static_cast<I>(keys)));  // [1, H, q, k]
+  }
+  const Tensor probe = concat(per_layer, 0);  // [L, H, q, k]
   const std::string base = dir + "/step_" + std::to_string(step) + "_probe_" + std::to_string(p) + (part.empty() ? "" : "_" + part);
   write_npy(base + ".npy", probe);
   write_pattern_png(base + ".png", probe);
@@ -182,9 +180,14 @@ PatternCapture capture_patterns(Model& model, const Probes& probes, std::size_t 
       const std::string label = model.position_label(i);
       labels.push_back(label.empty() ? std::to_string(i) : label);
     }
-    write_probe_side(dir, "", probes.tokens.empty() ? Tensor() : probes.batch.input, p, labels);
-    if (!probes.target_labels.empty()) write_probe_side(dir, "target_", probes.batch.decoder_input, p, probes.target_labels[p]);
-    for (std::size_t part = 0; part < parts.size(); ++part) save_probe(patterns[part], parts[part].name, p, step, dir);
+    const std::size_t source = probes.lengths.empty() ? labels.size() : probes.lengths[p];
+    const std::size_t target = probes.target_lengths.empty() ? 0 : probes.target_lengths[p];
+    write_probe_side(dir, "", probes.tokens.empty() ? Tensor() : probes.batch.input, p, source, labels);
+    if (target) write_probe_side(dir, "target_", probes.batch.decoder_input, p, target, probes.target_labels[p]);
+    for (std::size_t part = 0; part < parts.size(); ++part) {
+      const Model::AttentionPart& a = parts[part];
+      save_probe(patterns[part], a.name, p, a.target_queries ? target : source, a.target_keys ? target : source, step, dir);
+    }
   }
   for (std::size_t part = 0; part < parts.size(); ++part) {
     const std::vector<HeadMetricRow> rows = part_metrics(parts[part], patterns[part], probes);

@@ -37,7 +37,8 @@ struct Probes {
 Probes make_probes(const data::DataSource& data, std::size_t count, std::uint64_t seed);
 
 // Every layer's pattern of every probe, for each of the model's attention parts, saved under
-// run_dir/patterns: step_S_probe_P.npy [layers, heads, queries, keys] and .png for a single-stack model,
+// run_dir/patterns (each probe's queries and keys cut to its own length: the batch's padding is not part
+// of the example): step_S_probe_P.npy [layers, heads, queries, keys] and .png for a single-stack model,
 // step_S_probe_P_<part>.npy and .png for each part of an encoder-decoder (encoder, decoder, cross); the
 // probe's tokens and labels once (probe_P_tokens.npy, probe_P_labels.txt, and probe_P_target_tokens.npy,
 // probe_P_target_labels.txt for the decoder's side). Returns the per-head metrics averaged over the
