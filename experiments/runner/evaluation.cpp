@@ -88,18 +88,22 @@ std::vector<HeadMetricRow> part_metrics(const Model::AttentionPart& part, const 
 
 }  // namespace
 
-Evaluation evaluate(Model& model, const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed) {
-  EvalScope scope(model);
+void for_each_held_out_batch(const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed,
+                             const std::function<void(const Batch&)>& visit) {
   Generator gen(seed);
   const bool whole = batches == 0;
   if (whole) {
     batches = data.held_out_batches(batch_size);
     if (batches == 0) throw std::invalid_argument("the held-out split has nothing to predict; use more text or a larger split");
   }
+  for (std::size_t i = 0; i < batches; ++i) visit(whole ? data.held_out_batch(i, batch_size) : data.sample(data::TaskSplit::held_out, batch_size, gen));
+}
+
+Evaluation evaluate(Model& model, const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed) {
+  EvalScope scope(model);
   Evaluation e;
   double loss = 0, correct = 0, exact = 0, rows = 0;
-  for (std::size_t i = 0; i < batches; ++i) {
-    const Batch b = whole ? data.held_out_batch(i, batch_size) : data.sample(data::TaskSplit::held_out, batch_size, gen);
+  for_each_held_out_batch(data, batches, batch_size, seed, [&](const Batch& b) {
     const Tensor logits = model.forward(b).logits;
     const data::SequenceMetrics m = data::sequence_metrics(logits, b.target);
     if (m.scored_tokens) loss += cross_entropy(logits, b.target, data::kIgnore).item() * static_cast<double>(m.scored_tokens);
@@ -107,7 +111,7 @@ Evaluation evaluate(Model& model, const data::DataSource& data, std::size_t batc
     e.metrics.scored_tokens += m.scored_tokens;
     exact += m.exact_match * static_cast<double>(b.input.size(0));
     rows += static_cast<double>(b.input.size(0));
-  }
+  });
   const double scored = static_cast<double>(e.metrics.scored_tokens);
   e.loss = scored ? loss / scored : 0;
   e.metrics.token_accuracy = scored ? correct / scored : 0;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,11 @@ struct Evaluation {
   double loss = 0;  // mean over the scored tokens
   data::SequenceMetrics metrics;
 };
+
+// Calls `visit` with each batch an evaluation scores: `batches` batches drawn from `seed` (the same ones
+// every time), or with batches 0 the whole held-out split in order.
+void for_each_held_out_batch(const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed,
+                             const std::function<void(const Batch&)>& visit);
 
 // Loss and metrics on the held-out split: `batches` batches drawn from `seed` (the same ones every time),
 // or with batches 0 the whole split in order. Runs in eval mode under no-grad; the mode comes back after.

@@ -28,7 +28,6 @@ void load_model(Model& model, const LoadedRun& run) {
 // A number for JSON, null when not finite.
 nlohmann::ordered_json number(double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); }
 
-
 // The model of a seq2seq run, or an error naming the command the run needs instead.
 Seq2Seq& seq2seq_model(Experiment& x, const std::string& run_dir, const char* command) {
   auto* model = dynamic_cast<Seq2Seq*>(x.model.get());
@@ -59,15 +58,11 @@ std::size_t decoded_exact(const std::vector<Decoded>& decoded, const Tensor& tar
 // Decoded exact match over the batches `evaluate` scores (the same draws, or the whole split in order).
 double decoded_exact_match(Seq2Seq& model, const data::DataSource& data, std::size_t batches, std::size_t batch_size,
                            std::uint64_t seed, const DecodeOptions& o) {
-  Generator gen(seed);
-  const bool whole = batches == 0;
-  if (whole) batches = data.held_out_batches(batch_size);
   std::size_t exact = 0, rows = 0;
-  for (std::size_t i = 0; i < batches; ++i) {
-    const Batch b = whole ? data.held_out_batch(i, batch_size) : data.sample(data::TaskSplit::held_out, batch_size, gen);
+  for_each_held_out_batch(data, batches, batch_size, seed, [&](const Batch& b) {
     exact += decoded_exact(decode_batch(model, b.input, b.key_padding_mask, o), b.target);
     rows += b.input.size(0);
-  }
+  });
   return rows ? static_cast<double>(exact) / static_cast<double>(rows) : 0.0;
 }
 
@@ -105,6 +100,7 @@ int translate_run(const std::string& run_dir, const TranslateOptions& o, int thr
   Experiment x(run.config);
   Seq2Seq& model = seq2seq_model(x, run_dir, "translate");
   load_model(model, run);
+  const std::size_t longest = x.data->shape().max_len;
   std::vector<std::vector<std::int64_t>> sources;
   for (const std::string& input : o.inputs) {
     try {
@@ -112,9 +108,9 @@ int translate_run(const std::string& run_dir, const TranslateOptions& o, int thr
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument("--input \"" + input + "\": " + e.what());
     }
-    if (sources.back().size() > x.data->shape().max_len) {
+    if (sources.back().size() > longest) {
       throw std::invalid_argument("--input \"" + input + "\" has " + std::to_string(sources.back().size()) + " tokens; the model reads at most " +
-                                  std::to_string(x.data->shape().max_len));
+                                  std::to_string(longest));
     }
   }
   const data::PaddedRows batch = data::pad_rows(sources, data::kPad);
