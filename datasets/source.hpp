@@ -11,6 +11,7 @@
 // Legend: B batch, T tokens.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <stdexcept>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "datasets/images.hpp"
+#include "datasets/scan.hpp"
 #include "datasets/toy_tasks.hpp"
 #include "framework/tensor/batch.hpp"
 #include "framework/tensor/registry.hpp"
@@ -28,7 +30,10 @@ namespace attnlab::data {
 struct TaskConfig {
   std::string name = "reverse";
   ToyTaskOptions toy;            // length, symbols, pairs, queries, gap, sequence_length, random_filler, held_out_fraction
-  std::string path;              // char_text: the text file; fashion_mnist: the folder of IDX files
+  std::string path;              // char_text: the text file; fashion_mnist: the folder of IDX files; scan: training pairs
+  std::string test_path;         // scan: held-out pairs (with path)
+  ScanSplit scan_split = ScanSplit::simple;  // scan: which split of the generated commands
+  std::uint64_t split_seed = 0;  // scan: the simple split's shuffle
   std::size_t block_size = 64;   // char_text: tokens per training window
   double train_fraction = 0.9;   // char_text
   std::size_t image_size = 16;   // quadrants: images are image_size x image_size
@@ -47,10 +52,16 @@ class DataSource {
   virtual Batch held_out_batch(std::size_t index, std::size_t size) const;
   // How token `id` at `position` of an input reads on a heatmap's axis (token inputs only).
   virtual std::string token_label(std::int64_t id, std::size_t /*position*/) const { return std::to_string(id); }
+  // seq2seq: how token `id` of a decoder input or target reads ("bos", a word, "eos").
+  virtual std::string target_label(std::int64_t id) const { return token_label(id, 0); }
   // Whether inputs are token ids (pattern metrics that compare tokens need them).
   virtual bool token_inputs() const { return true; }
   // Whether token `id` is padding (never an earlier occurrence of anything for the induction score).
   virtual bool is_padding(std::int64_t /*id*/) const { return false; }
+  // seq2seq: the ids of a source the user typed (`attnlab translate --input`), and the text of decoded
+  // target ids up to the end token. Toy tasks read and write token ids separated by spaces.
+  virtual std::vector<std::int64_t> encode_source(const std::string& text) const;
+  virtual std::string decode_target(const std::vector<std::int64_t>& ids) const;
   // What a checkpoint must keep to decode outputs without the data (char_text: its characters).
   virtual std::string vocabulary() const { return ""; }
 };

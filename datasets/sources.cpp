@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <sstream>
 
 #include "datasets/char_text.hpp"
 #include "datasets/source.hpp"
@@ -30,6 +31,39 @@ Batch DataSource::held_out_batch(std::size_t, std::size_t) const {
   throw std::logic_error("this task generates its held-out examples; it has no held-out split to walk");
 }
 
+std::vector<std::int64_t> DataSource::encode_source(const std::string& text) const {
+  const DataShape s = shape();
+  std::vector<std::int64_t> ids;
+  std::istringstream in(text);
+  std::string word;
+  while (in >> word) {
+    std::size_t used = 0;
+    long long id = -1;
+    try {
+      id = std::stoll(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != word.size() || id < 0 || static_cast<std::size_t>(id) >= s.vocab_size) {
+      throw std::invalid_argument("'" + word + "' is not a token id of this task: give ids below " + std::to_string(s.vocab_size) +
+                                  " separated by spaces, e.g. \"2 3 4\"");
+    }
+    ids.push_back(id);
+  }
+  if (ids.empty()) throw std::invalid_argument("the source is empty: give token ids separated by spaces, e.g. \"2 3 4\"");
+  return ids;
+}
+
+std::string DataSource::decode_target(const std::vector<std::int64_t>& ids) const {
+  const std::int64_t eos = shape().eos;
+  std::string text;
+  for (std::int64_t id : ids) {
+    if (id == eos) break;
+    text += (text.empty() ? "" : " ") + target_label(id);
+  }
+  return text;
+}
+
 namespace {
 
 // ---- toy tasks ----
@@ -47,13 +81,22 @@ class ToySource : public DataSource {
     s.vocab_size = task.vocab_size();
     s.num_classes = format == TaskFormat::classification ? task.num_classes() : task.vocab_size();
     s.max_len = task.max_length(format);
+    s.padded = task.variable_length();
+    if (format == TaskFormat::seq2seq) {  // one vocabulary for both sides, EOS included
+      s.vocab_size = s.num_classes = task.vocab_size() + 1;
+      s.target_max_len = task.max_target_length();
+      s.bos = kSep;
+      s.eos = task.eos();
+      s.shared_vocabulary = true;
+    }
     return s;
   }
   DataShape shape() const override { return shape_of(*task_, format_); }
   Batch sample(TaskSplit split, std::size_t size, Generator& gen) const override { return task_->batch(split, format_, size, gen); }
   std::string token_label(std::int64_t id, std::size_t) const override {
-    return id == kPad ? "pad" : id == kSep ? "sep" : std::to_string(id);
+    return id == kPad ? "pad" : id == kSep ? "sep" : id == task_->eos() ? "eos" : std::to_string(id);
   }
+  std::string target_label(std::int64_t id) const override { return id == kSep ? "bos" : token_label(id, 0); }
   bool is_padding(std::int64_t id) const override { return id == kPad; }
 
  private:
@@ -74,11 +117,11 @@ TaskInfo toy_task(const std::string& name, const std::string& description, std::
   return t;
 }
 
-const std::vector<std::string> kTransformKeys{"length", "symbols", "held_out_fraction"};
+const std::vector<std::string> kTransformKeys{"length", "min_length", "symbols", "held_out_fraction"};
 ATTNLAB_REGISTER_TASK(toy_task("copy", "copy a sequence of random symbols", kTransformKeys));
 ATTNLAB_REGISTER_TASK(toy_task("reverse", "reverse a sequence of random symbols", kTransformKeys));
 ATTNLAB_REGISTER_TASK(toy_task("sort", "sort a sequence of random symbols (with repeats)", kTransformKeys));
-ATTNLAB_REGISTER_TASK(toy_task("majority", "the most frequent symbol of a sequence (one label)", kTransformKeys));
+ATTNLAB_REGISTER_TASK(toy_task("majority", "the most frequent symbol of a sequence (one label)", {"length", "symbols", "held_out_fraction"}));
 ATTNLAB_REGISTER_TASK(toy_task("induction", "a segment of symbols, then the same again (induction heads)",
                                {"length", "symbols", "gap", "held_out_fraction"}));
 ATTNLAB_REGISTER_TASK(toy_task("mqar", "multi-query associative recall (Zoology)",

@@ -21,10 +21,12 @@ class TransformTask : public SequenceTask {
   TransformTask(Kind kind, const ToyTaskOptions& o) : SequenceTask(o.held_out_fraction), kind_(kind), o_(o) {}
   std::string name() const override { return kind_ == Kind::copy ? "copy" : kind_ == Kind::reverse ? "reverse" : "sort"; }
   std::size_t vocab_size() const override { return static_cast<std::size_t>(kFirstSymbol) + o_.symbols; }
-  std::vector<TaskFormat> formats() const override { return {TaskFormat::tagging, TaskFormat::causal_lm}; }
+  std::vector<TaskFormat> formats() const override { return {TaskFormat::tagging, TaskFormat::causal_lm, TaskFormat::seq2seq}; }
+  bool variable_length() const override { return o_.min_length != 0 && o_.min_length < o_.length; }
   Problem problem(Generator& gen) const override {
     Problem p;
-    p.source = random_symbols(o_.length, o_.symbols, gen);
+    const std::size_t shortest = variable_length() ? o_.min_length : o_.length;
+    p.source = random_symbols(shortest + gen.next_below(o_.length - shortest + 1), o_.symbols, gen);
     p.answer = p.source;
     if (kind_ == Kind::reverse) std::reverse(p.answer.begin(), p.answer.end());
     if (kind_ == Kind::sort) std::sort(p.answer.begin(), p.answer.end());
@@ -238,6 +240,12 @@ SequenceExample SequenceTask::example(TaskSplit split, TaskFormat format, Genera
     } else if (format == TaskFormat::classification) {
       e.input = p.source;
       e.target = {p.label};
+    } else if (format == TaskFormat::seq2seq) {
+      e.input = p.source;
+      e.decoder_input = p.answer;
+      e.decoder_input.insert(e.decoder_input.begin(), kSep);
+      e.target = p.answer;
+      e.target.push_back(eos());
     } else {
       // source SEP answer, each token predicting the next; only the scored answer tokens count.
       std::vector<std::int64_t> sequence = p.source;
@@ -262,19 +270,49 @@ std::size_t SequenceTask::max_length(TaskFormat format) const {
 }
 
 SequenceBatch SequenceTask::batch(TaskSplit split, TaskFormat format, std::size_t size, Generator& gen) const {
-  std::vector<std::int64_t> input, target;
-  std::size_t length = 0, target_length = 0;
-  for (std::size_t b = 0; b < size; ++b) {
-    SequenceExample e = example(split, format, gen);
-    length = e.input.size();
-    target_length = e.target.size();
-    input.insert(input.end(), e.input.begin(), e.input.end());
-    target.insert(target.end(), e.target.begin(), e.target.end());
+  std::vector<SequenceExample> examples;
+  for (std::size_t b = 0; b < size; ++b) examples.push_back(example(split, format, gen));
+  if (format == TaskFormat::classification) {
+    std::vector<std::int64_t> input, labels;
+    for (const SequenceExample& e : examples) {
+      input.insert(input.end(), e.input.begin(), e.input.end());
+      labels.push_back(e.target[0]);
+    }
+    return Batch{from_indices(input, {size, examples[0].input.size()}), from_indices(labels, {size}), Tensor()};
+  }
+  std::vector<std::vector<std::int64_t>> inputs, targets, decoder_inputs;
+  for (SequenceExample& e : examples) {
+    inputs.push_back(std::move(e.input));
+    targets.push_back(std::move(e.target));
+    decoder_inputs.push_back(std::move(e.decoder_input));
   }
   SequenceBatch batch;
-  batch.input = from_indices(input, {size, length});
-  batch.target = format == TaskFormat::classification ? from_indices(target, {size}) : from_indices(target, {size, target_length});
+  const PaddedRows source = pad_rows(inputs, kPad);
+  batch.input = source.ids;
+  batch.key_padding_mask = source.mask;
+  batch.target = pad_rows(targets, kIgnore).ids;
+  if (format == TaskFormat::seq2seq) {
+    const PaddedRows decoder = pad_rows(decoder_inputs, kPad);
+    batch.decoder_input = decoder.ids;
+    batch.decoder_padding_mask = decoder.mask;
+  }
   return batch;
+}
+
+PaddedRows pad_rows(const std::vector<std::vector<std::int64_t>>& rows, std::int64_t fill) {
+  std::size_t longest = 0;
+  for (const auto& r : rows) longest = std::max(longest, r.size());
+  std::vector<std::int64_t> ids(rows.size() * longest, fill);
+  std::vector<bool> padding(rows.size() * longest, false);
+  bool any = false;
+  for (std::size_t b = 0; b < rows.size(); ++b) {
+    std::copy(rows[b].begin(), rows[b].end(), ids.begin() + static_cast<std::ptrdiff_t>(b * longest));
+    for (std::size_t i = rows[b].size(); i < longest; ++i) padding[b * longest + i] = any = true;
+  }
+  PaddedRows out;
+  out.ids = from_indices(ids, {rows.size(), longest});
+  if (any) out.mask = from_mask(padding, {rows.size(), longest});
+  return out;
 }
 
 std::vector<std::string> toy_task_names() { return {"copy", "induction", "majority", "mqar", "reverse", "sort"}; }
@@ -282,6 +320,10 @@ std::vector<std::string> toy_task_names() { return {"copy", "induction", "majori
 void check_toy_task(const ToyTaskOptions& o) {
   const auto n = [](std::size_t v) { return std::to_string(v); };
   if (o.length == 0 && o.name != "mqar") throw OptionError("length", "task.length must be at least 1");
+  if (o.min_length > o.length) {
+    throw OptionError("min_length", "task.min_length (" + n(o.min_length) + ") must not exceed task.length (" + n(o.length) +
+                                        "): sources have min_length to length tokens");
+  }
   if (o.symbols < 2) throw OptionError("symbols", "task.symbols must be at least 2, got " + n(o.symbols));
   if (!(o.held_out_fraction > 0.0 && o.held_out_fraction < 1.0)) {
     throw OptionError("held_out_fraction", "task.held_out_fraction must be in (0, 1), got " + std::to_string(o.held_out_fraction));

@@ -6,6 +6,10 @@
 //                   only the answer's scored tokens count (the rest are kIgnore); a task may have the
 //                   model read other tokens than its answer after SEP (Problem::read)
 //   classification  (sequence classifier) input = source, target = one label
+//   seq2seq         (encoder-decoder) input = source, decoder_input = SEP answer (SEP serves as BOS),
+//                   target = answer EOS, where EOS is the id after the task's symbols (copy, reverse, sort)
+// With task.min_length below task.length (copy, reverse, sort) sources vary in length: batches are padded
+// to their longest example (PAD in inputs, kIgnore in targets) and carry key padding masks.
 // A task whose model never reads its answers (Problem::read, mqar's Zoology layout) tags the causal_lm
 // layout itself: a bidirectional model then reads the same tokens as a causal one, and later ones.
 // Held-out examples are those whose source hashes into the held-out share; training draws reject them,
@@ -37,17 +41,21 @@ enum class TaskSplit { train, held_out };
 
 struct SequenceExample {
   std::vector<std::int64_t> input;
-  std::vector<std::int64_t> target;  // same length as input (kIgnore where not scored); one label for classification
+  std::vector<std::int64_t> target;  // same length as input (kIgnore where not scored); one label for classification;
+                                     // seq2seq: the answer and EOS
+  std::vector<std::int64_t> decoder_input;  // seq2seq: SEP (as BOS) and the answer
 };
 
-using SequenceBatch = Batch;  // input [B, T], target [B, T] (or [B] for classification), no padding
+using SequenceBatch = Batch;  // input [B, T], target [B, T] (or [B] for classification), padded (see above)
 
 class SequenceTask {
  public:
   virtual ~SequenceTask() = default;
   virtual std::string name() const = 0;
-  // Every token id the task uses, specials included.
+  // Every token id the task uses, specials included (the seq2seq format adds EOS, id vocab_size()).
   virtual std::size_t vocab_size() const = 0;
+  // The seq2seq format's end token, and its vocabulary (source and target share it).
+  std::int64_t eos() const { return static_cast<std::int64_t>(vocab_size()); }
   // The number of classes for the classification format (0 when the task has none).
   virtual std::size_t num_classes() const { return 0; }
   virtual std::vector<TaskFormat> formats() const = 0;
@@ -66,11 +74,16 @@ class SequenceTask {
   SequenceExample example(TaskSplit split, TaskFormat format, Generator& gen) const;
   // `size` examples as tensors.
   SequenceBatch batch(TaskSplit split, TaskFormat format, std::size_t size, Generator& gen) const;
-  // The longest input of the format (the block size a model needs).
+  // The longest input of the format (the block size a model needs); seq2seq: the longest source.
   std::size_t max_length(TaskFormat format) const;
+  // seq2seq: the longest decoder input (SEP and the answer).
+  std::size_t max_target_length() const { return 1 + answer_length(); }
+  // Whether examples vary in length (batches are then padded and carry key padding masks).
+  virtual bool variable_length() const { return false; }
 
  protected:
   explicit SequenceTask(double held_out_fraction) : held_out_fraction_(held_out_fraction) {}
+  // The longest source and answer.
   virtual std::size_t source_length() const = 0;
   virtual std::size_t answer_length() const = 0;
   // True when the tagging format is the causal_lm layout with every position visible (see above).
@@ -84,6 +97,7 @@ class SequenceTask {
 struct ToyTaskOptions {
   std::string name = "reverse";  // copy | reverse | sort | mqar | induction | majority
   std::size_t length = 8;        // source tokens (copy, reverse, sort, majority); segment length (induction)
+  std::size_t min_length = 0;    // copy, reverse, sort: sources of min_length to length tokens; 0: all of `length`
   std::size_t symbols = 10;      // distinct symbols
   std::size_t pairs = 4;         // mqar: key-value pairs
   std::size_t queries = 0;       // mqar: queries (0: one per pair)
@@ -92,6 +106,13 @@ struct ToyTaskOptions {
   bool random_filler = true;         // mqar, Zoology's layout: random symbols between queries (false: PAD)
   double held_out_fraction = 0.1;
 };
+
+// Token rows of different lengths as one [B, T] tensor padded with `fill` to the longest, and the mask
+// [B, T] (true at padding; undefined when no row is padded).
+struct PaddedRows {
+  Tensor ids, mask;
+};
+PaddedRows pad_rows(const std::vector<std::vector<std::int64_t>>& rows, std::int64_t fill);
 
 // Builds a task; errors (OptionError) name the bad option and the valid range.
 std::unique_ptr<SequenceTask> make_toy_task(const ToyTaskOptions& options);

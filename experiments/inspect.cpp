@@ -47,8 +47,8 @@ void list_models() {
               "activation, dropout, bias, attention, init_from):\n");
   for (const std::string& name : ModelRegistry::instance().names()) {
     const ModelKindInfo& kind = ModelRegistry::instance().find(name);
-    std::printf("  %-20s %s\n  %-20s reads %s; %s attention on %s examples\n", name.c_str(), kind.description.c_str(), "",
-                joined(kind.keys, "model.").c_str(), kind.causal ? "causal" : "bidirectional", task_format_name(kind.format));
+    std::printf("  %-20s %s\n  %-20s reads %s; learns from %s examples\n", name.c_str(), kind.description.c_str(), "",
+                joined(kind.keys, "model.").c_str(), task_format_name(kind.format));
   }
 }
 

@@ -1,4 +1,4 @@
-// The attnlab command: `train`, `compare`, `report`, `eval`, `sample`, `export`, `list`, `gradcheck`,
+// The attnlab command: `train`, `compare`, `report`, `eval`, `sample`, `translate`, `export`, `list`, `gradcheck`,
 // `bench gpt`, `bench attention`. Exit status: 0 done, 1 a run diverged or a check failed, 2 bad input
 // (config errors say file:line:column or the override), 130 / 143 stopped by SIGINT / SIGTERM after
 // writing a checkpoint.
@@ -28,6 +28,12 @@ struct Commands {
 
   CLI::App* eval = nullptr;
   std::string eval_run, eval_checkpoint = "best";
+  bool eval_decode = false;
+  attnlab::DecodeOptions eval_decoding;
+
+  CLI::App* translate = nullptr;
+  std::string translate_run;
+  attnlab::TranslateOptions translate_options;
 
   CLI::App* sample = nullptr;
   std::string sample_run;
@@ -54,6 +60,15 @@ struct Commands {
   attnlab::bench::AttentionBenchOptions attention_options;
 };
 
+void add_decode_options(CLI::App* command, attnlab::DecodeOptions& d) {
+  command->add_option("--beam", d.beam, "beam width; 1 decodes greedily")->check(CLI::Range(1, 1024))->capture_default_str();
+  command->add_option("--max-length", d.max_length, "at most this many output tokens; 0: the longest target the model was built for")
+      ->capture_default_str();
+  command->add_option("--length-penalty", d.length_penalty, "beam search ranks finished outputs by log-probability / length^this")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+}
+
 void add_run_commands(CLI::App& app, Commands& c) {
   c.train = app.add_subcommand("train", "train the experiment a YAML config describes (CONFIG [key=value ...]), or --resume RUN [key=value ...]");
   c.train->add_option("args", c.train_args, "the experiment's YAML file, then key=value overrides (e.g. model.attention.name=linear)");
@@ -63,6 +78,15 @@ void add_run_commands(CLI::App& app, Commands& c) {
   c.eval = app.add_subcommand("eval", "held-out loss and metrics of a run's checkpoint, as one JSON line");
   c.eval->add_option("run", c.eval_run, "the run folder")->required()->check(CLI::ExistingDirectory);
   c.eval->add_option("--checkpoint", c.eval_checkpoint, "best (last when the run has no best) or last")->capture_default_str();
+  c.eval->add_flag("--decode", c.eval_decode, "seq2seq: also decode every example and report the exact match of the outputs");
+  add_decode_options(c.eval, c.eval_decoding);
+
+  c.translate = app.add_subcommand("translate", "decode inputs with a seq2seq run's model (greedy, or beam search with --beam)");
+  c.translate->add_option("run", c.translate_run, "the run folder")->required()->check(CLI::ExistingDirectory);
+  c.translate->add_option("--input", c.translate_options.inputs, "a source: words (scan, e.g. \"jump twice\") or token ids (toy tasks); repeat it for more")
+      ->required();
+  add_decode_options(c.translate, c.translate_options.decode);
+  c.translate->add_option("--checkpoint", c.translate_options.checkpoint, "best (last when the run has no best) or last")->capture_default_str();
 
   attnlab::SampleOptions& s = c.sample_options;
   c.sample = app.add_subcommand("sample", "continue a prompt with a causal LM run's model");
@@ -153,7 +177,8 @@ int dispatch(Commands& c) {
     return 0;
   }
   if (*c.export_) return attnlab::export_run(c.export_run, c.export_checkpoint, c.export_dir);
-  if (*c.eval) return attnlab::evaluate_run(c.eval_run, c.eval_checkpoint, 1);
+  if (*c.eval) return attnlab::evaluate_run(c.eval_run, c.eval_checkpoint, 1, c.eval_decode || c.eval_decoding.beam > 1 ? &c.eval_decoding : nullptr);
+  if (*c.translate) return attnlab::translate_run(c.translate_run, c.translate_options, 1);
   if (*c.sample) return attnlab::sample_run(c.sample_run, c.sample_options, 1);
   if (*c.list) return c.config_keys ? attnlab::list_config_keys() : attnlab::list_registered();
   if (*c.gradcheck) return attnlab::gradcheck_kernels(c.check_kernel);

@@ -7,7 +7,12 @@ Reads a run folder (metrics.csv, metrics.jsonl, patterns/*.npy) and writes three
                       dotted: exact match) against step; one colour per run
   attention_<run>_step_<N>_probe_<P>.<fmt>
                       every captured attention pattern of one probe at one step: layers as rows,
-                      heads as columns, one shared colour scale
+                      heads as columns, one shared colour scale (an encoder-decoder run: one figure per
+                      attention part, attention_..._probe_<P>_<encoder|decoder|cross>.<fmt>)
+  masking_<run>_step_<N>_probe_<P>.<fmt>
+                      an encoder-decoder run only: its three attention patterns side by side for one
+                      layer and head (--layer, --head): the encoder's bidirectional self-attention, the
+                      decoder's causal self-attention and its cross-attention, padding masked in each
   head_metrics.<fmt>  each per-head pattern metric (entropy, mean distance, ...) against capture step,
                       one line per head (head_metrics_<run>.<fmt> per run when given several runs)
 
@@ -40,7 +45,10 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 import numpy as np  # noqa: E402
 
 MAX_LABELLED_TOKENS = 40  # longer probes get plain position ticks instead of token ids
-PATTERN_FILE = re.compile(r"^step_(\d+)_probe_(\d+)\.npy$")
+PATTERN_FILE = re.compile(r"^step_(\d+)_probe_(\d+)(?:_(encoder|decoder|cross))?\.npy$")
+PARTS = ["", "encoder", "decoder", "cross"]  # "" is a single-stack model's only part
+PART_TITLES = {"encoder": "encoder self-attention (bidirectional)", "decoder": "decoder self-attention (causal)",
+               "cross": "cross-attention (target down, source across)"}
 LINE_STYLES = ["-", "--", ":", "-."]
 
 
@@ -110,23 +118,53 @@ def read_pattern_rows(run):
 
 
 def captured_patterns(run):
-    """{step: [probe, ...]} for every patterns/step_N_probe_P.npy in the run."""
+    """{step: [probe, ...]} for every patterns/step_N_probe_P[_part].npy in the run."""
     folder = os.path.join(run, "patterns")
     captured = {}
     if os.path.isdir(folder):
         for name in os.listdir(folder):
             match = PATTERN_FILE.match(name)
             if match:
-                captured.setdefault(int(match.group(1)), []).append(int(match.group(2)))
+                captured.setdefault(int(match.group(1)), set()).add(int(match.group(2)))
     return {step: sorted(probes) for step, probes in captured.items()}
 
 
-def probe_tokens(run, probe):
-    """The token ids of a probe, or None when the task has none (images) or the file is missing."""
-    path = os.path.join(run, "patterns", f"probe_{probe}_tokens.npy")
+def pattern_parts(run, step, probe):
+    """The attention parts captured for a probe at a step: [""] for a single stack, else encoder, decoder, cross."""
+    folder = os.path.join(run, "patterns")
+    return [part for part in PARTS
+            if os.path.isfile(os.path.join(folder, f"step_{step}_probe_{probe}{'_' + part if part else ''}.npy"))]
+
+
+def probe_labels(run, probe, target=False):
+    """A probe's axis labels (its tokens as the task writes them: symbols, words, "pad"), or its token ids,
+    or None when the task has neither (images)."""
+    side = "target_" if target else ""
+    path = os.path.join(run, "patterns", f"probe_{probe}_{side}labels.txt")
+    if os.path.isfile(path):
+        with open(path) as f:
+            return [line.rstrip("\n") for line in f]
+    path = os.path.join(run, "patterns", f"probe_{probe}_{side}tokens.npy")
     if not os.path.isfile(path):
         return None
-    return np.load(path).ravel()
+    return [str(t) for t in np.load(path).ravel()]
+
+
+def load_pattern(run, step, probe, part):
+    suffix = f"_{part}" if part else ""
+    path = os.path.join(run, "patterns", f"step_{step}_probe_{probe}{suffix}.npy")
+    patterns = np.load(path)  # [layers, heads, queries, keys]
+    if patterns.ndim != 4:
+        raise PlotError(f"{path}: expected [layers, heads, queries, keys], got shape {patterns.shape}")
+    return patterns
+
+
+def axis_labels(run, probe, part):
+    """(query labels, key labels) of a part: the decoder's tokens down for decoder and cross, across for decoder."""
+    source, target = probe_labels(run, probe), probe_labels(run, probe, target=True)
+    queries = target if part in ("decoder", "cross") else source
+    keys = target if part == "decoder" else source
+    return queries, keys
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -228,7 +266,7 @@ def plot_curves(runs, labels):
 
 
 def set_token_ticks(ax, axis, count, tokens):
-    """Token ids as tick labels when they fit, else whole-number position ticks."""
+    """Tokens as tick labels when they fit, else whole-number position ticks."""
     if tokens is None or len(tokens) != count or count > MAX_LABELLED_TOKENS:
         (ax.xaxis if axis == "x" else ax.yaxis).set_major_locator(MaxNLocator(integer=True))
         return
@@ -240,15 +278,12 @@ def set_token_ticks(ax, axis, count, tokens):
         ax.set_yticks(ticks, labels, fontsize=5)
 
 
-def plot_attention(run, label, step, probe):
-    path = os.path.join(run, "patterns", f"step_{step}_probe_{probe}.npy")
-    patterns = np.load(path)  # [layers, heads, queries, keys]
-    if patterns.ndim != 4:
-        raise PlotError(f"{path}: expected [layers, heads, queries, keys], got shape {patterns.shape}")
+def plot_attention(run, label, step, probe, part=""):
+    patterns = load_pattern(run, step, probe, part)
     layers, heads, queries, keys = patterns.shape
-    tokens = probe_tokens(run, probe)
+    query_labels, key_labels = axis_labels(run, probe, part)
 
-    labelled = tokens is not None and max(queries, keys) <= MAX_LABELLED_TOKENS
+    labelled = key_labels is not None and max(queries, keys) <= MAX_LABELLED_TOKENS
     cell = max(2.6, 0.12 * max(queries, keys)) if labelled else 2.2  # inches; room for the token ids
     fig, axes = plt.subplots(layers, heads, figsize=(cell * heads + 1.2, cell * layers + 0.6), squeeze=False,
                              layout="constrained")
@@ -259,15 +294,39 @@ def plot_attention(run, label, step, probe):
             image = ax.imshow(patterns[layer, head], cmap="viridis", vmin=0.0, vmax=vmax,
                               interpolation="nearest", aspect="auto" if queries != keys else "equal")
             ax.set_title(f"layer {layer} head {head}", fontsize=9)
-            set_token_ticks(ax, "x", keys, tokens)
-            set_token_ticks(ax, "y", queries, tokens)
+            set_token_ticks(ax, "x", keys, key_labels)
+            set_token_ticks(ax, "y", queries, query_labels)
             ax.tick_params(labelsize=6)
             if layer == layers - 1:
                 ax.set_xlabel("key", fontsize=8)
             if head == 0:
                 ax.set_ylabel("query", fontsize=8)
     fig.colorbar(image, ax=axes.ravel().tolist(), shrink=0.8, label="attention weight")
-    fig.suptitle(f"{label}: step {step}, probe {probe}")
+    fig.suptitle(f"{label}: step {step}, probe {probe}" + (f", {PART_TITLES[part]}" if part else ""))
+    return fig
+
+
+def plot_masking(run, label, step, probe, layer, head):
+    """An encoder-decoder's three attention patterns of one layer and head, side by side."""
+    panels = []
+    for part in ("encoder", "decoder", "cross"):
+        patterns = load_pattern(run, step, probe, part)
+        if layer >= patterns.shape[0] or head >= patterns.shape[1]:
+            raise PlotError(f"{run}: --layer {layer} --head {head} is outside the {part} patterns' "
+                            f"{patterns.shape[0]} layers and {patterns.shape[1]} heads")
+        panels.append((part, patterns[layer, head]))
+    fig, axes = plt.subplots(1, 3, figsize=(13, 4.6), layout="constrained")
+    for ax, (part, pattern) in zip(axes, panels):
+        queries, keys = axis_labels(run, probe, part)
+        image = ax.imshow(pattern, cmap="viridis", vmin=0.0, vmax=1.0, interpolation="nearest")
+        set_token_ticks(ax, "x", pattern.shape[1], keys)
+        set_token_ticks(ax, "y", pattern.shape[0], queries)
+        ax.tick_params(labelsize=7)
+        ax.set_title(PART_TITLES[part], fontsize=10)
+        ax.set_xlabel("source key" if part != "decoder" else "target key", fontsize=8)
+        ax.set_ylabel("target query" if part != "encoder" else "source query", fontsize=8)
+    fig.colorbar(image, ax=list(axes), shrink=0.8, label="attention weight")
+    fig.suptitle(f"{label}: step {step}, probe {probe}, layer {layer} head {head}")
     return fig
 
 
@@ -276,11 +335,11 @@ def plot_head_metrics(pattern_rows, label):
     metrics = []
     for _, heads in pattern_rows:
         for head in heads:
-            metrics += [name for name in head if name not in ("layer", "head") and name not in metrics]
-    lines = {}  # (layer, head) -> {metric: ([steps], [values])}
+            metrics += [name for name in head if name not in ("part", "layer", "head") and name not in metrics]
+    lines = {}  # (part, layer, head) -> {metric: ([steps], [values])}
     for step, heads in pattern_rows:
         for head in heads:
-            per_metric = lines.setdefault((head["layer"], head["head"]), {})
+            per_metric = lines.setdefault((head.get("part", ""), head["layer"], head["head"]), {})
             for name in metrics:
                 if head.get(name) is not None:
                     steps, values = per_metric.setdefault(name, ([], []))
@@ -291,11 +350,13 @@ def plot_head_metrics(pattern_rows, label):
     rows = (len(metrics) + columns - 1) // columns
     fig, axes = plt.subplots(rows, columns, figsize=(4.5 * columns, 3.4 * rows), squeeze=False)
     for ax, name in zip(axes.ravel(), metrics):
-        for (layer, head), per_metric in sorted(lines.items()):
+        for (part, layer, head), per_metric in sorted(lines.items()):
             if name in per_metric:
                 steps, values = per_metric[name]
-                ax.plot(steps, values, color=f"C{head % 10}", linestyle=LINE_STYLES[layer % len(LINE_STYLES)],
-                        marker="o", markersize=3, label=f"layer {layer} head {head}")
+                part_index = PARTS.index(part) if part in PARTS else 0
+                ax.plot(steps, values, color=f"C{(head + 4 * part_index) % 10}",
+                        linestyle=LINE_STYLES[layer % len(LINE_STYLES)], marker="o", markersize=3,
+                        label=f"{part + ' ' if part else ''}layer {layer} head {head}")
         ax.set_title(name.replace("_", " "))
         ax.set_xlabel("step")
         ax.grid(True, alpha=0.3)
@@ -320,6 +381,8 @@ def parse_args(argv):
     parser.add_argument("--step", type=int, help="capture step of the attention figure (default: the latest)")
     parser.add_argument("--probe", type=int, default=0, help="probe of the attention figure (default: 0)")
     parser.add_argument("--format", default="png", choices=["png", "svg", "pdf"], help="file format (default: png)")
+    parser.add_argument("--layer", type=int, help="encoder-decoder masking figure: the layer (default: the last)")
+    parser.add_argument("--head", type=int, default=0, help="encoder-decoder masking figure: the head (default: 0)")
     return parser.parse_args(argv)
 
 
@@ -338,8 +401,14 @@ def main(argv):
 
     for run, label, step in zip(args.runs, labels, steps):
         if step is not None:
-            name = f"attention_{file_safe(label)}_step_{step}_probe_{args.probe}"
-            save(plot_attention(run, label, step, args.probe), out_dir, name, args.format)
+            parts = pattern_parts(run, step, args.probe)
+            for part in parts:
+                name = f"attention_{file_safe(label)}_step_{step}_probe_{args.probe}" + (f"_{part}" if part else "")
+                save(plot_attention(run, label, step, args.probe, part), out_dir, name, args.format)
+            if "cross" in parts:
+                layer = args.layer if args.layer is not None else load_pattern(run, step, args.probe, "cross").shape[0] - 1
+                name = f"masking_{file_safe(label)}_step_{step}_probe_{args.probe}"
+                save(plot_masking(run, label, step, args.probe, layer, args.head), out_dir, name, args.format)
         pattern_rows = read_pattern_rows(run)
         if pattern_rows:
             name = "head_metrics" if len(args.runs) == 1 else f"head_metrics_{file_safe(label)}"

@@ -127,6 +127,23 @@ CompareSpec read_compare_spec(const std::string& path) {
   return spec;
 }
 
+// A run the comparison already holds must be the one it plans: compared key by key (a key a newer build
+// added, at its default, is no difference), with the keys that differ named.
+void check_same_run(const CompareSpec& spec, const CompareVariant& variant, const PlannedRun& p, const ExperimentConfig& planned) {
+  std::string differences;
+  try {
+    const ExperimentConfig existing = parse_config(read_file(p.config_file, "run's config"), p.config_file);
+    for (const KeyDifference& d : config_differences(existing, planned, true))
+      differences += (differences.empty() ? "" : ", ") + d.key + " " + d.first + " there, " + d.second + " now";
+  } catch (const ConfigError& e) {
+    differences = std::string("it no longer reads: ") + e.what();
+  }
+  if (differences.empty()) return;
+  throw ConfigError(spec.file, variant.mark.line + 1, variant.mark.column + 1,
+                    "variant '" + variant.name + "': " + spec.folder() + " already holds this run with a different config (" + p.config_file +
+                        ": " + differences + "); set a new name: for the comparison, or remove the folder to start again");
+}
+
 std::vector<PlannedRun> plan_comparison(const CompareSpec& spec, const std::vector<std::string>& extra, bool against_existing) {
   const std::string base = base_path(spec), base_text = read_config_text(base), dir = spec.folder();
   std::vector<PlannedRun> plan;
@@ -161,11 +178,7 @@ std::vector<PlannedRun> plan_comparison(const CompareSpec& spec, const std::vect
       config.name = "seed_" + std::to_string(seed);
       config.log.dir = dir + "/runs/" + variant.name;
       p.config_yaml = config_to_yaml(config);
-      if (against_existing && fs::exists(p.config_file) && read_file(p.config_file, "run's config") != p.config_yaml) {
-        throw ConfigError(spec.file, mark.line + 1, mark.column + 1,
-                          "variant '" + variant.name + "': " + dir + " already holds this run with a different config (" + p.config_file +
-                              "); set a new name: for the comparison, or remove the folder to start again");
-      }
+      if (against_existing && fs::exists(p.config_file)) check_same_run(spec, variant, p, config);
       plan.push_back(p);
     }
   }

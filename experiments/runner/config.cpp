@@ -25,6 +25,9 @@ Schema<TaskConfig> task_schema() {
          "the task (`attnlab list` describes each): toy tasks generated from the seed, char_text, or an image task");
   s.field<std::size_t>("length", toy(&data::ToyTaskOptions::length),
                        "tokens in a source sequence (copy, reverse, sort, majority), or in the repeated segment (induction)");
+  s.field<std::size_t>("min_length", toy(&data::ToyTaskOptions::min_length),
+                       "copy, reverse, sort: sources of min_length to length tokens, drawn uniformly; batches are padded and "
+                       "carry padding masks. 0 means every source has `length` tokens");
   s.field<std::size_t>("symbols", toy(&data::ToyTaskOptions::symbols), "distinct symbols (mqar: keys and values each)");
   s.field<std::size_t>("pairs", toy(&data::ToyTaskOptions::pairs), "mqar: key-value pairs (at most `symbols`)");
   s.field<std::size_t>("queries", toy(&data::ToyTaskOptions::queries), "mqar: queries; 0 means one per pair");
@@ -43,7 +46,14 @@ Schema<TaskConfig> task_schema() {
                   "toy tasks: share of sources kept for evaluation; training never sees them", Range::open(0.0, 1.0));
   s.field("path", &TaskConfig::path,
           "char_text: the text file (`scripts/get_data.sh` fetches Tiny Shakespeare); fashion_mnist: the folder of IDX "
-          "files, empty for /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist)");
+          "files, empty for /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist); scan: a SCAN-format file "
+          "(`IN: <command> OUT: <actions>` lines) of training pairs, empty to generate the commands");
+  s.field("test_path", &TaskConfig::test_path, "scan: the held-out pairs, a SCAN-format file, with `path` for the training pairs");
+  s.choice("split", &TaskConfig::scan_split, data::scan_split_names(),
+         "scan: `simple` (random 80/20 of the 20,910 commands), `length` (train on action sequences of at most 22 actions, "
+         "test on longer ones), `addprim_jump` (train without \"jump\" but for the bare command, test on the rest with it)");
+  s.field("split_seed", &TaskConfig::split_seed,
+          "scan: the shuffle of the simple split, fixed apart from `seed` so that every run of a comparison sees one split");
   s.field("block_size", &TaskConfig::block_size, "char_text: characters per training window", Range::at_least(1));
   s.field("train_fraction", &TaskConfig::train_fraction, "char_text: the leading share of the text that trains; the rest validates",
           Range::open(0.0, 1.0));
@@ -71,10 +81,29 @@ Schema<EncoderConfig> attention_schema() {
   return s;
 }
 
+// model.encoder_attention, decoder_attention, cross_attention: one part's kernel, empty for model.attention's.
+Schema<AttentionChoice> attention_part_schema() {
+  Schema<AttentionChoice> s;
+  s.field("name", &AttentionChoice::name, "seq2seq: this part's kernel; empty for model.attention's");
+  s.yaml("options", &AttentionChoice::options,
+         "seq2seq: this part's kernel options; empty for the named kernel's defaults (for model.attention's options when no name "
+         "is given)");
+  s.rule([](const ConfigNode& node, AttentionChoice& a) {
+    if (a.name.empty()) return;
+    try {
+      KernelRegistry::instance().find(a.name);
+    } catch (const std::invalid_argument& e) {
+      node.fail("name", e.what());
+    }
+  });
+  return s;
+}
+
 Schema<ModelConfig> model_schema() {
   Schema<ModelConfig> s;
   s.name("kind", &ModelConfig::kind, [] { return ModelRegistry::instance().names(); },
-         "`causal_lm` (decoder), `token_tagger` (bidirectional encoder, a label per token), `sequence_classifier`, `vit` (images)");
+         "`causal_lm` (decoder), `token_tagger` (bidirectional encoder, a label per token), `sequence_classifier`, `vit` (images), "
+         "`seq2seq` (encoder-decoder)");
   s.field("patch_size", &ModelConfig::patch_size, "vit: square patches; must divide the image size", Range::at_least(1));
   s.field<std::size_t>("d_model", stack(&EncoderConfig::d_model), "width", Range::at_least(1));
   s.field<std::size_t>("n_heads", stack(&EncoderConfig::n_heads), "attention heads; must divide d_model", Range::at_least(1));
@@ -96,7 +125,13 @@ Schema<ModelConfig> model_schema() {
   s.field("tie_embeddings", &ModelConfig::tie_embeddings,
           "causal_lm: the output layer's weight is the token embedding (GPT-2 and nanoGPT tie them); saved once, as "
           "`body.tok.weight`");
+  s.field("decoder_layers", &ModelConfig::decoder_layers, "seq2seq: decoder layers; 0 means as many as the encoder's n_layers");
+  s.field("share_embeddings", &ModelConfig::share_embeddings,
+          "seq2seq: one token embedding for source and target (the task must use one vocabulary for both, as the toy tasks do)");
   s.section<EncoderConfig>("attention", [](ModelConfig& m) -> EncoderConfig& { return m.encoder; }, attention_schema());
+  s.section("encoder_attention", &ModelConfig::encoder_attention, attention_part_schema());
+  s.section("decoder_attention", &ModelConfig::decoder_attention, attention_part_schema());
+  s.section("cross_attention", &ModelConfig::cross_attention, attention_part_schema());
   return s;
 }
 
@@ -154,6 +189,10 @@ Schema<TrainConfig> train_schema() {
   s.field("steps", &TrainConfig::steps, "optimizer steps", Range::at_least(1)).resumable();
   s.field("batch_size", &TrainConfig::batch_size, "sequences per step", Range::at_least(1));
   s.field("grad_clip", &TrainConfig::grad_clip, "clip the global gradient norm to this; 0 turns clipping off", Range::at_least(0.0));
+  s.field("label_smoothing", &TrainConfig::label_smoothing,
+          "the training loss spreads this share of each target's probability evenly over the classes (PyTorch's "
+          "`label_smoothing`; the original Transformer's 0.1); held-out losses are plain cross-entropy",
+          Range::closed_open(0.0, 1.0));
   s.field("eval_interval", &TrainConfig::eval_interval, "evaluate on the held-out split every this many steps (and at the end)",
           Range::at_least(1))
       .resumable();
@@ -268,20 +307,23 @@ void check_model(const ConfigNode& root, const ExperimentConfig& c) {
   }
 }
 
+// How the model calls a kernel, for messages.
+std::string kernel_role(const KernelSpec& spec) {
+  return spec.cross ? "cross-attention" : spec.causal ? "causal attention" : "bidirectional attention";
+}
+
 void check_attention(const ConfigNode& root, const ExperimentConfig& c) {
-  const ModelKindInfo& kind = ModelRegistry::instance().find(c.model.kind);
-  const ConfigNode attention = section_of(root, "model.attention");
-  KernelSpec spec = c.model.encoder.kernel_spec(data_shape(c).padded);
-  spec.max_len = attention_length(c);
-  spec.causal = kind.causal;
-  try {
-    check_kernel_capabilities(c.model.encoder.attention, spec);
-  } catch (const std::invalid_argument& error) {
-    attention.fail("name", std::string(error.what()) + " (model.kind " + c.model.kind + " is " + (kind.causal ? "causal" : "bidirectional") + ")");
+  for (const KernelUse& use : kernel_uses(c.model, data_shape(c))) {
+    const ConfigNode attention = section_of(root, use.key);
+    try {
+      check_kernel_capabilities(use.name, use.spec);
+    } catch (const std::invalid_argument& error) {
+      attention.fail("name", std::string(error.what()) + " (model.kind " + c.model.kind + " uses " + use.key + " for " +
+                                 kernel_role(use.spec) + ")");
+    }
+    // The kernel reads its own options (positioned errors), without building anything yet.
+    check_kernel(use.name, use.spec, KernelOptions(use.options.node(), use.key + ".options", root.source_ptr()), c.train.batch_size);
   }
-  // The kernel reads its own options (positioned errors), without building anything yet.
-  check_kernel(c.model.encoder.attention, spec,
-               KernelOptions(c.model.encoder.attention_options.node(), "model.attention.options", root.source_ptr()), c.train.batch_size);
 }
 
 void check_evaluation(const ConfigNode& root, const ExperimentConfig& c) {

@@ -35,6 +35,7 @@ struct TrainConfig {
   OptimizerConfig optimizer;
   ScheduleOptions schedule;     // kind, warmup_steps, decay_steps, min_lr (lr comes from the optimizer)
   double grad_clip = 1.0;       // 0: no clipping
+  double label_smoothing = 0.0; // the training loss's (evaluation reports the plain cross-entropy)
   std::size_t eval_interval = 100;
   std::size_t eval_batches = 4;          // 0: the whole held-out split (char_text, fashion_mnist)
   std::size_t final_eval_batches = 4;    // the evaluation after the last step; defaults to eval_batches

@@ -1,6 +1,7 @@
 #include "experiments/runner/evaluation.hpp"
 
 #include <filesystem>
+#include <functional>
 #include <stdexcept>
 
 #include "framework/io/atomic_file.hpp"
@@ -13,65 +14,96 @@ namespace {
 namespace fs = std::filesystem;
 using I = std::int64_t;
 
-// Eval mode and no graph while alive; the model's mode comes back however the scope is left.
-class EvalScope {
- public:
-  explicit EvalScope(Model& model) : model_(model), training_(model.is_training()) { model_.eval(); }
-  ~EvalScope() { model_.train(training_); }
-
- private:
-  Model& model_;
-  bool training_;
-  NoGradGuard no_grad_;
-};
-
-// Each layer's pattern of the probes [B, H, Tq, Tk], in layer order, through the named activations.
-std::vector<Tensor> layer_patterns(Model& model, const Batch& batch) {
+// Each part's patterns of the probes: one tensor [B, H, Tq, Tk] per layer, through the named
+// activations; empty when a kernel has none.
+std::vector<std::vector<Tensor>> part_patterns(Model& model, const std::vector<Model::AttentionPart>& parts, const Batch& batch) {
   ForwardOptions options;
-  options.hooks.cache = {"blocks.*.attn.hook_pattern"};
+  for (const auto& part : parts) options.hooks.cache.insert(options.hooks.cache.end(), part.pattern_hooks.begin(), part.pattern_hooks.end());
   const ModelOutput out = model.forward(batch, options);
-  std::vector<Tensor> layers;
-  for (std::size_t l = 0; l < model.n_layers(); ++l) {
-    const auto it = out.cache.find("blocks." + std::to_string(l) + ".attn.hook_pattern");
-    if (it == out.cache.end() || !it->second.defined()) return {};
-    layers.push_back(it->second.to(DType::float32));
+  std::vector<std::vector<Tensor>> patterns;
+  for (const auto& part : parts) {
+    std::vector<Tensor> layers;
+    for (const std::string& hook : part.pattern_hooks) {
+      const auto it = out.cache.find(hook);
+      if (it == out.cache.end() || !it->second.defined()) return {};
+      layers.push_back(it->second.to(DType::float32));  // [B, H, Tq, Tk]
+    }
+    patterns.push_back(std::move(layers));
   }
-  return layers;
+  return patterns;
 }
 
-// Saves probe p's patterns [L, H, Tq, Tk] as .npy and .png, and its tokens and labels the first time.
-void save_probe(const std::vector<Tensor>& layers, const Probes& probes, std::size_t p, std::size_t step, const std::string& dir) {
+// Probe p's tokens (its first `length`, without the batch's padding) and axis labels.
+void write_probe_side(const std::string& dir, const std::string& name, const Tensor& ids, std::size_t p, std::size_t length,
+                      const std::vector<std::string>& labels) {
   const I pi = static_cast<I>(p);
-  std::vector<Tensor> per_layer;
-  for (const Tensor& l : layers) per_layer.push_back(slice(l, 0, pi, pi + 1));  // [1, H, Tq, Tk]
-  const Tensor probe = concat(per_layer, 0);                                     // [L, H, Tq, Tk]
-  const std::string base = dir + "/step_" + std::to_string(step) + "_probe_" + std::to_string(p);
-  write_npy(base + ".npy", probe);
-  write_pattern_png(base + ".png", probe);
-  const std::string tokens_file = dir + "/probe_" + std::to_string(p) + "_tokens.npy";
-  if (!probes.tokens.empty() && !fs::exists(tokens_file)) write_npy(tokens_file, slice(probes.batch.input, 0, pi, pi + 1));
-  const std::string labels_file = dir + "/probe_" + std::to_string(p) + "_labels.txt";
-  if (!fs::exists(labels_file)) {  // the axis labels of the reports, one per key position
+  const std::string tokens_file = dir + "/probe_" + std::to_string(p) + "_" + name + "tokens.npy";
+  if (ids.defined() && !fs::exists(tokens_file)) write_npy(tokens_file, slice(slice(ids, 0, pi, pi + 1), 1, 0, static_cast<I>(length)));
+  const std::string labels_file = dir + "/probe_" + std::to_string(p) + "_" + name + "labels.txt";
+  if (!fs::exists(labels_file)) {  // the axis labels of the reports, one per position
     std::string text;
-    for (const std::string& label : probes.labels[p]) text += label + "\n";
+    for (std::size_t i = 0; i < length; ++i) text += labels[i] + "\n";
     write_file_atomically(labels_file, text);
   }
 }
 
+// Saves probe p's patterns of one part as .npy [L, H, Tq, Tk] and .png, its queries and keys cut to the
+// probe's own lengths: the batch's padding is not part of the example.
+void save_probe(const std::vector<Tensor>& layers, const std::string& part, std::size_t p, std::size_t queries, std::size_t keys,
+                std::size_t step, const std::string& dir) {
+  const I pi = static_cast<I>(p);
+  std::vector<Tensor> per_layer;
+  for (const Tensor& l : layers) {
+    per_layer.push_back(slice(slice(slice(l, 0, pi, pi + 1), 2, 0, static_cast<I>(queries)), 3, 0, static_cast<I>(keys)));  // [1, H, q, k]
+  }
+  const Tensor probe = concat(per_layer, 0);  // [L, H, q, k]
+  const std::string base = dir + "/step_" + std::to_string(step) + "_probe_" + std::to_string(p) + (part.empty() ? "" : "_" + part);
+  write_npy(base + ".npy", probe);
+  write_pattern_png(base + ".png", probe);
+}
+
+// The head metrics of one part, averaged over the probes.
+std::vector<HeadMetricRow> part_metrics(const Model::AttentionPart& part, const std::vector<Tensor>& layers, const Probes& probes) {
+  std::vector<HeadMetricRow> rows;
+  const std::size_t count = layers[0].size(0), heads = layers[0].size(1), tq = layers[0].size(2), tk = layers[0].size(3);
+  const bool cross = part.target_queries && !part.target_keys;
+  for (std::size_t l = 0; l < layers.size(); ++l) {
+    const std::vector<double> values = layers[l].to_vector();
+    for (std::size_t h = 0; h < heads; ++h) {
+      HeadMetricRow row{part.name, l, h, {}};
+      for (std::size_t p = 0; p < count; ++p) {
+        const double* pattern = values.data() + ((p * heads) + h) * tq * tk;
+        const std::vector<std::int64_t> none;
+        const auto& keys = part.target_keys ? probes.target_tokens : probes.tokens;
+        const auto& key_lengths = part.target_keys ? probes.target_lengths : probes.lengths;
+        const HeadMetrics m = cross ? cross_metrics(pattern, tq, tk, probes.target_lengths[p], probes.lengths[p])
+                                    : head_metrics(pattern, tq, tk, keys.empty() ? none : keys[p], key_lengths.empty() ? 0 : key_lengths[p]);
+        for (const auto& [name, member] : head_metric_fields()) row.metrics.*member += m.*member / static_cast<double>(count);
+      }
+      rows.push_back(row);
+    }
+  }
+  return rows;
+}
+
 }  // namespace
 
-Evaluation evaluate(Model& model, const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed) {
-  EvalScope scope(model);
+void for_each_held_out_batch(const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed,
+                             const std::function<void(const Batch&)>& visit) {
   Generator gen(seed);
   const bool whole = batches == 0;
   if (whole) {
     batches = data.held_out_batches(batch_size);
     if (batches == 0) throw std::invalid_argument("the held-out split has nothing to predict; use more text or a larger split");
   }
+  for (std::size_t i = 0; i < batches; ++i) visit(whole ? data.held_out_batch(i, batch_size) : data.sample(data::TaskSplit::held_out, batch_size, gen));
+}
+
+Evaluation evaluate(Model& model, const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed) {
+  EvalScope scope(model);
   Evaluation e;
   double loss = 0, correct = 0, exact = 0, rows = 0;
-  for (std::size_t i = 0; i < batches; ++i) {
-    const Batch b = whole ? data.held_out_batch(i, batch_size) : data.sample(data::TaskSplit::held_out, batch_size, gen);
+  for_each_held_out_batch(data, batches, batch_size, seed, [&](const Batch& b) {
     const Tensor logits = model.forward(b).logits;
     const data::SequenceMetrics m = data::sequence_metrics(logits, b.target);
     if (m.scored_tokens) loss += cross_entropy(logits, b.target, data::kIgnore).item() * static_cast<double>(m.scored_tokens);
@@ -79,7 +111,7 @@ Evaluation evaluate(Model& model, const data::DataSource& data, std::size_t batc
     e.metrics.scored_tokens += m.scored_tokens;
     exact += m.exact_match * static_cast<double>(b.input.size(0));
     rows += static_cast<double>(b.input.size(0));
-  }
+  });
   const double scored = static_cast<double>(e.metrics.scored_tokens);
   e.loss = scored ? loss / scored : 0;
   e.metrics.token_accuracy = scored ? correct / scored : 0;
@@ -87,58 +119,83 @@ Evaluation evaluate(Model& model, const data::DataSource& data, std::size_t batc
   return e;
 }
 
+namespace {
+
+// Each row's tokens (pad symbols -1), labels and length before the masked padding.
+void describe_rows(const Tensor& ids, const Tensor& mask, const std::function<std::string(std::int64_t, std::size_t)>& label,
+                   const data::DataSource& data, std::vector<std::vector<std::int64_t>>& tokens,
+                   std::vector<std::vector<std::string>>& labels, std::vector<std::size_t>& lengths) {
+  const std::size_t rows = ids.size(0), length = ids.size(1);
+  const std::int64_t* p = ids.data<std::int64_t>();
+  const bool* pad = mask.defined() ? mask.data<bool>() : nullptr;
+  for (std::size_t r = 0; r < rows; ++r) {
+    std::vector<std::int64_t> row_tokens;
+    std::vector<std::string> row_labels;
+    std::size_t real = 0;
+    for (std::size_t i = 0; i < length; ++i) {
+      const std::int64_t id = p[r * length + i];
+      row_labels.push_back(label(id, i));
+      row_tokens.push_back(data.is_padding(id) ? -1 : id);  // padding never counts as an earlier occurrence
+      if (!pad || !pad[r * length + i]) real = i + 1;
+    }
+    tokens.push_back(row_tokens);
+    labels.push_back(row_labels);
+    lengths.push_back(real);
+  }
+}
+
+}  // namespace
+
 Probes make_probes(const data::DataSource& data, std::size_t count, std::uint64_t seed) {
   Generator gen(seed);
   Probes probes;
   probes.batch = data.sample(data::TaskSplit::held_out, count, gen);
-  const bool ids = data.token_inputs();
-  const std::size_t length = ids ? probes.batch.input.size(1) : 0;
-  for (std::size_t p = 0; p < count; ++p) {
-    std::vector<std::string> labels;
-    std::vector<std::int64_t> tokens;
-    const std::int64_t* row = ids ? probes.batch.input.data<std::int64_t>() + p * length : nullptr;
-    for (std::size_t i = 0; i < length; ++i) {
-      labels.push_back(data.token_label(row[i], i));
-      tokens.push_back(data.is_padding(row[i]) ? -1 : row[i]);  // padding never counts as an earlier occurrence
-    }
-    if (ids) probes.tokens.push_back(tokens);
-    probes.labels.push_back(labels);
+  if (!data.token_inputs()) {
+    probes.labels.assign(count, {});
+    return probes;
+  }
+  describe_rows(probes.batch.input, probes.batch.key_padding_mask, [&](std::int64_t id, std::size_t i) { return data.token_label(id, i); },
+                data, probes.tokens, probes.labels, probes.lengths);
+  if (probes.batch.decoder_input.defined()) {
+    describe_rows(probes.batch.decoder_input, probes.batch.decoder_padding_mask,
+                  [&](std::int64_t id, std::size_t) { return data.target_label(id); }, data, probes.target_tokens,
+                  probes.target_labels, probes.target_lengths);
   }
   return probes;
 }
 
 PatternCapture capture_patterns(Model& model, const Probes& probes, std::size_t step, const std::string& run_dir) {
-  std::vector<Tensor> layers;
+  const std::vector<Model::AttentionPart> parts = model.attention_parts();
+  std::vector<std::vector<Tensor>> patterns;
   {
     EvalScope scope(model);
-    layers = layer_patterns(model, probes.batch);
+    patterns = part_patterns(model, parts, probes.batch);
   }
   PatternCapture capture;
   capture.step = step;
-  if (layers.empty()) return capture;
-  const std::size_t count = layers[0].size(0), heads = layers[0].size(1), tq = layers[0].size(2), tk = layers[0].size(3);
-  Probes labelled = probes;
-  for (auto& labels : labelled.labels) {
+  if (patterns.empty()) return capture;
+  const std::string dir = run_dir + "/patterns";
+  create_folders(dir, "the patterns folder");
+  const std::size_t count = patterns[0][0].size(0);
+  for (std::size_t p = 0; p < count; ++p) {
+    std::vector<std::string> labels = probes.labels[p];
     // Positions the data did not label (images: a ViT's CLS token and patches) are labelled by the model.
-    for (std::size_t i = labels.size(); i < tk; ++i) {
+    for (std::size_t i = labels.size(); i < patterns[0][0].size(3); ++i) {
       const std::string label = model.position_label(i);
       labels.push_back(label.empty() ? std::to_string(i) : label);
     }
-  }
-  const std::string dir = run_dir + "/patterns";
-  create_folders(dir, "the patterns folder");
-  for (std::size_t p = 0; p < count; ++p) save_probe(layers, labelled, p, step, dir);
-  for (std::size_t l = 0; l < layers.size(); ++l) {
-    const std::vector<double> values = layers[l].to_vector();
-    for (std::size_t h = 0; h < heads; ++h) {
-      HeadMetricRow row{l, h, {}};
-      for (std::size_t p = 0; p < count; ++p) {
-        const std::vector<std::int64_t> none;
-        const HeadMetrics m = head_metrics(values.data() + ((p * heads) + h) * tq * tk, tq, tk, probes.tokens.empty() ? none : probes.tokens[p]);
-        for (const auto& [name, member] : head_metric_fields()) row.metrics.*member += m.*member / static_cast<double>(count);
-      }
-      capture.heads.push_back(row);
+    const std::size_t source = probes.lengths.empty() ? labels.size() : probes.lengths[p];
+    const std::size_t target = probes.target_lengths.empty() ? 0 : probes.target_lengths[p];
+    write_probe_side(dir, "", probes.tokens.empty() ? Tensor() : probes.batch.input, p, source, labels);
+    if (target) write_probe_side(dir, "target_", probes.batch.decoder_input, p, target, probes.target_labels[p]);
+    for (std::size_t part = 0; part < parts.size(); ++part) {
+      const Model::AttentionPart& a = parts[part];
+      save_probe(patterns[part], a.name, p, a.target_queries ? target : source, a.target_keys ? target : source, step, dir);
     }
+  }
+  for (std::size_t part = 0; part < parts.size(); ++part) {
+    const std::vector<HeadMetricRow> rows = part_metrics(parts[part], patterns[part], probes);
+    capture.heads.insert(capture.heads.end(), rows.begin(), rows.end());
   }
   return capture;
 }

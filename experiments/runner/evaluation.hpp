@@ -1,9 +1,11 @@
 // Evaluation on the held-out split, and pattern capture on fixed held-out probes through the models'
-// named activations (every layer's "attn.hook_pattern"): the .npy and PNG of each probe's patterns,
-// the probes' tokens and axis labels under patterns/, and the per-head metrics of the capture.
+// named activations (every layer's pattern hook of every attention part): the .npy and PNG of each
+// probe's patterns, the probes' tokens and axis labels under patterns/, and the per-head metrics of the
+// capture.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,11 @@ struct Evaluation {
   data::SequenceMetrics metrics;
 };
 
+// Calls `visit` with each batch an evaluation scores: `batches` batches drawn from `seed` (the same ones
+// every time), or with batches 0 the whole held-out split in order.
+void for_each_held_out_batch(const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed,
+                             const std::function<void(const Batch&)>& visit);
+
 // Loss and metrics on the held-out split: `batches` batches drawn from `seed` (the same ones every time),
 // or with batches 0 the whole split in order. Runs in eval mode under no-grad; the mode comes back after.
 Evaluation evaluate(Model& model, const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed);
@@ -25,14 +32,24 @@ Evaluation evaluate(Model& model, const data::DataSource& data, std::size_t batc
 // Fixed held-out examples whose patterns a run captures as it trains.
 struct Probes {
   Batch batch;
-  std::vector<std::vector<std::int64_t>> tokens;  // each probe's tokens, padding as -1 (empty for images)
+  std::vector<std::vector<std::int64_t>> tokens;  // each probe's tokens, pad symbols as -1 (empty for images)
   std::vector<std::vector<std::string>> labels;   // each probe's axis labels, one per position
+  std::vector<std::size_t> lengths;               // each probe's length before masked padding
+  // seq2seq: the same for the decoder inputs (BOS and the answer)
+  std::vector<std::vector<std::int64_t>> target_tokens;
+  std::vector<std::vector<std::string>> target_labels;
+  std::vector<std::size_t> target_lengths;
 };
 Probes make_probes(const data::DataSource& data, std::size_t count, std::uint64_t seed);
 
-// Every layer's pattern of every probe, saved under run_dir/patterns (step_S_probe_P.npy [layers, heads,
-// queries, keys] and .png; the probe's tokens and labels once), and the per-head metrics averaged over the
-// probes. No capture (an empty result) when the kernel has no pattern.
+// Every layer's pattern of every probe, for each of the model's attention parts, saved under
+// run_dir/patterns (each probe's queries and keys cut to its own length: the batch's padding is not part
+// of the example): step_S_probe_P.npy [layers, heads, queries, keys] and .png for a single-stack model,
+// step_S_probe_P_<part>.npy and .png for each part of an encoder-decoder (encoder, decoder, cross); the
+// probe's tokens and labels once (probe_P_tokens.npy, probe_P_labels.txt, and probe_P_target_tokens.npy,
+// probe_P_target_labels.txt for the decoder's side). Returns the per-head metrics averaged over the
+// probes (cross-attention's by cross_metrics). No capture (an empty result) when the kernels have no
+// pattern.
 PatternCapture capture_patterns(Model& model, const Probes& probes, std::size_t step, const std::string& run_dir);
 
 }  // namespace attnlab

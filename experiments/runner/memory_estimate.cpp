@@ -32,7 +32,11 @@ const std::vector<SizeKey>& size_keys() {
       {"model.n_layers", [](ExperimentConfig& c) { c.model.encoder.n_layers = d.model.encoder.n_layers; }},
       {"model.ff_hidden", [](ExperimentConfig& c) { c.model.encoder.ff_hidden = d.model.encoder.ff_hidden; }},
       {"model.n_heads", [](ExperimentConfig& c) { c.model.encoder.n_heads = d.model.encoder.n_heads; }},
+      {"model.decoder_layers", [](ExperimentConfig& c) { c.model.decoder_layers = d.model.decoder_layers; }},
       {"model.attention.options", [](ExperimentConfig& c) { c.model.encoder.attention_options = YamlTree(); }},
+      {"model.encoder_attention.options", [](ExperimentConfig& c) { c.model.encoder_attention.options = YamlTree(); }},
+      {"model.decoder_attention.options", [](ExperimentConfig& c) { c.model.decoder_attention.options = YamlTree(); }},
+      {"model.cross_attention.options", [](ExperimentConfig& c) { c.model.cross_attention.options = YamlTree(); }},
       {"task.symbols", [](ExperimentConfig& c) { c.task.toy.symbols = d.task.toy.symbols; }},
       {"task.length", [](ExperimentConfig& c) { c.task.toy.length = d.task.toy.length; }},
       {"task.gap", [](ExperimentConfig& c) { c.task.toy.gap = d.task.toy.gap; }},
@@ -66,17 +70,24 @@ MemoryEstimate estimate_memory(const ExperimentConfig& c) {
   const double vocab = static_cast<double>(shape.vocab_size), classes = static_cast<double>(shape.num_classes);
   const double pixels = static_cast<double>(shape.channels * shape.height * shape.width);
   const double patch = static_cast<double>(shape.channels * c.model.patch_size * c.model.patch_size);
+  // An encoder-decoder's decoder: target length, layers (self-attention, cross-attention, feed-forward).
+  const double target = static_cast<double>(shape.target_max_len);
+  const double decoder_layers = target > 0 ? static_cast<double>(c.model.decoder_layers ? c.model.decoder_layers : e.n_layers) : 0.0;
   MemoryEstimate m;
   const double parameters = vocab * width + t * width + layers * (4 * width * width + 2 * width * hidden + 9 * width + hidden) +
-                            width * classes + (shape.images() ? patch * width : 0.0);
+                            width * classes + (shape.images() ? patch * width : 0.0) +
+                            decoder_layers * (8 * width * width + 2 * width * hidden + 13 * width + hidden) +
+                            (target > 0 ? classes * width + target * width : 0.0);
   m.parameters = 16 * parameters;
-  m.activations = 4 * b * t * (layers * (14 * width + 3 * hidden) + 2 * (shape.images() ? 1.0 : classes));
-  KernelSpec spec = e.kernel_spec(shape.padded);
-  spec.max_len = attention_length(c);
-  spec.causal = ModelRegistry::instance().find(c.model.kind).causal;
-  m.kernel = layers * check_kernel(e.attention, spec, KernelOptions(e.attention_options.node()), c.train.batch_size);
-  if (c.log.patterns) m.patterns = 2 * 4 * static_cast<double>(c.log.probes) * layers * heads * t * t;
-  m.data = shape.images() ? 2 * 4 * b * pixels : 3 * 8 * b * t;
+  const double outputs = target > 0 ? target * classes : t * (shape.images() ? 1.0 : classes);
+  m.activations = 4 * b * (t * layers * (14 * width + 3 * hidden) + target * decoder_layers * (20 * width + 3 * hidden) + 2 * outputs);
+  for (const KernelUse& use : kernel_uses(c.model, shape)) {
+    m.kernel += static_cast<double>(use.layers) * check_kernel(use.name, use.spec, KernelOptions(use.options.node()), c.train.batch_size);
+  }
+  if (c.log.patterns) {
+    m.patterns = 2 * 4 * static_cast<double>(c.log.probes) * heads * (layers * t * t + decoder_layers * (target * target + target * t));
+  }
+  m.data = shape.images() ? 2 * 4 * b * pixels : 3 * 8 * b * (t + 2 * target);
   return m;
 }
 

@@ -31,6 +31,14 @@ std::string csv_number(double v) {
   return std::string(text, result.ptr);
 }
 
+}  // namespace
+
+std::string HeadMetricRow::name() const {
+  return (part.empty() ? "" : part + " ") + "L" + std::to_string(layer) + "H" + std::to_string(head);
+}
+
+namespace {
+
 json row_json(const MetricRow& r) {
   json j{{"step", r.step}, {"split", r.split}};
   for (const auto& [name, member] : MetricRow::columns()) j[name] = number(r.*member);
@@ -41,6 +49,7 @@ json capture_json(const PatternCapture& c) {
   json heads = json::array();
   for (const HeadMetricRow& h : c.heads) {
     json head{{"layer", h.layer}, {"head", h.head}};
+    if (!h.part.empty()) head["part"] = h.part;
     for (const auto& [name, member] : head_metric_fields()) head[name] = number(h.metrics.*member);
     heads.push_back(std::move(head));
   }
@@ -54,6 +63,7 @@ PatternCapture capture_from(const json& j) {
     HeadMetricRow head;
     head.layer = h.at("layer").get<std::size_t>();
     head.head = h.at("head").get<std::size_t>();
+    head.part = h.value("part", "");
     for (const auto& [name, member] : head_metric_fields()) head.metrics.*member = h.contains(name) ? number(h.at(name)) : kNaN;
     c.heads.push_back(head);
   }

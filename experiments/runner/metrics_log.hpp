@@ -30,10 +30,13 @@ struct MetricRow {
   double value(const std::string& column) const;  // "loss", "token_accuracy", ... (NaN for an unknown one)
 };
 
-// One capture's per-head metrics (a row of split "patterns").
+// One capture's per-head metrics (a row of split "patterns"); `part` names the attention part of an
+// encoder-decoder ("encoder", "decoder", "cross"), empty for a single-stack model.
 struct HeadMetricRow {
+  std::string part;
   std::size_t layer = 0, head = 0;
   HeadMetrics metrics;
+  std::string name() const;  // "L1H2", "cross L1H2"
 };
 struct PatternCapture {
   std::size_t step = 0;

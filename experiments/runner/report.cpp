@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <regex>
 #include <sstream>
 #include <stdexcept>
@@ -22,10 +23,36 @@ namespace {
 namespace fs = std::filesystem;
 using namespace report;
 
-// The display labels of a probe's tokens (patterns/probe_P_labels.txt, one per line), or positions.
-std::vector<std::string> probe_labels(const std::string& run_dir, std::size_t probe, std::size_t length) {
+// The attention parts a run's pattern files hold: "" for a single-stack model; "encoder", "decoder",
+// "cross" for an encoder-decoder (patterns/step_S_probe_0[_part].npy).
+const std::vector<std::string> kParts{"", "encoder", "decoder", "cross"};
+
+std::string part_suffix(const std::string& part) { return part.empty() ? "" : "_" + part; }
+
+std::string pattern_file(const std::string& run_dir, std::size_t step, std::size_t probe, const std::string& part) {
+  return run_dir + "/patterns/step_" + std::to_string(step) + "_probe_" + std::to_string(probe) + part_suffix(part) + ".npy";
+}
+
+std::vector<std::string> pattern_parts(const std::string& run_dir, std::size_t step) {
+  std::vector<std::string> parts;
+  for (const std::string& part : kParts)
+    if (fs::exists(pattern_file(run_dir, step, 0, part))) parts.push_back(part);
+  return parts;
+}
+
+// How the report titles a part's patterns.
+std::string part_title(const std::string& part) {
+  if (part == "encoder") return "Encoder self-attention: bidirectional, source down and across";
+  if (part == "decoder") return "Decoder self-attention: causal, target down and across";
+  if (part == "cross") return "Decoder cross-attention: target down, source across";
+  return "";
+}
+
+// The display labels of a probe's source tokens (patterns/probe_P_labels.txt, one per line) or, with
+// `target`, of its decoder inputs (probe_P_target_labels.txt); positions when there are none.
+std::vector<std::string> probe_labels(const std::string& run_dir, std::size_t probe, std::size_t length, bool target = false) {
   std::vector<std::string> labels;
-  std::ifstream in(run_dir + "/patterns/probe_" + std::to_string(probe) + "_labels.txt");
+  std::ifstream in(run_dir + "/patterns/probe_" + std::to_string(probe) + (target ? "_target" : "") + "_labels.txt");
   for (std::string line; labels.size() < length && std::getline(in, line);) labels.push_back(line);
   if (labels.size() != length) {
     labels.clear();
@@ -34,22 +61,24 @@ std::vector<std::string> probe_labels(const std::string& run_dir, std::size_t pr
   return labels;
 }
 
-// Every layer's heads for one capture of one probe (patterns/step_S_probe_P.npy), a row per layer.
-std::string pattern_grid(const std::string& run_dir, std::size_t step, std::size_t probe) {
-  const std::string file = run_dir + "/patterns/step_" + std::to_string(step) + "_probe_" + std::to_string(probe) + ".npy";
+// Every layer's heads of one part for one capture of one probe, a row per layer.
+std::string pattern_grid(const std::string& run_dir, std::size_t step, std::size_t probe, const std::string& part) {
+  const std::string file = pattern_file(run_dir, step, probe, part);
   if (!fs::exists(file)) return "<p class=\"note\">no pattern file " + escape(file) + "</p>";
   const Tensor t = read_npy(file);
   if (t.dim() != 4) throw std::runtime_error(file + ": expected [layers, heads, queries, keys], got " + shape_str(t.shape()));
   const std::size_t layers = t.size(0), heads = t.size(1), tq = t.size(2), tk = t.size(3);
   const std::vector<double> v = t.to_vector();
-  const std::vector<std::string> keys = probe_labels(run_dir, probe, tk);
-  const std::vector<std::string> queries = tq == tk ? keys : probe_labels("", probe, tq);
+  const bool target_queries = part == "decoder" || part == "cross";
+  const std::vector<std::string> keys = probe_labels(run_dir, probe, tk, part == "decoder");
+  const std::vector<std::string> queries =
+      target_queries ? probe_labels(run_dir, probe, tq, true) : tq == tk ? keys : probe_labels("", probe, tq);
   std::ostringstream html;
   for (std::size_t l = 0; l < layers; ++l) {
     html << "<div class=\"heads\">";
     for (std::size_t h = 0; h < heads; ++h) {
       html << heatmap_panel(v.data() + (l * heads + h) * tq * tk, tq, tk, queries, keys,
-                            "layer " + std::to_string(l) + " head " + std::to_string(h));
+                            (part.empty() ? "" : part + " ") + "layer " + std::to_string(l) + " head " + std::to_string(h));
     }
     html << "</div>";
   }
@@ -58,70 +87,142 @@ std::string pattern_grid(const std::string& run_dir, std::size_t step, std::size
 
 // The captured steps that have a pattern file for probe 0, ascending.
 std::vector<std::size_t> captured_steps(const std::string& run_dir) {
-  std::vector<std::size_t> steps;
-  const std::regex name("step_([0-9]+)_probe_0\\.npy");
-  if (!fs::exists(run_dir + "/patterns")) return steps;
+  std::set<std::size_t> steps;
+  const std::regex name("step_([0-9]+)_probe_0(_encoder|_decoder|_cross)?\\.npy");
+  if (!fs::exists(run_dir + "/patterns")) return {};
   for (const auto& entry : fs::directory_iterator(run_dir + "/patterns")) {
     std::smatch m;
     const std::string file = entry.path().filename().string();
-    if (std::regex_match(file, m, name)) steps.push_back(std::stoul(m[1].str()));
+    if (std::regex_match(file, m, name)) steps.insert(std::stoul(m[1].str()));
   }
-  std::sort(steps.begin(), steps.end());
-  return steps;
+  return std::vector<std::size_t>(steps.begin(), steps.end());
 }
 
 std::size_t probe_count(const std::string& run_dir, std::size_t step) {
+  const std::vector<std::string> parts = pattern_parts(run_dir, step);
   std::size_t n = 0;
-  while (fs::exists(run_dir + "/patterns/step_" + std::to_string(step) + "_probe_" + std::to_string(n) + ".npy")) ++n;
+  while (!parts.empty() && fs::exists(pattern_file(run_dir, step, n, parts[0]))) ++n;
   return n;
 }
 
-// One chart per head metric over the capture steps, a line per head.
+// The parts the captures' head rows name, in kParts order.
+std::vector<std::string> metric_parts(const RunRecord& run) {
+  std::set<std::string> named;
+  for (const PatternCapture& c : run.captures)
+    for (const HeadMetricRow& h : c.heads) named.insert(h.part);
+  std::vector<std::string> parts;
+  for (const std::string& part : kParts)
+    if (named.count(part)) parts.push_back(part);
+  return parts;
+}
+
+// One chart per head metric over the capture steps, a line per head; a row of charts per attention part.
 std::string head_metric_charts(const RunRecord& run) {
   if (run.captures.empty()) return "<p class=\"note\">no pattern captures in metrics.jsonl</p>";
   std::ostringstream html;
-  html << "<div class=\"charts\">";
-  for (const auto& [metric, member] : head_metric_fields()) {
-    std::map<std::pair<std::size_t, std::size_t>, Series> by_head;
-    for (const PatternCapture& c : run.captures)
-      for (const HeadMetricRow& h : c.heads) {
-        Series& s = by_head[{h.layer, h.head}];
-        s.name = "L" + std::to_string(h.layer) + "H" + std::to_string(h.head);
-        s.points.emplace_back(static_cast<double>(c.step), h.metrics.*member);
+  for (const std::string& part : metric_parts(run)) {
+    if (!part.empty()) html << "<h3>" << escape(part_title(part)) << "</h3>";
+    html << "<div class=\"charts\">";
+    for (const auto& [metric, member] : head_metric_fields()) {
+      std::map<std::pair<std::size_t, std::size_t>, Series> by_head;
+      for (const PatternCapture& c : run.captures)
+        for (const HeadMetricRow& h : c.heads) {
+          if (h.part != part || std::isnan(h.metrics.*member)) continue;
+          Series& s = by_head[{h.layer, h.head}];
+          s.name = "L" + std::to_string(h.layer) + "H" + std::to_string(h.head);
+          s.points.emplace_back(static_cast<double>(c.step), h.metrics.*member);
+        }
+      if (by_head.empty()) continue;  // a metric that does not apply to this part
+      std::vector<Series> series;
+      for (auto& [key, s] : by_head) {
+        s.colour = colour(key.second);
+        s.dashed = key.first % 2 == 1;  // layers alternate solid and dashed; heads share colours across layers
+        series.push_back(s);
       }
-    std::vector<Series> series;
-    for (auto& [key, s] : by_head) {
-      s.colour = colour(key.second);
-      s.dashed = key.first % 2 == 1;  // layers alternate solid and dashed; heads share colours across layers
-      series.push_back(s);
+      const std::string name = metric;
+      const YScale scale = name == "entropy" || name == "mean_distance" ? YScale::linear : name == "monotonicity" ? YScale::signed_unit : YScale::unit;
+      html << line_chart(name, series, scale, 420, 240);
     }
-    const std::string name = metric;
-    html << line_chart(name, series, name == "entropy" || name == "mean_distance" ? YScale::linear : YScale::unit, 420, 240);
+    html << "</div>";
   }
-  html << "</div>";
   return html.str();
 }
 
-// The last capture's metrics as a table, each metric's highest head in bold.
+// The last capture's metrics as a table, each metric's highest head of each part in bold.
 std::string head_metric_table(const RunRecord& run) {
   if (run.captures.empty()) return "";
   const PatternCapture& last = run.captures.back();
   std::ostringstream html;
-  html << "<p>At step " << last.step << " (bold: the highest head of each metric):</p><table><tr><th>head</th>";
+  html << "<p>At step " << last.step << " (bold: the highest head of each metric";
+  if (metric_parts(run).size() > 1) html << " in each part";
+  html << "; &ndash;: does not apply):</p><table><tr><th>head</th>";
   for (const auto& [metric, member] : head_metric_fields()) html << "<th>" << metric << "</th>";
   html << "</tr>";
   for (const HeadMetricRow& h : last.heads) {
-    html << "<tr><td>layer " << h.layer << " head " << h.head << "</td>";
+    html << "<tr><td>" << escape(h.part.empty() ? "" : h.part + " ") << "layer " << h.layer << " head " << h.head << "</td>";
     for (const auto& [metric, member] : head_metric_fields()) {
       double best = -1e300;
-      for (const HeadMetricRow& other : last.heads) best = std::max(best, other.metrics.*member);
+      for (const HeadMetricRow& other : last.heads)
+        if (other.part == h.part && !std::isnan(other.metrics.*member)) best = std::max(best, other.metrics.*member);
       const double v = h.metrics.*member;
       const bool top = !std::isnan(v) && v == best;
-      html << "<td>" << (top ? "<b>" : "") << fmt("%.3f", v) << (top ? "</b>" : "") << "</td>";
+      html << "<td>" << (top ? "<b>" : "") << (std::isnan(v) ? "&ndash;" : fmt("%.3f", v)) << (top ? "</b>" : "") << "</td>";
     }
     html << "</tr>";
   }
   html << "</table>";
+  return html.str();
+}
+
+// A metric's best head: the lowest entropy and mean distance, the largest |monotonicity| (its sign kept),
+// the highest of the rest; NaN when no head has the metric.
+double best_head_value(const std::string& metric, const std::vector<double>& values) {
+  double best = std::nan("");
+  for (double v : values) {
+    if (std::isnan(v)) continue;
+    const bool lower = metric == "entropy" || metric == "mean_distance";
+    const bool better = std::isnan(best) || (lower ? v < best : metric == "monotonicity" ? std::fabs(v) > std::fabs(best) : v > best);
+    if (better) best = v;
+  }
+  return best;
+}
+
+// Per variant and attention part: each metric of its best head at the last capture, mean over seeds.
+std::string comparison_head_metrics(const std::string& dir, const std::vector<ComparisonVariant>& variants) {
+  std::ostringstream rows;
+  for (const ComparisonVariant& variant : variants) {
+    std::map<std::string, std::map<std::string, std::pair<double, std::size_t>>> sums;  // part -> metric -> (sum, runs)
+    for (const std::string& r : variant.run_dirs) {
+      const RunRecord run = read_run(dir + "/" + r);
+      if (run.captures.empty()) continue;
+      for (const auto& [metric, member] : head_metric_fields()) {
+        std::map<std::string, std::vector<double>> by_part;
+        for (const HeadMetricRow& h : run.captures.back().heads) by_part[h.part].push_back(h.metrics.*member);
+        for (const auto& [part, values] : by_part) {
+          const double best = best_head_value(metric, values);
+          if (std::isnan(best)) continue;
+          auto& s = sums[part][metric];
+          s.first += best, ++s.second;
+        }
+      }
+    }
+    for (const std::string& part : kParts) {
+      if (!sums.count(part)) continue;
+      rows << "<tr><td>" << escape(variant.name) << "</td><td>" << escape(part.empty() ? "self" : part) << "</td>";
+      for (const auto& [metric, member] : head_metric_fields()) {
+        const auto it = sums[part].find(metric);
+        rows << "<td>" << (it == sums[part].end() ? "&ndash;" : fmt("%.3f", it->second.first / static_cast<double>(it->second.second))) << "</td>";
+      }
+      rows << "</tr>";
+    }
+  }
+  if (rows.str().empty()) return "";
+  std::ostringstream html;
+  html << "<h2>Pattern metrics</h2><p class=\"note\">For each variant and attention part, each metric of the head that "
+       << "scores best on it (lowest entropy and distance, largest |monotonicity|, highest otherwise) at the last capture, "
+       << "mean over seeds; definitions in experiments/runner/patterns.hpp.</p><table><tr><th>variant</th><th>part</th>";
+  for (const auto& [metric, member] : head_metric_fields()) html << "<th>" << metric << "</th>";
+  html << "</tr>" << rows.str() << "</table>";
   return html.str();
 }
 
@@ -182,6 +283,18 @@ std::string evaluation_table(const RunRecord& run) {
   return html.str();
 }
 
+// The parts of one probe's capture, each under its title.
+std::string probe_patterns(const std::string& run_dir, std::size_t step, std::size_t probe) {
+  std::ostringstream html;
+  for (const std::string& part : pattern_parts(run_dir, step)) {
+    const std::string base = "patterns/step_" + std::to_string(step) + "_probe_" + std::to_string(probe) + part_suffix(part);
+    if (!part.empty()) html << "<h4>" << escape(part_title(part)) << " ";
+    html << "(<a href=\"" << base << ".npy\">.npy</a>, <a href=\"" << base << ".png\">.png</a>)" << (part.empty() ? "" : "</h4>")
+         << pattern_grid(run_dir, step, probe, part);
+  }
+  return html.str();
+}
+
 // The last capture of every probe, the first capture of probe 0, and links to every capture.
 std::string pattern_section(const std::string& run_dir) {
   const std::vector<std::size_t> steps = captured_steps(run_dir);
@@ -191,14 +304,11 @@ std::string pattern_section(const std::string& run_dir) {
   const std::size_t last = steps.back(), probes = probe_count(run_dir, last);
   html << "<p class=\"note\">Each panel: queries down, keys across, colour by sqrt(weight) so that small weights stay "
        << "visible. Probes are fixed held-out examples; axes carry their tokens.</p>" << colour_bar();
-  for (std::size_t p = 0; p < probes; ++p) {
-    const std::string base = "patterns/step_" + std::to_string(last) + "_probe_" + std::to_string(p);
-    html << "<h3>Probe " << p << " at step " << last << " (<a href=\"" << base << ".npy\">.npy</a>, <a href=\"" << base
-         << ".png\">.png</a>)</h3>" << pattern_grid(run_dir, last, p);
-  }
-  if (steps.size() > 1) html << "<h3>Probe 0 at the first capture, step " << steps.front() << "</h3>" << pattern_grid(run_dir, steps.front(), 0);
-  html << "<p class=\"note\">Every capture (probe 0):";
-  for (std::size_t s : steps) html << " <a href=\"patterns/step_" << s << "_probe_0.png\">" << s << "</a>";
+  for (std::size_t p = 0; p < probes; ++p) html << "<h3>Probe " << p << " at step " << last << "</h3>" << probe_patterns(run_dir, last, p);
+  if (steps.size() > 1) html << "<h3>Probe 0 at the first capture, step " << steps.front() << "</h3>" << probe_patterns(run_dir, steps.front(), 0);
+  const std::string first_part = part_suffix(pattern_parts(run_dir, last).front());
+  html << "<p class=\"note\">Every capture (probe 0" << (first_part.empty() ? "" : ", " + first_part.substr(1)) << "):";
+  for (std::size_t s : steps) html << " <a href=\"patterns/step_" << s << "_probe_0" << first_part << ".png\">" << s << "</a>";
   html << "</p>";
   return html.str();
 }
@@ -264,6 +374,7 @@ void write_comparison_report(const std::string& dir, const std::string& title, c
   }
   html << "<h2>Curves (mean over seeds)</h2><div class=\"charts\">" << line_chart("training loss", loss, YScale::log, 560, 300)
        << line_chart("held-out " + metric, score, metric == "loss" ? YScale::log : YScale::unit, 560, 300) << "</div>";
+  html << comparison_head_metrics(dir, variants);
   html << "<h2>Attention patterns side by side</h2><p class=\"note\">Probe 0 of the first seed of each variant at its last "
        << "capture: the same held-out example in every variant. Queries down, keys across, colour by sqrt(weight).</p>"
        << colour_bar() << "<div class=\"variants\">";
@@ -274,8 +385,11 @@ void write_comparison_report(const std::string& dir, const std::string& title, c
       html << "<p class=\"note\">no patterns</p></div>";
       continue;
     }
-    html << "<p class=\"note\">step " << steps.back() << ", <a href=\"" << escape(variants[v].run_dirs[0]) << "/report.html\">"
-         << escape(variants[v].run_dirs[0]) << "</a></p>" << pattern_grid(first_runs[v], steps.back(), 0) << "</div>";
+    const std::vector<std::string> parts = pattern_parts(first_runs[v], steps.back());
+    const std::string part = std::find(parts.begin(), parts.end(), "cross") != parts.end() ? "cross" : parts.front();
+    html << "<p class=\"note\">step " << steps.back() << (part.empty() ? "" : ", " + escape(part_title(part))) << ", <a href=\""
+         << escape(variants[v].run_dirs[0]) << "/report.html\">" << escape(variants[v].run_dirs[0]) << "</a></p>"
+         << pattern_grid(first_runs[v], steps.back(), 0, part) << "</div>";
   }
   html << "</div><h2>Runs</h2><ul>";
   for (const ComparisonVariant& v : variants)

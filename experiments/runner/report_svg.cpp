@@ -54,6 +54,7 @@ Frame frame_for(const std::vector<Series>& series, YScale scale, int width, int 
   if (f.empty()) return f;
   if (f.x1 == f.x0) f.x0 -= 1, f.x1 += 1;
   if (scale == YScale::unit) f.y0 = std::min(f.y0, 0.0), f.y1 = std::max(f.y1, 1.0);
+  if (scale == YScale::signed_unit) f.y0 = std::min(f.y0, -1.0), f.y1 = std::max(f.y1, 1.0);
   if (f.y1 == f.y0) f.y0 -= 0.5, f.y1 += 0.5;
   const double pad = (f.y1 - f.y0) * 0.04;
   f.y0 -= pad, f.y1 += pad;

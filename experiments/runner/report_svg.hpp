@@ -16,7 +16,7 @@ struct Series {
   bool dashed = false;
 };
 
-enum class YScale { linear, log, unit };  // unit: linear over [0, 1] (accuracies)
+enum class YScale { linear, log, unit, signed_unit };  // unit: linear over [0, 1] (accuracies); signed_unit: over [-1, 1]
 
 // Ten distinguishable colours (matplotlib's tab10), for series in order.
 const char* colour(std::size_t i);

@@ -10,6 +10,7 @@
 #include "experiments/runner/experiment.hpp"
 #include "experiments/runner/run_folder.hpp"
 #include "framework/io/npy.hpp"
+#include "framework/models/seq2seq.hpp"
 #include "framework/models/text_models.hpp"
 #include "framework/ops/parallel.hpp"
 
@@ -27,22 +28,96 @@ void load_model(Model& model, const LoadedRun& run) {
 // A number for JSON, null when not finite.
 nlohmann::ordered_json number(double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); }
 
+// The model of a seq2seq run, or an error naming the command the run needs instead.
+Seq2Seq& seq2seq_model(Experiment& x, const std::string& run_dir, const char* command) {
+  auto* model = dynamic_cast<Seq2Seq*>(x.model.get());
+  if (!model) {
+    throw std::invalid_argument(std::string("attnlab ") + command + " decodes with an encoder-decoder; " + run_dir + " trained a " +
+                                x.config.model.kind + (x.config.model.kind == "causal_lm" ? " (use attnlab sample)" : ""));
+  }
+  return *model;
+}
+
+std::vector<Decoded> decode_batch(Seq2Seq& model, const Tensor& source, const Tensor& mask, const DecodeOptions& o) {
+  return o.beam <= 1 ? model.greedy_decode(source, mask, o.max_length) : model.beam_decode(source, mask, o.beam, o.max_length, o.length_penalty);
+}
+
+// The share of the batch's sequences whose decoded tokens equal the target (the answer and EOS).
+std::size_t decoded_exact(const std::vector<Decoded>& decoded, const Tensor& target) {
+  const std::size_t length = target.size(1);
+  const std::int64_t* t = target.data<std::int64_t>();
+  std::size_t exact = 0;
+  for (std::size_t r = 0; r < decoded.size(); ++r) {
+    std::vector<std::int64_t> want;
+    for (std::size_t i = 0; i < length && t[r * length + i] != data::kIgnore; ++i) want.push_back(t[r * length + i]);
+    exact += decoded[r].tokens == want;
+  }
+  return exact;
+}
+
+// Decoded exact match over the batches `evaluate` scores (the same draws, or the whole split in order).
+double decoded_exact_match(Seq2Seq& model, const data::DataSource& data, std::size_t batches, std::size_t batch_size,
+                           std::uint64_t seed, const DecodeOptions& o) {
+  std::size_t exact = 0, rows = 0;
+  for_each_held_out_batch(data, batches, batch_size, seed, [&](const Batch& b) {
+    exact += decoded_exact(decode_batch(model, b.input, b.key_padding_mask, o), b.target);
+    rows += b.input.size(0);
+  });
+  return rows ? static_cast<double>(exact) / static_cast<double>(rows) : 0.0;
+}
+
+std::string decoding_name(const DecodeOptions& o) { return o.beam <= 1 ? "greedy" : "beam " + std::to_string(o.beam); }
+
 }  // namespace
 
-int evaluate_run(const std::string& run_dir, const std::string& which, int threads) {
+int evaluate_run(const std::string& run_dir, const std::string& which, int threads, const DecodeOptions* decode) {
   set_num_threads(threads);
   const LoadedRun run = load_run(run_dir, which);
   Experiment x(run.config);
   load_model(*x.model, run);
-  const Evaluation e = evaluate(*x.model, *x.data, run.config.train.final_eval_batches, run.config.train.batch_size, run.config.seed + 2);
-  const nlohmann::ordered_json line{{"run", run_dir},
-                                    {"checkpoint", run.checkpoint_file.substr(0, run.checkpoint_file.find('.'))},
-                                    {"step", run.state.step},
-                                    {"loss", number(e.loss)},
-                                    {"token_accuracy", number(e.metrics.token_accuracy)},
-                                    {"exact_match", number(e.metrics.exact_match)},
-                                    {"scored_tokens", e.metrics.scored_tokens}};
+  const TrainConfig& t = run.config.train;
+  const Evaluation e = evaluate(*x.model, *x.data, t.final_eval_batches, t.batch_size, run.config.seed + 2);
+  nlohmann::ordered_json line{{"run", run_dir},
+                              {"checkpoint", run.checkpoint_file.substr(0, run.checkpoint_file.find('.'))},
+                              {"step", run.state.step},
+                              {"loss", number(e.loss)},
+                              {"token_accuracy", number(e.metrics.token_accuracy)},
+                              {"exact_match", number(e.metrics.exact_match)},
+                              {"scored_tokens", e.metrics.scored_tokens}};
+  if (decode) {
+    Seq2Seq& model = seq2seq_model(x, run_dir, "eval --decode");
+    line["decoding"] = decoding_name(*decode);
+    line["decoded_exact_match"] = number(decoded_exact_match(model, *x.data, t.final_eval_batches, t.batch_size, run.config.seed + 2, *decode));
+  }
   std::printf("%s\n", line.dump().c_str());
+  return 0;
+}
+
+int translate_run(const std::string& run_dir, const TranslateOptions& o, int threads) {
+  set_num_threads(threads);
+  if (o.inputs.empty()) throw std::invalid_argument("attnlab translate: give at least one --input");
+  const LoadedRun run = load_run(run_dir, o.checkpoint);
+  Experiment x(run.config);
+  Seq2Seq& model = seq2seq_model(x, run_dir, "translate");
+  load_model(model, run);
+  const std::size_t longest = x.data->shape().max_len;
+  std::vector<std::vector<std::int64_t>> sources;
+  for (const std::string& input : o.inputs) {
+    try {
+      sources.push_back(x.data->encode_source(input));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("--input \"" + input + "\": " + e.what());
+    }
+    if (sources.back().size() > longest) {
+      throw std::invalid_argument("--input \"" + input + "\" has " + std::to_string(sources.back().size()) + " tokens; the model reads at most " +
+                                  std::to_string(longest));
+    }
+  }
+  const data::PaddedRows batch = data::pad_rows(sources, data::kPad);
+  const std::vector<Decoded> decoded = decode_batch(model, batch.ids, batch.mask, o.decode);
+  for (std::size_t i = 0; i < decoded.size(); ++i) {
+    std::printf("IN: %s OUT: %s\n", o.inputs[i].c_str(), x.data->decode_target(decoded[i].tokens).c_str());
+  }
   return 0;
 }
 

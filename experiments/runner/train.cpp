@@ -114,7 +114,7 @@ TrainResult Trainer::run() {
     const double lr = schedule_.lr_at(step - 1);
     optimizer_->set_lr(lr);
     const Batch batch = x_.data->sample(data::TaskSplit::train, c_.train.batch_size, data_gen_);
-    Tensor loss = cross_entropy(x_.model->forward(batch).logits, batch.target, data::kIgnore);
+    Tensor loss = cross_entropy(x_.model->forward(batch).logits, batch.target, data::kIgnore, c_.train.label_smoothing);
     loss.backward();
     const double value = loss.item();
     const double norm = clip_grad_norm(parameters, c_.train.grad_clip > 0 ? c_.train.grad_clip : INFINITY);

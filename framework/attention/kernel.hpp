@@ -70,9 +70,11 @@ struct KernelCapabilities {
 struct KernelSpec {
   std::size_t n_heads = 1;
   std::size_t head_dim = 1;
-  std::size_t max_len = 0;    // the model's longest sequence (block size)
+  std::size_t max_len = 0;    // the model's longest sequence (block size); with `cross`, the longest key
+                              // (source) sequence, which kernels that size parameters by it (linformer) need
   bool causal = false;        // how the model will call it
   bool padding_mask = false;  // whether the model will pass key padding masks
+  bool cross = false;         // keys come from another sequence (an encoder's output): Tq != Tk, no causal mask
 };
 
 // A kernel's options as the config holds them: the YAML mapping (null: every default), its dotted path

@@ -33,6 +33,14 @@ KernelRegistry& KernelRegistry::instance() {
 void check_kernel_capabilities(const std::string& name, const KernelSpec& spec) {
   const KernelInfo& info = KernelRegistry::instance().find(name);
   const KernelCapabilities& c = info.capabilities;
+  if (spec.cross && spec.causal) {
+    throw std::invalid_argument(name + ": a cross-attention spec cannot be causal (its keys come from another sequence, which "
+                                       "no query position orders); set causal = false for cross-attention");
+  }
+  if (spec.cross && !c.cross_attention) {
+    throw std::invalid_argument(name + " does not support cross-attention (queries and keys from different sequences); use one of [" +
+                                kernels_with([](const KernelCapabilities& k) { return k.cross_attention; }) + "]");
+  }
   if (spec.causal && !c.causal) {
     throw std::invalid_argument(name + " does not support causal attention; use one of [" +
                                 kernels_with([](const KernelCapabilities& k) { return k.causal; }) + "]");

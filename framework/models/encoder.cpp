@@ -3,15 +3,6 @@
 #include <stdexcept>
 
 namespace attnlab {
-namespace {
-
-class Blocks : public Module {
- public:
-  void add(std::size_t i, std::shared_ptr<EncoderLayer> layer) { register_module(std::to_string(i), std::move(layer)); }
-};
-
-}  // namespace
-
 const EnumNames<NormPlacement>& norm_placement_names() {
   static const EnumNames<NormPlacement> names{{"pre", NormPlacement::pre}, {"post", NormPlacement::post}};
   return names;
@@ -21,13 +12,13 @@ NormPlacement parse_norm_placement(const std::string& name) { return parse_enum(
 
 const char* norm_placement_name(NormPlacement placement) { return enum_name(norm_placement_names(), placement); }
 
-void EncoderConfig::validate(bool uses_padding_mask) const {
+void EncoderConfig::validate() const {
   if (d_model == 0) throw std::invalid_argument("d_model must be positive");
   if (n_layers == 0) throw std::invalid_argument("n_layers must be positive");
   if (max_len == 0) throw std::invalid_argument("max_len (block size) must be positive");
   check_heads_divide(d_model, n_heads);
   if (!(dropout >= 0.0 && dropout < 1.0)) throw std::invalid_argument("dropout must be in [0, 1), got " + std::to_string(dropout));
-  check_kernel_capabilities(attention, kernel_spec(uses_padding_mask));
+  check_kernel_capabilities(attention, kernel_spec());
 }
 
 EncoderLayer::EncoderLayer(const EncoderConfig& config, Generator& gen, std::shared_ptr<const PositionalEncoding> rotary)
@@ -60,10 +51,10 @@ Tensor EncoderLayer::forward(const Tensor& input, const AttentionContext& contex
 
 Encoder::Encoder(const EncoderConfig& config, Generator& gen, std::shared_ptr<const PositionalEncoding> rotary) : config_(config) {
   config.validate();
-  auto holder = register_module("blocks", std::make_shared<Blocks>());
+  auto holder = register_module("blocks", std::make_shared<ModuleList>());
   for (std::size_t i = 0; i < config.n_layers; ++i) {
     blocks.push_back(std::make_shared<EncoderLayer>(config, gen, rotary));
-    holder->add(i, blocks.back());
+    holder->add(blocks.back());
   }
   if (config.norm == NormPlacement::pre) {
     final_norm = register_module("final_norm", std::make_shared<LayerNorm>(config.d_model, 1e-5, true, config.bias));

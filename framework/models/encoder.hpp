@@ -47,13 +47,14 @@ struct EncoderConfig {
                               // LayerNorm shifts; false is nanoGPT's bias=False
   std::string attention = "softmax";
   YamlTree attention_options;  // the kernel's own options (null: defaults)
+  bool padding_mask = false;   // whether the model passes key padding masks (set from the data by the model kinds)
 
   std::size_t hidden() const { return ff_hidden ? ff_hidden : 4 * d_model; }
   std::size_t head_dim() const { return d_model / n_heads; }
-  KernelSpec kernel_spec(bool padding_mask = false) const { return KernelSpec{n_heads, head_dim(), max_len, causal, padding_mask}; }
+  KernelSpec kernel_spec() const { return KernelSpec{n_heads, head_dim(), max_len, causal, padding_mask}; }
   // Throws std::invalid_argument naming the fix (n_heads not dividing d_model, an unknown kernel, a
   // kernel lacking a capability, ...).
-  void validate(bool uses_padding_mask = false) const;
+  void validate() const;
 };
 
 class EncoderLayer : public Module {

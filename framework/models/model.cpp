@@ -49,6 +49,28 @@ std::shared_ptr<Model> make_model(const ModelConfig& config, const DataShape& sh
   return ModelRegistry::instance().find(config.kind).make(config, shape, gen);
 }
 
+std::vector<KernelUse> kernel_uses(const ModelConfig& config, const DataShape& shape) {
+  const ModelKindInfo& kind = ModelRegistry::instance().find(config.kind);
+  if (kind.kernels) return kind.kernels(config, shape);
+  KernelUse use;
+  use.key = "model.attention";
+  use.name = config.encoder.attention;
+  use.options = config.encoder.attention_options;
+  EncoderConfig stack = config.encoder;
+  stack.padding_mask = shape.padded;
+  use.spec = stack.kernel_spec();
+  use.spec.max_len = kind.sequence_length(config, shape);
+  use.spec.causal = kind.causal;
+  use.layers = config.encoder.n_layers;
+  return {use};
+}
+
+std::vector<Model::AttentionPart> Model::attention_parts() const {
+  AttentionPart part;
+  for (std::size_t l = 0; l < n_layers(); ++l) part.pattern_hooks.push_back("blocks." + std::to_string(l) + ".attn.hook_pattern");
+  return {part};
+}
+
 void gpt_init(Module& model, std::size_t n_layers, Generator& gen) {
   NoGradGuard no_grad;
   const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(std::max<std::size_t>(n_layers, 1)));

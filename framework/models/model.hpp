@@ -33,6 +33,13 @@ const EnumNames<Pooling>& pooling_names();
 Pooling parse_pooling(const std::string& name);  // "mean" | "cls"
 const char* pooling_name(Pooling pooling);
 
+// The kernel of one attention part of an encoder-decoder (model.encoder_attention, ...): an empty name
+// means model.attention's kernel, empty options its options (or the named kernel's defaults).
+struct AttentionChoice {
+  std::string name;
+  YamlTree options;
+};
+
 // The model section of a config: the kind, the stack, and the options some kinds read.
 struct ModelConfig {
   std::string kind = "token_tagger";
@@ -40,8 +47,22 @@ struct ModelConfig {
   PositionalKind positional = PositionalKind::learned;
   Pooling pooling = Pooling::mean;  // sequence_classifier
   std::size_t patch_size = 4;       // vit
-  bool tie_embeddings = false;      // causal_lm: the output layer's weight is the token embedding
+  bool tie_embeddings = false;      // causal_lm, seq2seq: the output layer's weight is the (decoder's) token embedding
   std::string init_from;            // a weights folder (attnlab export) to start from (read by the runner)
+  // seq2seq
+  std::size_t decoder_layers = 0;   // 0: as many as the encoder (n_layers)
+  bool share_embeddings = false;    // one token embedding for source and target (a shared vocabulary)
+  AttentionChoice encoder_attention, decoder_attention, cross_attention;
+};
+
+// One way a model uses an attention kernel, for config checks and the memory estimate: which key chose
+// it ("model.attention", "model.cross_attention"), the kernel, how the model calls it, in how many layers.
+struct KernelUse {
+  std::string key;
+  std::string name;
+  YamlTree options;
+  KernelSpec spec;
+  std::size_t layers = 0;
 };
 
 struct ForwardOptions {
@@ -62,6 +83,16 @@ class Model : public Module {
   virtual std::size_t n_heads() const = 0;
   // The tokens the model reads for a batch (throughput): its token ids, or a ViT's patches and CLS.
   virtual std::size_t tokens_read(const Batch& batch) const { return batch.input.numel(); }
+  // Its attention patterns as parts (one for single-stack models; encoder, decoder and cross for an
+  // encoder-decoder), each naming its layers' pattern hook points and which sequences its queries and
+  // keys come from.
+  struct AttentionPart {
+    std::string name;                        // "" for the single stack; else "encoder", "decoder", "cross"
+    std::vector<std::string> pattern_hooks;  // one per layer: "blocks.0.attn.hook_pattern", ...
+    bool target_queries = false;             // queries are decoder positions
+    bool target_keys = false;                // keys are decoder positions
+  };
+  virtual std::vector<AttentionPart> attention_parts() const;
   // How position `i` of what the attention sees reads on a heatmap's axis when the model, not the data,
   // puts it there (a ViT's "cls" and patches); "" to use the data's token labels.
   virtual std::string position_label(std::size_t /*i*/) const { return ""; }
@@ -83,6 +114,9 @@ struct ModelKindInfo {
   // options against it (OptionError naming the model.* key).
   std::function<std::size_t(const ModelConfig&, const DataShape&)> sequence_length;
   std::function<std::shared_ptr<Model>(const ModelConfig&, const DataShape&, Generator&)> make;
+  // Its kernels as the config chose them; unset: model.attention in every layer, causal as `causal`,
+  // over sequence_length tokens.
+  std::function<std::vector<KernelUse>(const ModelConfig&, const DataShape&)> kernels;
 };
 
 // name -> ModelKindInfo ("model kind 'x' is not among [...]").
@@ -92,6 +126,8 @@ ModelRegistry& ModelRegistry::instance();
 
 // The model `config.kind` names, for data of `shape`.
 std::shared_ptr<Model> make_model(const ModelConfig& config, const DataShape& shape, Generator& gen);
+// The kernels the model of `config` uses for data of `shape` (its kind's `kernels`, or the default).
+std::vector<KernelUse> kernel_uses(const ModelConfig& config, const DataShape& shape);
 
 // Re-initialises a model as GPT-2 / nanoGPT (and BERT) do; every text model here starts this way: weights
 // N(0, 0.02), projections into the residual stream (attention output, second feed-forward layer)

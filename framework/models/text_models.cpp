@@ -18,10 +18,11 @@ void check_ids(const Tensor& ids, const char* who) {
 }
 
 // The stack as a token model of `kind` builds it: its causality and the length of what it reads.
-EncoderConfig stack(const ModelConfig& config, bool causal, std::size_t max_len) {
+EncoderConfig stack(const ModelConfig& config, bool causal, std::size_t max_len, bool padded) {
   EncoderConfig e = config.encoder;
   e.causal = causal;
   e.max_len = max_len;
+  e.padding_mask = padded;
   return e;
 }
 
@@ -59,7 +60,7 @@ Tensor TokenEncoder::forward(const Tensor& ids, const Tensor& key_padding_mask, 
 std::size_t CausalLM::sequence_length(const ModelConfig&, const DataShape& shape) { return token_sequence_length(shape, false); }
 
 CausalLM::CausalLM(const ModelConfig& config, const DataShape& shape, Generator& gen)
-    : encoder_config_(stack(config, true, sequence_length(config, shape))) {
+    : encoder_config_(stack(config, true, sequence_length(config, shape), shape.padded)) {
   body = register_module("body", std::make_shared<TokenEncoder>(shape.vocab_size, config.positional, encoder_config_, gen));
   head = register_module("head", config.tie_embeddings
                                      ? std::make_shared<Linear>(body->tok->weight, false, gen)
@@ -84,13 +85,7 @@ std::vector<std::int64_t> CausalLM::generate(const std::vector<std::int64_t>& pr
   for (std::int64_t id : prompt)
     if (id < 0 || static_cast<std::size_t>(id) >= vocab)
       throw std::invalid_argument("generate: prompt token " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(vocab));
-  struct RestoreMode {  // train/eval as it was, also when forward throws
-    Module& m;
-    bool training;
-    ~RestoreMode() { m.train(training); }
-  } restore{*this, is_training()};
-  eval();
-  NoGradGuard no_grad;
+  EvalScope scope(*this);
   std::vector<std::int64_t> tokens = prompt;
   std::vector<double> probs(vocab);
   std::vector<std::size_t> order(vocab);
@@ -132,7 +127,7 @@ std::size_t SequenceClassifier::sequence_length(const ModelConfig& config, const
 }
 
 SequenceClassifier::SequenceClassifier(const ModelConfig& config, const DataShape& shape, Generator& gen)
-    : encoder_config_(stack(config, false, sequence_length(config, shape))), pooling_(config.pooling) {
+    : encoder_config_(stack(config, false, sequence_length(config, shape), shape.padded)), pooling_(config.pooling) {
   body = register_module("body", std::make_shared<TokenEncoder>(shape.vocab_size, config.positional, encoder_config_, gen));
   head = register_module("head", std::make_shared<Linear>(encoder_config_.d_model, shape.num_classes, true, gen));
   if (pooling_ == Pooling::cls) {
@@ -170,7 +165,7 @@ Tensor SequenceClassifier::run(const Batch& batch, const HookScope& hooks) {
 std::size_t TokenClassifier::sequence_length(const ModelConfig&, const DataShape& shape) { return token_sequence_length(shape, true); }
 
 TokenClassifier::TokenClassifier(const ModelConfig& config, const DataShape& shape, Generator& gen)
-    : encoder_config_(stack(config, false, sequence_length(config, shape))) {
+    : encoder_config_(stack(config, false, sequence_length(config, shape), shape.padded)) {
   body = register_module("body", std::make_shared<TokenEncoder>(shape.vocab_size, config.positional, encoder_config_, gen));
   head = register_module("head", std::make_shared<Linear>(encoder_config_.d_model, shape.num_classes, true, gen));
   gpt_init(*this, encoder_config_.n_layers, gen);

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "framework/autograd/grad_mode.hpp"
 #include "framework/tensor/enum_names.hpp"
 #include "framework/tensor/random.hpp"
 #include "framework/tensor/tensor.hpp"
@@ -111,6 +112,30 @@ class Module {
   std::vector<std::pair<std::string, Generator*>> generators_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+};
+
+// Eval mode and no graph while alive (evaluation, decoding, sampling); the module's train/eval mode comes
+// back however the scope is left.
+class EvalScope {
+ public:
+  explicit EvalScope(Module& module) : module_(module), training_(module.is_training()) { module_.eval(); }
+  ~EvalScope() { module_.train(training_); }
+  EvalScope(const EvalScope&) = delete;
+  EvalScope& operator=(const EvalScope&) = delete;
+
+ private:
+  Module& module_;
+  bool training_;
+  NoGradGuard no_grad_;
+};
+
+// Numbered children ("0", "1", ...): the blocks of a stack, named as their parameters are ("blocks.0.attn...").
+class ModuleList : public Module {
+ public:
+  void add(std::shared_ptr<Module> module) { register_module(std::to_string(size_++), std::move(module)); }
+
+ private:
+  std::size_t size_ = 0;
 };
 
 }  // namespace attnlab

@@ -371,8 +371,12 @@ Tensor layer_norm_linear(const Tensor& x, const Tensor& norm_weight, const Tenso
 
 // ---- cross entropy ----
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index) {
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index, double label_smoothing) {
   check_last_axis(logits, "cross_entropy");
+  if (!(label_smoothing >= 0.0 && label_smoothing < 1.0)) {
+    throw std::invalid_argument("cross_entropy: label_smoothing must be in [0, 1) (0 for none; 1 would ignore the targets), got " +
+                                std::to_string(label_smoothing));
+  }
   if (targets.dtype() != DType::int64) {
     throw std::invalid_argument(std::string("cross_entropy: targets must be int64 class indices, got ") +
                                 dtype_name(targets.dtype()));
@@ -411,7 +415,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
         const T s = exp_sum(xr, pr, classes, m);
         const T inv = T(1) / s;
         for (std::size_t i = 0; i < classes; ++i) pr[i] *= inv;
-        row_loss[r] = static_cast<double>(m + std::log(s) - xr[pt[r]]);
+        row_loss[r] = static_cast<double>(m + std::log(s) - xr[pt[r]]);  // -log p[target]
+        // Smoothed: (1 - eps)(lse - x[t]) + eps mean_c(lse - x[c]) = (lse - x[t]) + eps (x[t] - mean_c x[c]),
+        // a correction added to the plain loss, so eps = 0 leaves it as it is, bit for bit.
+        if (label_smoothing != 0.0) {
+          const double mean = static_cast<double>(rowops::sum(xr, classes)) / static_cast<double>(classes);
+          row_loss[r] += label_smoothing * (static_cast<double>(xr[pt[r]]) - mean);
+        }
       }
     });
     double total = 0;
@@ -420,30 +430,35 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
   });
   if (needs_grad({&logits})) {
     // The targets are copied: a caller refilling its buffer before backward must not change the gradient.
-    record(out, "cross_entropy", {logits}, [probs, targets = targets.clone(), ignore_index, rows, classes, count](const Tensor& g) {
-      // d loss / d logits = (softmax - one_hot(target)) / count on counted rows, 0 on ignored ones
-      Tensor grad = empty(probs.shape(), probs.dtype());
-      dispatch_floating(g.dtype(), "cross_entropy_backward", [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        const T scale = count ? *g.data<T>() / static_cast<T>(count) : T(0);
-        const T* pp = probs.data<T>();
-        const std::int64_t* pt = targets.data<std::int64_t>();
-        T* pd = grad.data<T>();
-        parallel_for(rows, rowops::grain(classes), [&](std::size_t r0, std::size_t r1) {
-          for (std::size_t r = r0; r < r1; ++r) {
-            T* dr = pd + r * classes;
-            if (pt[r] == ignore_index) {
-              std::fill(dr, dr + classes, T(0));
-              continue;
-            }
-            const T* pr = pp + r * classes;
-            for (std::size_t i = 0; i < classes; ++i) dr[i] = pr[i] * scale;
-            dr[pt[r]] -= scale;
-          }
-        });
-      });
-      return std::vector<Tensor>{grad};
-    });
+    record(out, "cross_entropy", {logits},
+           [probs, targets = targets.clone(), ignore_index, label_smoothing, rows, classes, count](const Tensor& g) {
+             // d loss / d logits = (softmax - ((1 - eps) one_hot(target) + eps / C)) / count on counted rows, 0 on
+             // ignored ones. With eps = 0 the uniform part is 0 and the target's share is scale itself: the
+             // unsmoothed gradient, bit for bit.
+             Tensor grad = empty(probs.shape(), probs.dtype());
+             dispatch_floating(g.dtype(), "cross_entropy_backward", [&](auto tag) {
+               using T = typename decltype(tag)::type;
+               const T scale = count ? *g.data<T>() / static_cast<T>(count) : T(0);
+               const T uniform = static_cast<T>(label_smoothing / static_cast<double>(classes)) * scale;
+               const T on_target = static_cast<T>(1.0 - label_smoothing) * scale;
+               const T* pp = probs.data<T>();
+               const std::int64_t* pt = targets.data<std::int64_t>();
+               T* pd = grad.data<T>();
+               parallel_for(rows, rowops::grain(classes), [&](std::size_t r0, std::size_t r1) {
+                 for (std::size_t r = r0; r < r1; ++r) {
+                   T* dr = pd + r * classes;
+                   if (pt[r] == ignore_index) {
+                     std::fill(dr, dr + classes, T(0));
+                     continue;
+                   }
+                   const T* pr = pp + r * classes;
+                   for (std::size_t i = 0; i < classes; ++i) dr[i] = pr[i] * scale - uniform;
+                   dr[pt[r]] -= on_target;
+                 }
+               });
+             });
+             return std::vector<Tensor>{grad};
+           });
   }
   return out;
 }

@@ -125,8 +125,11 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 Tensor layer_norm_linear(const Tensor& x, const Tensor& norm_weight, const Tensor& norm_bias, double eps,
                          const Tensor& weight, const Tensor& bias);
 // logits [..., C] against int64 targets [...]; mean over targets that are not ignore_index (0 when every
-// target is ignored). Targets outside [0, C) other than ignore_index are an error.
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index = -100);
+// target is ignored). Targets outside [0, C) other than ignore_index are an error. With label_smoothing
+// eps in [0, 1) each scored row's loss is PyTorch's (1 - eps) (-log p[target]) + eps mean_c(-log p[c]):
+// the target's one-hot mixed with the uniform distribution; eps = 0 is the plain loss, bit for bit.
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t ignore_index = -100,
+                     double label_smoothing = 0.0);
 // Zeroes each element with probability p and scales the rest by 1/(1-p) when training; identity otherwise.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
 

@@ -312,6 +312,69 @@ TEST(ToyTasks, SplitsNeverShareASourceAndDrawsAreSeeded) {
             t->batch(TaskSplit::train, TaskFormat::tagging, 8, b).input.to_vector());
 }
 
+TEST(ToyTasks, Seq2SeqReadsSepAndTheAnswerAndPredictsTheAnswerAndEos) {
+  Generator gen(11);
+  for (const char* name : {"copy", "reverse", "sort"}) {
+    auto t = task(name);
+    EXPECT_EQ(t->eos(), static_cast<std::int64_t>(t->vocab_size()));  // the id after the symbols
+    for (int i = 0; i < 10; ++i) {
+      const SequenceExample e = t->example(TaskSplit::train, TaskFormat::seq2seq, gen);
+      std::vector<std::int64_t> answer = e.input;
+      if (std::string(name) == "reverse") std::reverse(answer.begin(), answer.end());
+      if (std::string(name) == "sort") std::sort(answer.begin(), answer.end());
+      std::vector<std::int64_t> decoder{kSep}, target = answer;
+      decoder.insert(decoder.end(), answer.begin(), answer.end());
+      target.push_back(t->eos());
+      EXPECT_EQ(e.decoder_input, decoder) << name;
+      EXPECT_EQ(e.target, target) << name;
+    }
+  }
+}
+
+TEST(ToyTasks, MinLengthVariesSourcesAndPadsBatches) {
+  ToyTaskOptions o;
+  o.name = "reverse";
+  o.length = 7;
+  o.min_length = 3;
+  const auto t = make_toy_task(o);
+  EXPECT_TRUE(t->variable_length());
+  EXPECT_EQ(t->max_length(TaskFormat::seq2seq), 7u);
+  EXPECT_EQ(t->max_target_length(), 8u);
+  Generator gen(12);
+  std::set<std::size_t> lengths;
+  for (int i = 0; i < 200; ++i) lengths.insert(t->example(TaskSplit::train, TaskFormat::seq2seq, gen).input.size());
+  EXPECT_EQ(lengths, (std::set<std::size_t>{3, 4, 5, 6, 7}));
+  const Batch b = t->batch(TaskSplit::train, TaskFormat::seq2seq, 16, gen);
+  ASSERT_TRUE(b.key_padding_mask.defined());
+  ASSERT_TRUE(b.decoder_padding_mask.defined());
+  for (std::size_t r = 0; r < 16; ++r) {
+    std::size_t n = 0;  // the source's real length
+    while (n < b.input.size(1) && b.key_padding_mask.at({r, n}) == 0) ++n;
+    for (std::size_t i = n; i < b.input.size(1); ++i) {
+      EXPECT_EQ(b.input.at({r, i}), kPad);
+      EXPECT_EQ(b.key_padding_mask.at({r, i}), 1.0);
+    }
+    for (std::size_t i = 0; i < n; ++i) EXPECT_EQ(b.target.at({r, i}), b.input.at({r, n - 1 - i}));  // reversed
+    EXPECT_EQ(b.target.at({r, n}), t->eos());
+    for (std::size_t i = n + 1; i < b.target.size(1); ++i) EXPECT_EQ(b.target.at({r, i}), kIgnore);
+    for (std::size_t i = 0; i < b.decoder_input.size(1); ++i) EXPECT_EQ(b.decoder_padding_mask.at({r, i}), i > n ? 1.0 : 0.0);
+  }
+  // Tagging pads too: the padded positions are neither read (mask) nor scored.
+  const Batch tagged = t->batch(TaskSplit::train, TaskFormat::tagging, 16, gen);
+  ASSERT_TRUE(tagged.key_padding_mask.defined());
+  for (std::size_t i = 0; i < tagged.target.numel(); ++i) {
+    if (tagged.key_padding_mask.to_vector()[i] != 0) EXPECT_EQ(tagged.target.to_vector()[i], kIgnore);
+  }
+}
+
+TEST(ToyTasks, FixedLengthBatchesCarryNoMask) {
+  Generator gen(13);
+  const Batch b = task("copy")->batch(TaskSplit::train, TaskFormat::seq2seq, 4, gen);
+  EXPECT_FALSE(b.key_padding_mask.defined());
+  EXPECT_FALSE(b.decoder_padding_mask.defined());
+  EXPECT_EQ(b.decoder_input.size(1), 7u);
+}
+
 TEST(ToyTasks, BadOptionsNameTheFix) {
   try {
     task("revers");
@@ -321,6 +384,16 @@ TEST(ToyTasks, BadOptionsNameTheFix) {
   }
   EXPECT_THROW(task("copy", 0), std::invalid_argument);
   EXPECT_THROW(task("copy", 4, 1), std::invalid_argument);
+  ToyTaskOptions o;
+  o.name = "copy";
+  o.length = 4;
+  o.min_length = 5;
+  try {
+    make_toy_task(o);
+    FAIL();
+  } catch (const OptionError& e) {
+    EXPECT_EQ(e.key(), "min_length");
+  }
 }
 
 TEST(ToyTasks, MetricsCountScoredTokensAndWholeSequences) {

@@ -61,7 +61,13 @@ grep -q "4 of 4 runs already done" "$work/again.log" || { cat "$work/again.log";
 
 # The same comparison with a different config is refused, naming the comparison file.
 if "$attnlab" compare "$work/tiny.yaml" train.steps=9 > "$work/changed.log" 2>&1; then fail "a changed config was mixed into finished runs"; fi
-grep -q "tiny.yaml:[0-9]*:[0-9]*: variant 'softmax'.*different config" "$work/changed.log" || { cat "$work/changed.log"; fail "the changed-config error does not say where and why"; }
+grep -q "tiny.yaml:[0-9]*:[0-9]*: variant 'softmax'.*different config (.*: train.steps 8 there, 9 now)" "$work/changed.log" || { cat "$work/changed.log"; fail "the changed-config error does not say where and why"; }
+
+# A run folder written by an older build lacks the keys added since; at their defaults they are no
+# difference, and the finished comparison is still recognised.
+sed -i '/label_smoothing:/d' "$out/runs/softmax/seed_0.yaml"
+"$attnlab" compare "$work/tiny.yaml" > "$work/older.log" 2>&1 || { cat "$work/older.log"; fail "a run config without a newer key was refused"; }
+grep -q "4 of 4 runs already done" "$work/older.log" || { cat "$work/older.log"; fail "a run config without a newer key was rerun"; }
 
 # A bad variant key: exit 2, file:line:column, nothing written.
 sed -e 's/name: tiny/name: bad/' -e 's/model.attention.name: linear/model.atention.name: linear/' "$work/tiny.yaml" > "$work/bad.yaml"

@@ -6,9 +6,9 @@
 #include <filesystem>
 #include <set>
 
-#include "framework/io/atomic_file.hpp"
 #include "experiments/runner/compare.hpp"
 #include "experiments/runner/config.hpp"
+#include "framework/io/atomic_file.hpp"
 #include "framework/io/config_node.hpp"
 
 namespace attnlab {
@@ -46,12 +46,28 @@ const char* const kEveryKey[] = {
     "task: {name: quadrants, image_size: 8}\nmodel: {kind: vit, patch_size: 2}\n",
     "task: {name: char_text, path: text.txt, block_size: 16, train_fraction: 0.8}\nmodel: {kind: causal_lm}\n",
     "task: {name: fashion_mnist, path: fmnist, flip: true, shift: 2}\nmodel: {kind: vit, patch_size: 7}\n",
-    "train: {optimizer: {name: adam}}\n",
+    "train: {optimizer: {name: adam}, label_smoothing: 0.1}\n",
+    "task: {name: scan, split: length, split_seed: 3}\n"
+    "model: {kind: seq2seq, decoder_layers: 3, encoder_attention: {name: linear, options: {eps: 0.001}},\n"
+    "        decoder_attention: {name: cosine}, cross_attention: {name: performer, options: {features: 16}}}\n",
+    "task: {name: reverse, min_length: 3}\nmodel: {kind: seq2seq, share_embeddings: true, tie_embeddings: true,\n"
+    "        decoder_attention: {options: {dropout: 0.1}}}\n",
 };
+
+// A scan config reading its pairs from files (written here: the config reads them to size the model).
+std::string scan_files_config() {
+  const std::string dir = ::testing::TempDir() + "attnlab_scan_config";
+  std::filesystem::create_directories(dir);
+  write_file_atomically(dir + "/train.txt", "IN: jump twice OUT: I_JUMP I_JUMP\nIN: walk OUT: I_WALK\n");
+  write_file_atomically(dir + "/test.txt", "IN: walk twice OUT: I_WALK I_WALK\n");
+  return "task: {name: scan, path: " + dir + "/train.txt, test_path: " + dir + "/test.txt}\nmodel: {kind: seq2seq}\n";
+}
 
 TEST(Config, EveryKeyRoundTripsThroughTheResolvedConfig) {
   std::set<std::string> changed;
-  for (const char* text : kEveryKey) {
+  std::vector<std::string> texts(std::begin(kEveryKey), std::end(kEveryKey));
+  texts.push_back(scan_files_config());
+  for (const std::string& text : texts) {
     const ExperimentConfig c = parse_config(text, "t.yaml");
     for (const KeyDifference& d : config_differences(c, ExperimentConfig{}, true)) changed.insert(d.key);
     const std::string resolved = config_to_yaml(c);
@@ -160,20 +176,41 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"- a\n- b\n", {}, "1:1", "the config must be a mapping"},
         BadConfig{"task:\n  name: quadrants\n  image_size: 16\nmodel:\n  kind: vit\n  patch_size: 5\n", {}, "6:15",
                   "model.patch_size (5) must divide the image size (16x16)"},
-        BadConfig{"model:\n  kind: vit\n", {}, "2:9", "task 'reverse' cannot train a vit; use model.kind causal_lm or token_tagger"},
+        BadConfig{"model:\n  kind: vit\n", {}, "2:9", "task 'reverse' cannot train a vit; use model.kind causal_lm or seq2seq or token_tagger"},
         BadConfig{"train:\n  eval_batches: 0\n", {}, "2:17", "the whole held-out split, which task 'reverse' does not have"},
         BadConfig{"task: {name: quadrants}\nmodel: {kind: vit}\ntrain: {final_eval_batches: 0}\n", {}, "3:29",
                   "train.final_eval_batches 0 means the whole held-out split"},
         BadConfig{"task: {name: quadrants, flip: true}\nmodel: {kind: vit}\n", {}, "1:31",
                   "task.flip is not read by task 'quadrants' (it reads task.image_size)"},
         BadConfig{"model:\n  tie_embeddings: true\n", {}, "2:19", "model.tie_embeddings is not read by model.kind token_tagger"},
-        BadConfig{"task: {name: copy, gap: 2}\n", {}, "1:25", "task.gap is not read by task 'copy' (it reads task.length, task.symbols, task.held_out_fraction)"},
+        BadConfig{"task: {name: copy, gap: 2}\n", {}, "1:25", "task.gap is not read by task 'copy' (it reads task.length, task.min_length, task.symbols, task.held_out_fraction)"},
         BadConfig{"model: {kind: vit, positional: rotary}\ntask: {name: quadrants}\n", {}, "1:32",
                   "model.positional is not read by model.kind vit"},
         BadConfig{"train:\n  optimizer: {name: sgd, decay_kinds: [weight, norm]}\n", {}, "2:39",
                   "sgd adds its L2 weight_decay to every parameter"},
         BadConfig{"train:\n  optimizer:\n    decay_kinds: [weight, embeddings]\n", {}, "3:27",
-                  "lists 'embeddings', which is not among [weight, embedding, bias, norm]; did you mean 'embedding'?"}));
+                  "lists 'embeddings', which is not among [weight, embedding, bias, norm]; did you mean 'embedding'?"},
+        // The encoder-decoder: each part's kernel checked for what the part does, at the key that chose it.
+        BadConfig{"model:\n  kind: seq2seq\n  cross_attention:\n    name: sparse\n", {}, "4:11",
+                  "sparse does not support cross-attention (queries and keys from different sequences); use one of [cosine, linear, "
+                  "linformer, performer, softmax] (model.kind seq2seq uses model.cross_attention for cross-attention)"},
+        BadConfig{"model:\n  kind: seq2seq\n  attention:\n    name: sparse\n", {}, "4:11",
+                  "(model.kind seq2seq uses model.attention for cross-attention)"},
+        BadConfig{"model:\n  kind: seq2seq\n  decoder_attention:\n    name: linformer\n", {}, "4:11",
+                  "linformer does not support causal attention"},
+        BadConfig{"model:\n  kind: seq2seq\n  cross_attention:\n    name: sofmax\n", {}, "4:11", "did you mean 'softmax'?"},
+        BadConfig{"model:\n  kind: seq2seq\n  cross_attention:\n    name: linear\n    options: {eps: -1}\n", {}, "5:20",
+                  "model.cross_attention.options.eps"},
+        BadConfig{"task: {name: scan}\nmodel: {kind: seq2seq, share_embeddings: true}\n", {}, "2:42",
+                  "model.share_embeddings needs one vocabulary for source and target"},
+        BadConfig{"task: {name: scan}\n", {}, "file", "task 'scan' cannot train a token_tagger; use model.kind seq2seq"},
+        BadConfig{"task: {name: mqar}\nmodel: {kind: seq2seq}\n", {}, "2:15", "task 'mqar' cannot train a seq2seq"},
+        BadConfig{"task: {name: scan, split: lenght}\nmodel: {kind: seq2seq}\n", {}, "1:27", "did you mean 'length'?"},
+        BadConfig{"task: {name: scan, path: a.txt}\nmodel: {kind: seq2seq}\n", {}, "1:26",
+                  "task.path (training pairs) and task.test_path (held-out pairs) are SCAN-format files given together"},
+        BadConfig{"model: {decoder_layers: 2}\n", {}, "1:25", "model.decoder_layers is not read by model.kind token_tagger"},
+        BadConfig{"task: {name: copy, min_length: 9}\n", {}, "1:32", "task.min_length (9) must not exceed task.length (8)"},
+        BadConfig{"train: {label_smoothing: 1}\n", {}, "1:26", "'train.label_smoothing' must be [0, 1)"}));
 
 // Inputs that were once accepted silently (they trained the defaults, or dropped a part of the file).
 class SilentlyAccepted : public ::testing::TestWithParam<BadConfig> {};

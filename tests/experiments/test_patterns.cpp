@@ -63,5 +63,52 @@ TEST(PatternMetrics, PaddingIsNeverAnEarlierOccurrence) {
   EXPECT_NEAR(m.induction, (1.0 + 0.25) / 2.0, 1e-12);
 }
 
+TEST(PatternMetrics, PaddedQueriesDoNotCountAndTheRealLengthPlacesTheAntiDiagonal) {
+  // 3 real tokens and 2 of padding; the real rows reverse the real keys, the padded rows look anywhere.
+  std::vector<double> p(5 * 5, 0.0);
+  for (std::size_t i = 0; i < 3; ++i) p[i * 5 + (2 - i)] = 1.0;
+  p[3 * 5 + 0] = p[4 * 5 + 4] = 1.0;
+  const HeadMetrics m = head_metrics(p.data(), 5, 5, {}, 3);
+  EXPECT_DOUBLE_EQ(m.anti_diagonal, 1.0);
+  EXPECT_DOUBLE_EQ(m.monotonicity, -1.0);
+}
+
+TEST(PatternMetrics, MonotonicityFollowsTheCentroids) {
+  const auto diagonal = one_hot_rows(5, [](std::size_t i, std::size_t) { return i; });
+  EXPECT_DOUBLE_EQ(head_metrics(diagonal.data(), 5, 5, {}).monotonicity, 1.0);
+  const auto reverse = one_hot_rows(5, [](std::size_t i, std::size_t n) { return n - 1 - i; });
+  EXPECT_DOUBLE_EQ(head_metrics(reverse.data(), 5, 5, {}).monotonicity, -1.0);
+  std::vector<double> uniform(4 * 4, 0.25);  // every centroid 1.5: no pair ordered
+  EXPECT_DOUBLE_EQ(head_metrics(uniform.data(), 4, 4, {}).monotonicity, 0.0);
+  // Centroids 0, 2, 1, 3: pairs (0,2) (0,1) (0,3) (2,3) (1,3) concordant, (2,1) discordant: (5 - 1) / 6.
+  const std::size_t order[] = {0, 2, 1, 3};
+  std::vector<double> p(4 * 4, 0.0);
+  for (std::size_t i = 0; i < 4; ++i) p[i * 4 + order[i]] = 1.0;
+  EXPECT_NEAR(head_metrics(p.data(), 4, 4, {}).monotonicity, 4.0 / 6.0, 1e-12);
+}
+
+TEST(PatternMetrics, CrossAttentionAlignments) {
+  // Targets (BOS, 3 answer tokens: 4 rows, then 1 row of padding) over sources of 3 real keys and 1 pad.
+  // Copying: target position i reads source i; the EOS-predicting row 3 has no source position.
+  std::vector<double> copy(5 * 4, 0.0);
+  for (std::size_t i = 0; i < 3; ++i) copy[i * 4 + i] = 1.0;
+  copy[3 * 4 + 2] = 1.0;
+  copy[4 * 4 + 0] = 1.0;  // a padded target row: not counted
+  HeadMetrics m = cross_metrics(copy.data(), 5, 4, 4, 3);
+  EXPECT_DOUBLE_EQ(m.diagonal, 1.0);
+  EXPECT_DOUBLE_EQ(m.entropy, 0.0);
+  EXPECT_DOUBLE_EQ(m.monotonicity, 1.0);  // centroids 0, 1, 2, 2: the tie is not counted
+  EXPECT_TRUE(std::isnan(m.induction));
+  EXPECT_TRUE(std::isnan(m.previous_token));
+  // Reversing: target i reads source 2 - i.
+  std::vector<double> reverse(5 * 4, 0.0);
+  for (std::size_t i = 0; i < 3; ++i) reverse[i * 4 + (2 - i)] = 1.0;
+  reverse[3 * 4 + 0] = 1.0;
+  m = cross_metrics(reverse.data(), 5, 4, 4, 3);
+  EXPECT_DOUBLE_EQ(m.anti_diagonal, 1.0);
+  EXPECT_DOUBLE_EQ(m.diagonal, 1.0 / 3.0);  // the middle token is on both
+  EXPECT_DOUBLE_EQ(m.monotonicity, -1.0);
+}
+
 }  // namespace
 }  // namespace attnlab

@@ -11,9 +11,11 @@
 #include <sstream>
 
 #include "framework/io/atomic_file.hpp"
+#include "experiments/runner/metrics_log.hpp"
 #include "experiments/runner/run_folder.hpp"
 #include "experiments/runner/train.hpp"
 #include "framework/io/checkpoint.hpp"
+#include "framework/io/npy.hpp"
 
 namespace attnlab {
 namespace {
@@ -221,6 +223,55 @@ TEST_F(Training, BadDataFailsBeforeTheRunFolderExists) {
                                           {"log.dir=" + dir_ + "/runs", "task.path=" + dir_ + "/short.txt"});
   EXPECT_THROW(train_experiment(c, 1), std::invalid_argument);
   EXPECT_FALSE(fs::exists(dir_ + "/runs"));
+}
+
+// An encoder-decoder run captures its three attention parts, logs their metrics by part, and its report
+// shows each under its title with the target tokens down the side of the cross-attention.
+TEST_F(Training, AnEncoderDecoderRunCapturesItsThreeAttentionParts) {
+  const ExperimentConfig c = parse_config("task: {name: reverse, length: 6, min_length: 3, symbols: 5}\n"
+                                          "model: {kind: seq2seq, d_model: 16, n_heads: 2, n_layers: 1, share_embeddings: true}\n"
+                                          "train: {steps: 12, batch_size: 8, eval_interval: 6, eval_batches: 1, label_smoothing: 0.1}\n"
+                                          "log: {interval: 6, probes: 2}\n",
+                                          "test.yaml", {"log.dir=" + dir_, "name=s2s"});
+  const TrainResult r = train_experiment(c, 1);
+  for (const char* part : {"encoder", "decoder", "cross"})
+    for (std::size_t probe = 0; probe < 2; ++probe) {
+      const std::string file = r.run_dir + "/patterns/step_12_probe_" + std::to_string(probe) + "_" + part + ".npy";
+      EXPECT_TRUE(fs::exists(file)) << file;
+    }
+  EXPECT_TRUE(fs::exists(r.run_dir + "/patterns/probe_0_target_labels.txt"));
+  const std::string labels = read_file(r.run_dir + "/patterns/probe_0_target_labels.txt", "test file");
+  EXPECT_EQ(labels.rfind("bos\n", 0), 0u) << labels;
+  // Each probe's patterns are cut to its own lengths: the batch's padding is not part of the example.
+  std::set<std::size_t> source_lengths;
+  for (std::size_t probe = 0; probe < 2; ++probe) {
+    const std::string base = r.run_dir + "/patterns/probe_" + std::to_string(probe);
+    std::vector<std::string> rows, columns;
+    std::istringstream target_labels(read_file(base + "_target_labels.txt", "test file")), source_labels(read_file(base + "_labels.txt", "test file"));
+    for (std::string l; std::getline(target_labels, l);) rows.push_back(l);
+    for (std::string l; std::getline(source_labels, l);) columns.push_back(l);
+    EXPECT_EQ(rows.size(), columns.size() + 1);  // BOS and the reversed source
+    EXPECT_EQ(std::count(columns.begin(), columns.end(), "pad"), 0);
+    const auto shape = [&](const char* part) { return read_npy(r.run_dir + "/patterns/step_12_probe_" + std::to_string(probe) + "_" + part + ".npy").shape(); };
+    EXPECT_EQ(shape("cross"), (Shape{1, 2, rows.size(), columns.size()}));
+    EXPECT_EQ(shape("decoder"), (Shape{1, 2, rows.size(), rows.size()}));
+    EXPECT_EQ(shape("encoder"), (Shape{1, 2, columns.size(), columns.size()}));
+    EXPECT_EQ(read_npy(base + "_tokens.npy").numel(), columns.size());
+    source_lengths.insert(columns.size());
+  }
+  EXPECT_EQ(source_lengths.size(), 2u);  // the two probes differ in length, so one of them was padded in the batch
+  const RunRecord run = read_run(r.run_dir);
+  ASSERT_FALSE(run.captures.empty());
+  std::set<std::string> parts;
+  for (const HeadMetricRow& h : run.captures.back().heads) {
+    parts.insert(h.part);
+    if (h.part == "cross") EXPECT_TRUE(std::isnan(h.metrics.induction));
+  }
+  EXPECT_EQ(parts, (std::set<std::string>{"encoder", "decoder", "cross"}));
+  const std::string report = read_file(r.run_dir + "/report.html", "test file");
+  for (const char* title : {"Encoder self-attention", "Decoder self-attention", "Decoder cross-attention: target down, source across"})
+    EXPECT_NE(report.find(title), std::string::npos) << title;
+  EXPECT_NE(report.find(">bos</text>"), std::string::npos);  // the decoder's tokens label the cross-attention's rows
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 # End-to-end runs of `attnlab train` on tiny configs: every task with a model kind that trains it, every
 # model kind, eval / sample / export, bad inputs (exit 2, nothing written), and faults halfway: a run that
 # diverges, Ctrl-C and SIGTERM (a checkpoint, then resume), kill -9 (resume logs every step once), an
-# emptied config.yaml, weights exported and loaded back for every positional encoding.
+# emptied config.yaml, weights exported and loaded back for every positional encoding; an encoder-decoder
+# translated and evaluated by decoding.
 # Usage: train_cli.sh ATTNLAB_BINARY SOURCE_DIR WORK_DIR
 set -uo pipefail
 attnlab=$1 source=$2 work=$3
@@ -158,6 +159,24 @@ grep -q "config.yaml is empty; using the config stored in last.ckpt" "$work/resu
 sed -i 's/n_heads: 2/n_heads: 4/' "$work/runs/killed/config.yaml"
 "$attnlab" eval "$work/runs/killed" > "$work/edited.log" 2>&1 && fail "eval accepted an edited n_heads"
 grep -q "model.n_heads: 4 here, 2 in the checkpoint" "$work/edited.log" || { fail "the edited config's error"; cat "$work/edited.log"; }
+
+# The encoder-decoder: the three parts' patterns, then translate (greedy and beam) and decoded evaluation.
+check train_seq2seq "$attnlab" train "$source/configs/reverse_seq2seq.yaml" "${tiny[@]}" log.dir="$work/runs" name=s2s
+for part in encoder decoder cross; do
+  [ -s "$work/runs/s2s/patterns/step_6_probe_0_$part.npy" ] || fail "the seq2seq run captured no $part patterns"
+done
+"$attnlab" translate "$work/runs/s2s" --input "3 4 5" --input "6 7" > "$work/translate.log" 2>&1 || fail "translate"
+grep -q "^IN: 3 4 5 OUT: " "$work/translate.log" && grep -q "^IN: 6 7 OUT: " "$work/translate.log" \
+  || { fail "translate printed no IN/OUT line per input"; cat "$work/translate.log"; }
+check translate_beam "$attnlab" translate "$work/runs/s2s" --input "3 4 5" --beam 3
+"$attnlab" eval "$work/runs/s2s" --decode > "$work/eval_decode.log" 2>&1
+grep -q '"decoding":"greedy","decoded_exact_match":' "$work/eval_decode.log" || { fail "eval --decode"; cat "$work/eval_decode.log"; }
+"$attnlab" translate "$work/runs/s2s" --input "3 x" > "$work/translate_bad.log" 2>&1
+[ $? = 2 ] && grep -q "\-\-input \"3 x\": 'x' is not a token id of this task" "$work/translate_bad.log" \
+  || { fail "a bad translate input"; cat "$work/translate_bad.log"; }
+"$attnlab" translate "$work/runs/reverse-token_tagger" --input "3 4" > "$work/translate_kind.log" 2>&1
+[ $? = 2 ] && grep -q "attnlab translate decodes with an encoder-decoder" "$work/translate_kind.log" \
+  || { fail "translate on a tagger"; cat "$work/translate_kind.log"; }
 
 echo "$failures failures"
 [ $failures -eq 0 ]

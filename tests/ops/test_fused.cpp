@@ -1,5 +1,5 @@
 // Fused ops: softmax, log_softmax, layer_norm, cross_entropy and dropout against naive formulas, their
-// numerical edge cases (masked rows, large logits, ignored targets), and float64 gradchecks.
+// numerical edge cases (masked rows, large logits, ignored targets, label smoothing), and float64 gradchecks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -105,6 +105,99 @@ TEST(CrossEntropy, MatchesTheFormulaAndSkipsIgnoredTargets) {
 TEST(CrossEntropy, LargeLogitsStayFinite) {
   Tensor logits = from_vector({1000.0, -1000.0}, {1, 2});
   EXPECT_NEAR(cross_entropy(logits, from_indices(std::vector<std::int64_t>{1}, {1})).item(), 2000.0, 1e-3);
+  // Smoothed by 0.1: 0.9 * 2000 + 0.1 * mean(0, 2000).
+  EXPECT_NEAR(cross_entropy(logits, from_indices(std::vector<std::int64_t>{1}, {1}), -100, 0.1).item(), 1900.0, 1e-3);
+}
+
+// Label smoothing eps: each scored row's loss is (1 - eps)(-log p[target]) + eps mean_c(-log p[c]), the
+// mean over scored rows as without it (torch.nn.functional.cross_entropy's label_smoothing).
+TEST(CrossEntropy, LabelSmoothingMatchesTheFormulaAndSkipsIgnoredTargets) {
+  const std::vector<std::vector<double>> rows{
+      {2.0, 1.0, 0.1, -0.7, 0.5}, {0.5, 2.5, 0.3, 1.2, -1.0}, {1.0, 1.0, 1.0, 1.0, 1.0}, {-2.0, 0.4, 3.1, 0.0, 0.9}};
+  const std::vector<std::int64_t> target_values{0, -100, 4, 2};
+  std::vector<double> values;
+  for (const auto& row : rows) values.insert(values.end(), row.begin(), row.end());
+  const Tensor logits = from_vector(values, {4, 5}, DType::float64);
+  const Tensor targets = from_indices(target_values, {4});
+  const double eps = 0.1;
+  double total = 0;
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    if (target_values[r] == -100) continue;
+    const auto p = naive_softmax(rows[r]);
+    double uniform = 0;
+    for (double pc : p) uniform += -std::log(pc) / 5.0;
+    total += (1 - eps) * -std::log(p[static_cast<std::size_t>(target_values[r])]) + eps * uniform;
+  }
+  EXPECT_NEAR(cross_entropy(logits, targets, -100, eps).item(), total / 3.0, 1e-12);
+  // torch.nn.functional.cross_entropy(logits, targets, label_smoothing=0.1) in float64 (PyTorch 1.13).
+  EXPECT_NEAR(cross_entropy(logits, targets, -100, eps).item(), 0.9372887276745406, 1e-12);
+  // Smoothing moves the loss: the same rows unsmoothed give PyTorch's 0.8026220610078739.
+  EXPECT_NEAR(cross_entropy(logits, targets).item(), 0.8026220610078739, 1e-12);
+  const Tensor all_ignored = from_indices(std::vector<std::int64_t>{-100, -100, -100, -100}, {4});
+  EXPECT_EQ(cross_entropy(logits, all_ignored, -100, eps).item(), 0.0);
+}
+
+TEST(CrossEntropy, LabelSmoothingOutsideZeroToOneIsAnError) {
+  const Tensor logits = from_vector({2.0, 1.0, 0.1, 0.5, 2.5, 0.3}, {2, 3}, DType::float64);
+  const Tensor targets = from_indices(std::vector<std::int64_t>{0, 2}, {2});
+  for (double eps : {-0.1, 1.0, 1.5, std::nan("")}) {
+    try {
+      cross_entropy(logits, targets, -100, eps);
+      ADD_FAILURE() << "label_smoothing " << eps << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("label_smoothing must be in [0, 1)"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(cross_entropy(logits, targets, -100, 0.0));
+  EXPECT_NO_THROW(cross_entropy(logits, targets, -100, 0.999));
+}
+
+// Without smoothing the loss and its gradient are the unsmoothed op's, bit for bit, in float32: the loss
+// is the mean over scored rows of -log_softmax(x)[target] summed in double, the gradient softmax(x) *
+// scale with scale subtracted at the target (scale = 1 / count). Checked with the scored rows together
+// (count 51: a scale that is not a power of two, so a reordered product shows) and with each row scored
+// alone (the loss is then that row's own value, not hidden in a mean).
+TEST(CrossEntropy, NoSmoothingKeepsTheUnsmoothedValuesBitForBit) {
+  constexpr std::size_t kRows = 64, kClasses = 37;  // 37 classes: rows start at many alignments
+  constexpr std::int64_t kIgnore = -100;
+  Generator gen(11);
+  const Tensor values = randn({kRows, kClasses}, gen, DType::float32, 0.0, 3.0);
+  const auto log_probs = log_softmax(values).to_vector(), probs = softmax(values).to_vector();
+  const auto check = [&](const std::vector<std::int64_t>& target_values) {
+    Tensor logits = values.clone();
+    logits.set_requires_grad(true);
+    const Tensor loss = cross_entropy(logits, from_indices(target_values, {kRows}), kIgnore, 0.0);
+    loss.backward();
+    double total = 0;
+    std::size_t count = 0;
+    for (std::size_t r = 0; r < kRows; ++r) {
+      if (target_values[r] == kIgnore) continue;
+      total += -log_probs[r * kClasses + static_cast<std::size_t>(target_values[r])];
+      ++count;
+    }
+    EXPECT_EQ(loss.item(), static_cast<double>(static_cast<float>(total / static_cast<double>(count))));
+    const float scale = 1.0f / static_cast<float>(count);
+    const auto grad = logits.grad().to_vector();
+    for (std::size_t r = 0; r < kRows; ++r)
+      for (std::size_t c = 0; c < kClasses; ++c) {
+        float want = 0.0f;
+        if (target_values[r] != kIgnore) {
+          want = static_cast<float>(probs[r * kClasses + c]) * scale;
+          if (static_cast<std::int64_t>(c) == target_values[r]) want -= scale;
+        }
+        EXPECT_EQ(grad[r * kClasses + c], static_cast<double>(want)) << "row " << r << " class " << c;
+      }
+  };
+  std::vector<std::int64_t> targets(kRows);
+  for (std::size_t r = 0; r < kRows; ++r) targets[r] = r % 5 == 1 ? kIgnore : static_cast<std::int64_t>((r * 7) % kClasses);
+  check(targets);
+  for (std::size_t r = 0; r < kRows; ++r) {
+    if (targets[r] == kIgnore) continue;
+    std::vector<std::int64_t> alone(kRows, kIgnore);
+    alone[r] = targets[r];
+    SCOPED_TRACE("row " + std::to_string(r) + " scored alone");
+    check(alone);
+  }
 }
 
 TEST(Dropout, EvalIsIdentityTrainingDropsAndRescales) {
@@ -146,6 +239,13 @@ TEST(FusedGradcheck, CrossEntropyWithIgnoreIndex) {
   const Tensor targets = from_indices(std::vector<std::int64_t>{2, -1, 0, 4, 1, -1}, {2, 3});
   EXPECT_TRUE(gradcheck_passes([targets](const auto& in) { return cross_entropy(in[0], targets, -1); },
                                {param({2, 3, 5}, 1, 2.0)}));
+}
+TEST(FusedGradcheck, CrossEntropyWithLabelSmoothing) {
+  const Tensor targets = from_indices(std::vector<std::int64_t>{2, -1, 0, 4, 1, -1}, {2, 3});
+  for (double eps : {0.1, 0.6})
+    EXPECT_TRUE(gradcheck_passes([targets, eps](const auto& in) { return cross_entropy(in[0], targets, -1, eps); },
+                                 {param({2, 3, 5}, 1, 2.0)}))
+        << "label_smoothing " << eps;
 }
 TEST(FusedGradcheck, LayerNormLinear) {
   EXPECT_TRUE(gradcheck_passes(

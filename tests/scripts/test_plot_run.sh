@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End to end: scripts/plot_run.py on tiny runs made by the real binary: the three figures of one run,
-# another step/probe as SVG, two runs overlaid, and a non-zero exit naming the file for a step that was
-# not captured, a missing run folder and a folder without metrics.csv.
+# another step/probe as SVG, two runs overlaid, an encoder-decoder's parts and masking figure, and a
+# non-zero exit naming the file for a step that was not captured, a missing run folder and a folder
+# without metrics.csv.
 # Usage: test_plot_run.sh ATTNLAB_BINARY SOURCE_DIR
 set -uo pipefail
 attnlab=$1 source=$2
@@ -56,6 +57,15 @@ refused bad_probe "captured probes: 0, 1, 2, 3" "${plot[@]}" "$work/runs/a" --pr
 refused missing_folder "$work/nothing: no such run folder" "${plot[@]}" "$work/nothing"
 mkdir "$work/empty"
 refused missing_csv "$work/empty/metrics.csv" "${plot[@]}" "$work/empty"
+
+# An encoder-decoder run: a figure per attention part and the masking figure, its axes in the task's tokens.
+check train_s2s "$attnlab" train "$source/configs/reverse_seq2seq.yaml" train.steps=10 train.eval_interval=10 log.interval=5 \
+  train.schedule.warmup_steps=0 model.d_model=16 model.n_heads=2 log.dir="$work/runs" name=s2s
+check plot_s2s "${plot[@]}" "$work/runs/s2s" --probe 1 --format svg
+expect_files "$work/runs/s2s/plots" attention_s2s_step_10_probe_1_encoder.svg attention_s2s_step_10_probe_1_decoder.svg \
+  attention_s2s_step_10_probe_1_cross.svg masking_s2s_step_10_probe_1.svg head_metrics.svg
+grep -q "<!-- bos -->" "$work/runs/s2s/plots/masking_s2s_step_10_probe_1.svg" || fail "the masking figure's rows are not the decoder's tokens"
+refused bad_head "outside the encoder patterns' 2 layers and 2 heads" "${plot[@]}" "$work/runs/s2s" --head 5 --out "$work/bad"
 
 echo "$failures failures"
 [ $failures -eq 0 ]
