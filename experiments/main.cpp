@@ -91,7 +91,7 @@ void add_analyze_command(CLI::App& app, Commands& c) {
   c.analyze->add_option("--discard-ratio", o.rollout.discard_ratio, "rollout: the share of each layer's weakest weights dropped")
       ->check(CLI::Range(0.0, 0.999))
       ->capture_default_str();
-  c.analyze->add_option("--threshold", o.emergence_threshold, "emergence: the detector score that counts as formed")
+  c.analyze->add_option("--threshold", o.emergence_threshold, "emergence: the previous-token or induction score (attnlab's) that counts as formed")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   c.analyze->add_option("--threads", c.analyze_threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();

@@ -13,8 +13,9 @@
 //   detectors    TransformerLens's head detectors on held-out examples and the repeated-random-tokens test
 //   rollout      attention rollout maps of a ViT's probe images
 //   probes       linear probes of each layer's residual stream (position, token, previous token)
-//   emergence    from the run's captured patterns: the step each detector score first crosses a
-//                threshold, beside the step the held-out metric jumps
+//   emergence    from the run's captured patterns: the step each head's previous-token and induction
+//                score (attnlab's, logged at every capture) first reached a threshold, the best head's
+//                TransformerLens detector scores at every capture, and the step the held-out metric jumped
 //
 // Results go to RUN/analysis/: one CSV, .npy and PNG heatmap per table, summary.json (every table and
 // fact, which report.html's Analysis section reads). docs/analysis.md gives every definition.
@@ -77,7 +78,7 @@ struct AnalyzeOptions {
   std::size_t examples = 512;     // held-out examples for ablation, attribution, detectors and probes
   std::size_t pairs = 64;         // clean/corrupted pairs for patching
   RolloutOptions rollout;
-  double emergence_threshold = 0.3;
+  double emergence_threshold = 0.5;  // attnlab's own previous_token and induction scores
 };
 // "ablation", "patching", "attribution", "detectors", "rollout", "probes", "emergence"
 const std::vector<std::string>& analysis_parts();

@@ -47,6 +47,39 @@ void replace_folder(const std::string& fresh, const std::string& dir) {
   fs::remove_all(old);
 }
 
+// With --only, what the earlier analysis found in the other parts is kept (its tables and facts, its
+// notes and the rollout images), so that re-running one part never loses the rest.
+void keep_other_parts(const std::string& run_dir, const std::string& fresh, const AnalyzeOptions& o, AnalysisResult& result) {
+  if (o.only.empty() || !has_analysis(run_dir)) return;
+  const AnalysisResult earlier = read_analysis(run_dir);
+  const auto redone = [&](const std::string& part) { return wanted(o, part == "rollout" ? "rollout" : part); };
+  // A fact, note or table belongs to the part its name starts with ("baseline." is ablation's).
+  const auto part_of = [](const std::string& name) {
+    const std::string head = name.substr(0, name.find_first_of(".:_"));
+    if (head == "baseline") return std::string("ablation");
+    if (head == "repeated" || head == "detector" || head == "detectors") return std::string("detectors");
+    if (head == "logit") return std::string("attribution");
+    if (head == "examples") return std::string("all");
+    return head;
+  };
+  for (const AnalysisTable& t : earlier.tables)
+    if (!redone(part_of(t.name))) result.tables.push_back(t);
+  for (const auto& [name, value] : earlier.facts)
+    if (!redone(part_of(name)) && !result.facts.count(name)) result.facts[name] = value;
+  for (const std::string& note : earlier.notes)
+    if (!redone(part_of(note))) result.notes.push_back(note);
+  const auto rank = [](const AnalysisTable& t) {
+    const auto& parts = analysis_parts();
+    return std::find(parts.begin(), parts.end(), t.section) - parts.begin();
+  };
+  std::stable_sort(result.tables.begin(), result.tables.end(), [&](const AnalysisTable& a, const AnalysisTable& b) { return rank(a) < rank(b); });
+  if (!redone("rollout")) {
+    for (const std::string& image : earlier.images) fs::copy_file(run_dir + "/analysis/" + image, fresh + "/" + image);
+    result.images = earlier.images;
+    if (fs::exists(run_dir + "/analysis/rollout_maps.npy")) fs::copy_file(run_dir + "/analysis/rollout_maps.npy", fresh + "/rollout_maps.npy");
+  }
+}
+
 }  // namespace
 
 const std::vector<std::string>& analysis_parts() {
@@ -78,6 +111,7 @@ AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& o) 
     if (wanted(o, "emergence")) emergence(run_dir, o.emergence_threshold, result);
     result.facts["examples"] = 0;
     for (const Batch& b : in.batches) result.facts["examples"] += static_cast<double>(b.input.size(0));
+    keep_other_parts(run_dir, fresh, o, result);
     write_analysis(fresh, result);
     replace_folder(fresh, dir);
   } catch (...) {

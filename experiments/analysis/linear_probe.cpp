@@ -70,6 +70,7 @@ LinearProbeResult train_linear_probe(const Tensor& features, const std::vector<s
   std::vector<std::int64_t> ytrain;
   for (std::size_t r : train) ytrain.push_back(labels[r]);
   const Tensor target = from_indices(ytrain, {train.size()});
+  if (!grad_enabled()) throw std::logic_error("train_linear_probe trains with autograd: call it outside a NoGradGuard");
   Tensor weight = zeros({width, classes}), bias = zeros({classes});
   weight.set_requires_grad(), bias.set_requires_grad();
   AdamWOptions adam;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <regex>
 #include <set>
 
@@ -209,7 +210,6 @@ void residual_probes(const AnalysisInputs& in, std::uint64_t seed, AnalysisResul
     out.notes.push_back("probes: the inputs are images; the properties probed (position, token, previous token) are those of token sequences");
     return;
   }
-  EvalScope scope(in.model);
   std::vector<std::string> stack;
   for (const PartBlocks& p : part_blocks(in.model))
     if (p.attention != "cross_attn" && stack.empty()) stack = p.blocks;  // the first stack: the one reading the input
@@ -229,6 +229,7 @@ void residual_probes(const AnalysisInputs& in, std::uint64_t seed, AnalysisResul
   std::size_t width = 0;
   ForwardOptions o;
   o.hooks.cache = hooks;
+  std::optional<EvalScope> scope(std::in_place, in.model);  // the forwards run without a graph; the probes train with one
   for (std::size_t bi = 0; bi < in.batches.size(); ++bi) {
     if (std::find(rows.batch.begin(), rows.batch.end(), bi) == rows.batch.end()) break;
     const ModelOutput run = in.model.forward(in.batches[bi], o);
@@ -242,6 +243,7 @@ void residual_probes(const AnalysisInputs& in, std::uint64_t seed, AnalysisResul
                                                    v.begin() + ((rows.row[i] * t) + rows.position[i] + 1) * width);
     }
   }
+  scope.reset();
   std::vector<double> accuracy, chance;
   for (std::size_t k = 0; k < hooks.size(); ++k) {
     for (const auto& [name, raw] : properties) {
@@ -330,6 +332,83 @@ double metric_jump_step(const RunRecord& run, const std::string& column) {
 
 }  // namespace
 
+namespace {
+
+// attnlab's own head metrics as the run logged them at each capture: per part and metric, the first step
+// each head's score reached `threshold`.
+void metric_emergence(const RunRecord& run, double threshold, AnalysisResult& out) {
+  const std::pair<const char*, double HeadMetrics::*> metrics[] = {{"previous_token", &HeadMetrics::previous_token},
+                                                                   {"induction", &HeadMetrics::induction}};
+  std::map<std::string, std::pair<std::size_t, std::size_t>> shape;  // part -> (layers, heads)
+  for (const PatternCapture& c : run.captures)
+    for (const HeadMetricRow& h : c.heads) {
+      auto& s = shape[h.part];
+      s = {std::max(s.first, h.layer + 1), std::max(s.second, h.head + 1)};
+    }
+  for (const auto& [part, size] : shape) {
+    if (part == "cross") continue;  // no tokens to repeat across two sequences
+    for (const auto& [name, member] : metrics) {
+      std::vector<double> first(size.first * size.second, NAN);
+      for (const PatternCapture& c : run.captures)
+        for (const HeadMetricRow& h : c.heads) {
+          double& f = first[h.layer * size.second + h.head];
+          if (h.part == part && std::isnan(f) && h.metrics.*member >= threshold) f = static_cast<double>(c.step);
+        }
+      out.add({"emergence_" + part_prefix(part) + name, "emergence",
+               std::string("First captured step at which the head's ") + name + " score (attnlab's, patterns.hpp) reached " +
+                   std::to_string(threshold).substr(0, 4) + part_title(part) + " (blank: never)",
+               "layer", "head", numbered(size.first), numbered(size.second), first, false});
+      double earliest = NAN;
+      for (double f : first)
+        if (!std::isnan(f) && !(f >= earliest)) earliest = f;
+      out.facts["emergence." + part_prefix(part) + name + ".first_step"] = earliest;
+    }
+  }
+}
+
+// TransformerLens's detector scores of the best head at each capture, from the saved patterns.
+void detector_series(const std::string& patterns, const std::string& part, AnalysisResult& out) {
+  const std::string suffix = part.empty() ? "" : "_" + part, side = part == "decoder" ? "_target_" : "_";
+  const auto steps = captured(patterns, suffix);
+  std::vector<std::string> rows;
+  std::vector<double> values;
+  for (const auto& [step, probes] : steps) {
+    std::map<DetectorKind, std::vector<double>> sum, count;
+    for (std::size_t p : probes) {
+      const std::string tokens_file = patterns + "/probe_" + std::to_string(p) + side + "tokens.npy";
+      if (!fs::exists(tokens_file)) return;  // images: no tokens to define the detectors
+      const Tensor pattern = read_npy(patterns + "/step_" + std::to_string(step) + "_probe_" + std::to_string(p) + suffix + ".npy");
+      const Tensor tokens = read_npy(tokens_file);
+      const std::vector<std::int64_t> ids(tokens.data<std::int64_t>(), tokens.data<std::int64_t>() + tokens.numel());
+      const std::size_t heads = pattern.size(0) * pattern.size(1), t = pattern.size(2);
+      const std::vector<double> v = pattern.to_vector();
+      for (DetectorKind kind : detector_kinds()) {
+        sum[kind].resize(heads, 0.0), count[kind].resize(heads, 0.0);
+        for (std::size_t k = 0; k < heads; ++k) {
+          const double s = detector_score(kind, v.data() + k * t * t, t, t, ids, t, DetectorOptions{});
+          if (std::isfinite(s)) sum[kind][k] += s, count[kind][k] += 1;
+        }
+      }
+    }
+    rows.push_back(std::to_string(step));
+    for (DetectorKind kind : detector_kinds()) {
+      const std::vector<double> m = means(sum[kind], count[kind]);
+      double best = NAN;
+      for (double x : m)
+        if (std::isfinite(x) && !(x <= best)) best = x;
+      values.push_back(best);
+    }
+  }
+  if (rows.empty()) return;
+  std::vector<std::string> cols;
+  for (DetectorKind kind : detector_kinds()) cols.push_back(detector_name(kind));
+  out.add({"emergence_" + part_prefix(part) + "detectors", "emergence",
+           "TransformerLens detector score of the best head at each captured step (mean over the probes)" + part_title(part), "step",
+           "detector", rows, cols, values, false});
+}
+
+}  // namespace
+
 void emergence(const std::string& run_dir, double threshold, AnalysisResult& out) {
   const std::string patterns = run_dir + "/patterns";
   if (!fs::is_directory(patterns)) {
@@ -339,50 +418,8 @@ void emergence(const std::string& run_dir, double threshold, AnalysisResult& out
   const RunRecord run = read_run(run_dir);
   out.facts["emergence.metric_jump_step"] = metric_jump_step(run, "token_accuracy");
   out.facts["emergence.threshold"] = threshold;
-  for (const std::string& part : {std::string(), std::string("encoder"), std::string("decoder")}) {
-    const std::string suffix = part.empty() ? "" : "_" + part;
-    const auto steps = captured(patterns, suffix);
-    if (steps.empty()) continue;
-    const std::string side = part == "decoder" ? "_target_" : "_";
-    std::map<DetectorKind, std::vector<double>> first;  // per head: the first step at or above the threshold
-    std::size_t layers = 0, heads = 0;
-    for (const auto& [step, probes] : steps) {
-      std::map<DetectorKind, std::vector<double>> sum, count;
-      for (std::size_t p : probes) {
-        const std::string tokens_file = patterns + "/probe_" + std::to_string(p) + side + "tokens.npy";
-        if (!fs::exists(tokens_file)) return;  // images: no tokens to define the detectors
-        const Tensor pattern = read_npy(patterns + "/step_" + std::to_string(step) + "_probe_" + std::to_string(p) + suffix + ".npy");
-        const Tensor tokens = read_npy(tokens_file);
-        const std::vector<std::int64_t> ids(tokens.data<std::int64_t>(), tokens.data<std::int64_t>() + tokens.numel());
-        layers = pattern.size(0), heads = pattern.size(1);
-        const std::size_t t = pattern.size(2);
-        const std::vector<double> v = pattern.to_vector();
-        for (DetectorKind kind : detector_kinds()) {
-          sum[kind].resize(layers * heads, 0.0), count[kind].resize(layers * heads, 0.0);
-          for (std::size_t k = 0; k < layers * heads; ++k) {
-            const double s = detector_score(kind, v.data() + k * t * t, t, t, ids, t, DetectorOptions{});
-            if (std::isfinite(s)) sum[kind][k] += s, count[kind][k] += 1;
-          }
-        }
-      }
-      for (DetectorKind kind : detector_kinds()) {
-        first[kind].resize(layers * heads, NAN);
-        const std::vector<double> m = means(sum[kind], count[kind]);
-        for (std::size_t k = 0; k < m.size(); ++k)
-          if (std::isnan(first[kind][k]) && m[k] >= threshold) first[kind][k] = static_cast<double>(step);
-      }
-    }
-    for (const auto& [kind, steps_at] : first) {
-      out.add({"emergence_" + part_prefix(part) + detector_name(kind), "emergence",
-               std::string("First captured step at which the TransformerLens ") + detector_name(kind) + " score reached " +
-                   std::to_string(threshold).substr(0, 4) + part_title(part) + " (blank: never)",
-               "layer", "head", numbered(layers), numbered(heads), steps_at, false});
-      double earliest = NAN;
-      for (double s : steps_at)
-        if (!std::isnan(s) && !(s >= earliest)) earliest = s;
-      out.facts["emergence." + part_prefix(part) + detector_name(kind) + ".first_step"] = earliest;
-    }
-  }
+  metric_emergence(run, threshold, out);
+  for (const std::string& part : {std::string(), std::string("encoder"), std::string("decoder")}) detector_series(patterns, part, out);
 }
 
 }  // namespace attnlab
