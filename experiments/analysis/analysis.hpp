@@ -58,6 +58,12 @@ struct PartBlocks {
 };
 std::vector<PartBlocks> part_blocks(const Model& model);
 
+// Table labels: "0", "1", ..., "n-1"; a part's file-name prefix ("cross_", "" for a single stack) and
+// title suffix (" (cross)").
+std::vector<std::string> numbered(std::size_t n);
+std::string part_prefix(const std::string& part);
+std::string part_title(const std::string& part);
+
 void head_ablation(const AnalysisInputs& in, AnalysisResult& out);
 void layer_ablation(const AnalysisInputs& in, AnalysisResult& out);
 // `pairs` from the data source; nothing (a note) when it has none.

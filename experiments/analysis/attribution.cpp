@@ -93,9 +93,8 @@ struct Components {
 
 // The head tables (layer x head, per attention) and the other components' column.
 void attribution_tables(const Components& c, const std::vector<double>& sums, double per, AnalysisResult& out) {
-  std::vector<std::string> rows, head_cols, other_rows;
-  for (std::size_t l = 0; l < c.blocks.size(); ++l) rows.push_back(std::to_string(l));
-  for (std::size_t h = 0; h < c.heads; ++h) head_cols.push_back(std::to_string(h));
+  const std::vector<std::string> rows = numbered(c.blocks.size()), head_cols = numbered(c.heads);
+  std::vector<std::string> other_rows;
   std::vector<double> other;
   for (const std::string& a : c.attentions) {
     std::vector<double> values;

@@ -15,21 +15,12 @@ using I = std::int64_t;
 
 std::string layer_label(std::size_t l) { return std::to_string(l); }
 
-std::vector<std::string> numbered(std::size_t n) {
-  std::vector<std::string> labels;
-  for (std::size_t i = 0; i < n; ++i) labels.push_back(std::to_string(i));
-  return labels;
-}
-
 // A [1, n, 1, 1] (heads) or [1, n, 1] (positions) selector: 1 at `index`, 0 elsewhere.
 Tensor one_hot_selector(std::size_t n, std::size_t index, const Shape& shape, DType dtype) {
   std::vector<double> v(n, 0.0);
   v[index] = 1.0;
   return from_vector(v, shape, dtype);
 }
-
-std::string part_prefix(const std::string& part) { return part.empty() ? "" : part + "_"; }
-std::string part_title(const std::string& part) { return part.empty() ? "" : " (" + part + ")"; }
 
 // The mean of each head's output over the examples, per position: [1, H, T, D] over the longest batch,
 // each position averaged over the examples long enough to have it.
@@ -92,6 +83,15 @@ void add_delta_tables(AnalysisResult& out, const std::string& name, const std::s
 }
 
 }  // namespace
+
+std::vector<std::string> numbered(std::size_t n) {
+  std::vector<std::string> labels;
+  for (std::size_t i = 0; i < n; ++i) labels.push_back(std::to_string(i));
+  return labels;
+}
+
+std::string part_prefix(const std::string& part) { return part.empty() ? "" : part + "_"; }
+std::string part_title(const std::string& part) { return part.empty() ? "" : " (" + part + ")"; }
 
 std::vector<Batch> held_out_examples(const data::DataSource& data, std::size_t examples, std::size_t batch_size, std::uint64_t seed) {
   if (examples == 0) throw std::invalid_argument("analysis needs at least one held-out example (--examples 0)");

@@ -22,15 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 using I = std::int64_t;
 
-std::vector<std::string> numbered(std::size_t n) {
-  std::vector<std::string> labels;
-  for (std::size_t i = 0; i < n; ++i) labels.push_back(std::to_string(i));
-  return labels;
-}
-
-std::string part_prefix(const std::string& part) { return part.empty() ? "" : part + "_"; }
-std::string part_title(const std::string& part) { return part.empty() ? "" : " (" + part + ")"; }
-
 // One row's tokens up to its real length (padding as -1, never a match) and that length.
 std::vector<std::int64_t> row_tokens(const data::DataSource& data, const Tensor& ids, const Tensor& mask, std::size_t r, std::size_t& length) {
   const std::size_t t = ids.size(1);
