@@ -179,15 +179,12 @@ void layer_ablation(const AnalysisInputs& in, AnalysisResult& out) {
   }
   // Encoder rows have no cross-attention: their cells stay NaN.
   Deltas laid;
-  std::size_t k = 0;
-  for (const std::string& row : rows) {
-    for (const std::string& col : cols) {
-      const bool here = k < points.size() && points[k].first == row && points[k].second.substr(points[k].second.rfind(".hook_") + 6) == col;
-      laid.loss.push_back(here ? zero.loss[k] : NAN);
-      laid.accuracy.push_back(here ? zero.accuracy[k] : NAN);
-      laid.exact.push_back(here ? zero.exact[k] : NAN);
-      k += here;
-    }
+  laid.loss.assign(rows.size() * cols.size(), NAN), laid.accuracy = laid.loss, laid.exact = laid.loss;
+  for (std::size_t k = 0; k < points.size(); ++k) {
+    const std::string col = points[k].second.substr(points[k].second.rfind(".hook_") + 6);
+    const std::size_t cell = static_cast<std::size_t>(std::find(rows.begin(), rows.end(), points[k].first) - rows.begin()) * cols.size() +
+                             static_cast<std::size_t>(std::find(cols.begin(), cols.end(), col) - cols.begin());
+    laid.loss[cell] = zero.loss[k], laid.accuracy[cell] = zero.accuracy[k], laid.exact[cell] = zero.exact[k];
   }
   add_delta_tables(out, "ablation_layers_zero", "Zero ablation of each layer's attention and MLP output", "layer", "output", rows, cols, laid);
 }

@@ -190,6 +190,8 @@ for table in patching_heads patching_residual ablation_zero_accuracy attribution
 done
 [ -s "$work/runs/s2s/analysis/ablation_cross_zero_accuracy.csv" ] && [ -s "$work/runs/s2s/analysis/patching_cross_heads.csv" ] \
   || fail "the encoder-decoder's cross-attention heads were not ablated and patched"
+grep -q -E '^decoder 0,[^,]+,[^,]+,[^,]+$' "$work/runs/s2s/analysis/ablation_layers_zero_loss.csv" \
+  || { fail "a decoder layer's attention, MLP and cross-attention ablations are not all in their columns"; cat "$work/runs/s2s/analysis/ablation_layers_zero_loss.csv"; }
 check analyze_only_probes "$attnlab" analyze "$work/runs/induction-causal_lm" --only probes --examples 32
 [ -s "$work/runs/induction-causal_lm/analysis/patching_heads.csv" ] || fail "analyze --only probes lost the other parts"
 "$attnlab" analyze "$work/runs/induction-causal_lm" --only ablation,probs > "$work/analyze_bad.log" 2>&1
