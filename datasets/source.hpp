@@ -64,6 +64,9 @@ class DataSource {
   virtual std::string decode_target(const std::vector<std::int64_t>& ids) const;
   // What a checkpoint must keep to decode outputs without the data (char_text: its characters).
   virtual std::string vocabulary() const { return ""; }
+  // `count` clean/corrupted pairs drawn from the held-out split with `gen`; empty (size 0) when the task
+  // has no corruption that changes its answer in a known way.
+  virtual PatchingPairs patching_pairs(std::size_t /*count*/, Generator& /*gen*/) const { return {}; }
 };
 
 struct TaskInfo {

@@ -36,6 +36,21 @@ class TransformTask : public SequenceTask {
  protected:
   std::size_t source_length() const override { return o_.length; }
   std::size_t answer_length() const override { return o_.length; }
+  // The middle source token changed to another symbol; scored at the first answer token that changes.
+  bool corrupt(const Problem& clean, Generator& gen, Corruption& out) const override {
+    if (o_.symbols < 2) return false;
+    const std::size_t c = clean.source.size() / 2;
+    out.problem = clean;
+    out.problem.source[c] = kFirstSymbol + (clean.source[c] - kFirstSymbol + 1 + static_cast<std::int64_t>(gen.next_below(o_.symbols - 1))) %
+                                               static_cast<std::int64_t>(o_.symbols);
+    out.problem.answer = out.problem.source;
+    if (kind_ == Kind::reverse) std::reverse(out.problem.answer.begin(), out.problem.answer.end());
+    if (kind_ == Kind::sort) std::sort(out.problem.answer.begin(), out.problem.answer.end());
+    out.index = 0;
+    while (out.problem.answer[out.index] == clean.answer[out.index]) ++out.index;
+    out.description = "source token " + std::to_string(c) + " changed to another symbol";
+    return true;
+  }
 
  private:
   Kind kind_;
@@ -116,8 +131,41 @@ class RecallTask : public SequenceTask {
     return o_.sequence_length == 0 ? 2 * o_.queries : o_.sequence_length - 2 * o_.pairs;
   }
   bool tags_causal_layout() const override { return o_.sequence_length != 0; }
+  // The value of the key that the earliest query asks changed to another value symbol (one no other pair
+  // holds in Zoology's layout, whose values are distinct); scored at that query's answer.
+  bool corrupt(const Problem& clean, Generator& gen, Corruption& out) const override {
+    const auto [index, pair] = earliest_query(clean);
+    std::vector<std::int64_t> taken;
+    for (std::size_t i = 0; i < o_.pairs; ++i) taken.push_back(clean.source[2 * i + 1]);
+    std::int64_t value = clean.source[2 * pair + 1];
+    for (int attempt = 0; attempt < 1000 && std::find(taken.begin(), taken.end(), value) != taken.end(); ++attempt) {
+      value = kFirstSymbol + static_cast<std::int64_t>(o_.symbols + gen.next_below(o_.symbols));
+      if (o_.sequence_length == 0 && value != clean.source[2 * pair + 1]) break;  // the compact layout's values may repeat
+    }
+    if (value == clean.source[2 * pair + 1] || (o_.sequence_length != 0 && std::find(taken.begin(), taken.end(), value) != taken.end())) return false;
+    out.problem = clean;
+    if (out.problem.read.empty()) out.problem.read = clean.answer;  // what the model reads stays as it was
+    out.problem.source[2 * pair + 1] = value;
+    out.problem.answer[index] = value;
+    out.index = index;
+    out.description = "the value of the key the earliest query asks changed to another value";
+    return true;
+  }
+  // Sets of one layout share where the corrupted query and its pair sit (the other queries may move).
+  std::vector<std::int64_t> layout_key(const Problem& p) const override {
+    const auto [index, pair] = earliest_query(p);
+    return {static_cast<std::int64_t>(index), static_cast<std::int64_t>(pair)};
+  }
 
  private:
+  // The answer index of the earliest scored value, and the pair whose key that query asks.
+  std::pair<std::size_t, std::size_t> earliest_query(const Problem& p) const {
+    std::size_t index = 1;
+    while (index < p.answer.size() && !(p.scored.empty() || p.scored[index])) ++index;
+    std::size_t pair = 0;
+    while (pair + 1 < o_.pairs && p.source[2 * pair] != p.answer[index - 1]) ++pair;
+    return {index, pair};
+  }
   // n distinct symbols of the range [offset, offset + symbols), in random order.
   std::vector<std::int64_t> distinct_symbols(std::size_t n, std::size_t offset, Generator& gen) const {
     std::vector<std::int64_t> pool(o_.symbols);
@@ -178,6 +226,28 @@ class InductionTask : public SequenceTask {
   }
 
  protected:
+  // The first copy replaced by its own symbols in another order: the repeat reads as before, but what
+  // follows the middle token of the repeat in the first copy (its induction answer) has changed.
+  bool corrupt(const Problem& clean, Generator& gen, Corruption& out) const override {
+    const std::size_t k = o_.length / 2;  // answer index: predicted after reading answer[k - 1]
+    if (k < 1 || o_.length < 3) return false;
+    const auto first = std::find_if(clean.source.begin(), clean.source.end(), [](std::int64_t t) { return t != kPad; });
+    const std::size_t offset = static_cast<std::size_t>(first - clean.source.begin());
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      std::vector<std::int64_t> shuffled(clean.answer);
+      for (std::size_t i = shuffled.size(); i > 1; --i) std::swap(shuffled[i - 1], shuffled[gen.next_below(i)]);
+      const auto at = std::find(shuffled.begin(), shuffled.end(), clean.answer[k - 1]);
+      if (at + 1 >= shuffled.end() || *(at + 1) == clean.answer[k]) continue;
+      out.problem = clean;
+      std::copy(shuffled.begin(), shuffled.end(), out.problem.source.begin() + static_cast<std::ptrdiff_t>(offset));
+      out.problem.read = clean.answer;    // the repeat reads as before
+      out.problem.answer[k] = *(at + 1);  // what an induction head reads from the corrupted first copy
+      out.index = k;
+      out.description = "the first copy of the segment replaced by its symbols in another order";
+      return true;
+    }
+    return false;
+  }
   std::size_t source_length() const override { return o_.length + o_.gap; }
   std::size_t answer_length() const override { return o_.length; }
 
@@ -223,45 +293,97 @@ bool SequenceTask::in_held_out(const std::vector<std::int64_t>& source) const {
   return static_cast<double>(h % 1000000) < held_out_fraction_ * 1000000.0;
 }
 
-SequenceExample SequenceTask::example(TaskSplit split, TaskFormat format, Generator& gen) const {
+void SequenceTask::check_format(TaskFormat format) const {
   const auto supported = formats();
   if (std::find(supported.begin(), supported.end(), format) == supported.end()) {
     std::string list;
     for (TaskFormat f : supported) list += (list.empty() ? "" : ", ") + std::string(task_format_name(f));
     throw std::invalid_argument("task '" + name() + "' has no " + task_format_name(format) + " format; it has [" + list + "]");
   }
+}
+
+SequenceTask::Problem SequenceTask::split_problem(TaskSplit split, Generator& gen) const {
   for (int attempt = 0; attempt < 100000; ++attempt) {
     Problem p = problem(gen);
-    if (in_held_out(p.source) != (split == TaskSplit::held_out)) continue;
-    SequenceExample e;
-    if (format == TaskFormat::tagging && !tags_causal_layout()) {
-      e.input = p.source;
-      e.target = p.answer;
-    } else if (format == TaskFormat::classification) {
-      e.input = p.source;
-      e.target = {p.label};
-    } else if (format == TaskFormat::seq2seq) {
-      e.input = p.source;
-      e.decoder_input = p.answer;
-      e.decoder_input.insert(e.decoder_input.begin(), kSep);
-      e.target = p.answer;
-      e.target.push_back(eos());
-    } else {
-      // source SEP answer, each token predicting the next; only the scored answer tokens count.
-      std::vector<std::int64_t> sequence = p.source;
-      sequence.push_back(kSep);
-      const std::vector<std::int64_t>& read = p.read.empty() ? p.answer : p.read;
-      sequence.insert(sequence.end(), read.begin(), read.end());
-      e.input.assign(sequence.begin(), sequence.end() - 1);
-      e.target.assign(e.input.size(), kIgnore);
-      for (std::size_t i = 0; i < p.answer.size(); ++i)
-        if (p.scored.empty() || p.scored[i]) e.target[p.source.size() + i] = p.answer[i];
-    }
-    return e;
+    if (in_held_out(p.source) == (split == TaskSplit::held_out)) return p;
   }
   throw std::runtime_error("task '" + name() + "': no " + (split == TaskSplit::train ? "training" : "held-out") +
                            " example found in 100000 draws; the task has too few distinct sequences for this split "
                            "(raise length or symbols, or change held_out_fraction)");
+}
+
+SequenceExample SequenceTask::layout(const Problem& p, TaskFormat format) const {
+  SequenceExample e;
+  if (format == TaskFormat::tagging && !tags_causal_layout()) {
+    e.input = p.source;
+    e.target = p.answer;
+  } else if (format == TaskFormat::classification) {
+    e.input = p.source;
+    e.target = {p.label};
+  } else if (format == TaskFormat::seq2seq) {
+    e.input = p.source;
+    e.decoder_input = p.answer;
+    e.decoder_input.insert(e.decoder_input.begin(), kSep);
+    e.target = p.answer;
+    e.target.push_back(eos());
+  } else {
+    // source SEP answer, each token predicting the next; only the scored answer tokens count.
+    std::vector<std::int64_t> sequence = p.source;
+    sequence.push_back(kSep);
+    const std::vector<std::int64_t>& read = p.read.empty() ? p.answer : p.read;
+    sequence.insert(sequence.end(), read.begin(), read.end());
+    e.input.assign(sequence.begin(), sequence.end() - 1);
+    e.target.assign(e.input.size(), kIgnore);
+    for (std::size_t i = 0; i < p.answer.size(); ++i)
+      if (p.scored.empty() || p.scored[i]) e.target[p.source.size() + i] = p.answer[i];
+  }
+  return e;
+}
+
+std::size_t SequenceTask::answer_position(const Problem& p, std::size_t index, TaskFormat format) const {
+  const bool causal_layout = format == TaskFormat::causal_lm || (format == TaskFormat::tagging && tags_causal_layout());
+  return causal_layout ? p.source.size() + index : index;
+}
+
+SequenceExample SequenceTask::example(TaskSplit split, TaskFormat format, Generator& gen) const {
+  check_format(format);
+  return layout(split_problem(split, gen), format);
+}
+
+std::vector<std::int64_t> SequenceTask::layout_key(const Problem& p) const {
+  std::vector<std::int64_t> key{static_cast<std::int64_t>(p.source.size()), static_cast<std::int64_t>(p.answer.size())};
+  for (std::int64_t t : p.source) key.push_back(t == kPad);
+  for (std::int64_t t : p.read) key.push_back(t == kPad);
+  return key;
+}
+
+PatchingPairs SequenceTask::patching_pairs(TaskFormat format, std::size_t count, Generator& gen) const {
+  check_format(format);
+  PatchingPairs pairs;
+  if (format == TaskFormat::classification || count == 0) return pairs;
+  std::vector<SequenceExample> clean, corrupted;
+  std::vector<std::int64_t> key;
+  for (int attempt = 0; attempt < 1000000 && clean.size() < count; ++attempt) {
+    const Problem p = split_problem(TaskSplit::held_out, gen);
+    Corruption c;
+    if (!corrupt(p, gen, c)) {
+      if (clean.empty() && attempt >= 1000) return {};  // this task has no corruption
+      continue;
+    }
+    const std::vector<std::int64_t> k = layout_key(p);
+    if (key.empty()) key = k;
+    if (k != key) continue;  // every example of the set shares the first one's layout
+    clean.push_back(layout(p, format));
+    corrupted.push_back(layout(c.problem, format));
+    pairs.position.push_back(answer_position(p, c.index, format));
+    pairs.clean_answer.push_back(p.answer[c.index]);
+    pairs.corrupted_answer.push_back(c.problem.answer[c.index]);
+    pairs.corruption = c.description;
+  }
+  if (clean.size() < count) throw std::runtime_error("task '" + name() + "': too few held-out examples share one layout for patching");
+  pairs.clean = batch_of(clean, format);
+  pairs.corrupted = batch_of(corrupted, format);
+  return pairs;
 }
 
 std::size_t SequenceTask::max_length(TaskFormat format) const {
@@ -272,6 +394,11 @@ std::size_t SequenceTask::max_length(TaskFormat format) const {
 SequenceBatch SequenceTask::batch(TaskSplit split, TaskFormat format, std::size_t size, Generator& gen) const {
   std::vector<SequenceExample> examples;
   for (std::size_t b = 0; b < size; ++b) examples.push_back(example(split, format, gen));
+  return batch_of(examples, format);
+}
+
+SequenceBatch SequenceTask::batch_of(std::vector<SequenceExample> examples, TaskFormat format) {
+  const std::size_t size = examples.size();
   if (format == TaskFormat::classification) {
     std::vector<std::int64_t> input, labels;
     for (const SequenceExample& e : examples) {

@@ -36,6 +36,7 @@ constexpr std::int64_t kFirstSymbol = 2;
 constexpr std::int64_t kIgnore = -100;  // targets not scored (cross_entropy's ignore_index)
 
 using attnlab::TaskFormat;  // framework/tensor/batch.hpp: the layouts a task can produce
+using attnlab::PatchingPairs;
 
 enum class TaskSplit { train, held_out };
 
@@ -74,6 +75,10 @@ class SequenceTask {
   SequenceExample example(TaskSplit split, TaskFormat format, Generator& gen) const;
   // `size` examples as tensors.
   SequenceBatch batch(TaskSplit split, TaskFormat format, std::size_t size, Generator& gen) const;
+  // Clean/corrupted held-out pairs for activation patching (framework/tensor/batch.hpp's PatchingPairs), laid
+  // out for `format`: each clean problem corrupted by corrupt(), the set kept to the first example's
+  // layout (layout_key). Empty when the task has no corruption (or the format one label per sequence).
+  PatchingPairs patching_pairs(TaskFormat format, std::size_t count, Generator& gen) const;
   // The longest input of the format (the block size a model needs); seq2seq: the longest source.
   std::size_t max_length(TaskFormat format) const;
   // seq2seq: the longest decoder input (SEP and the answer).
@@ -83,6 +88,17 @@ class SequenceTask {
 
  protected:
   explicit SequenceTask(double held_out_fraction) : held_out_fraction_(held_out_fraction) {}
+  // A corruption of a clean problem for patching: `problem` differs from it in what its answer token
+  // `index` depends on, so that token changes; `description` says what was changed.
+  struct Corruption {
+    Problem problem;
+    std::size_t index = 0;
+    std::string description;
+  };
+  // False when the task has none (the default).
+  virtual bool corrupt(const Problem& /*clean*/, Generator& /*gen*/, Corruption& /*out*/) const { return false; }
+  // What examples of one patching set must share: by default the lengths and where the pads are.
+  virtual std::vector<std::int64_t> layout_key(const Problem& p) const;
   // The longest source and answer.
   virtual std::size_t source_length() const = 0;
   virtual std::size_t answer_length() const = 0;
@@ -91,6 +107,12 @@ class SequenceTask {
 
  private:
   bool in_held_out(const std::vector<std::int64_t>& source) const;
+  void check_format(TaskFormat format) const;
+  Problem split_problem(TaskSplit split, Generator& gen) const;
+  SequenceExample layout(const Problem& p, TaskFormat format) const;
+  // Where answer token `index` is scored in the layout of `format`.
+  std::size_t answer_position(const Problem& p, std::size_t index, TaskFormat format) const;
+  static SequenceBatch batch_of(std::vector<SequenceExample> examples, TaskFormat format);
   double held_out_fraction_;
 };
 

@@ -1,4 +1,4 @@
-// The attnlab command: `train`, `compare`, `report`, `eval`, `sample`, `translate`, `export`, `list`, `gradcheck`,
+// The attnlab command: `train`, `compare`, `report`, `eval`, `sample`, `translate`, `export`, `analyze`, `list`, `gradcheck`,
 // `bench gpt`, `bench attention`. Exit status: 0 done, 1 a run diverged or a check failed, 2 bad input
 // (config errors say file:line:column or the override), 130 / 143 stopped by SIGINT / SIGTERM after
 // writing a checkpoint.
@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <exception>
 
+#include "experiments/analysis/analysis.hpp"
 #include "experiments/bench/bench_attention.hpp"
 #include "experiments/bench/bench_gpt.hpp"
 #include "experiments/inspect.hpp"
@@ -16,6 +17,7 @@
 #include "experiments/runner/train.hpp"
 #include "framework/io/config_node.hpp"
 #include "framework/ops/blas.hpp"
+#include "framework/ops/parallel.hpp"
 
 namespace {
 
@@ -42,6 +44,11 @@ struct Commands {
   CLI::App* export_ = nullptr;
   std::string export_run, export_dir, export_checkpoint = "best";
 
+  CLI::App* analyze = nullptr;
+  std::string analyze_run, head_fusion = "mean";
+  attnlab::AnalyzeOptions analyze_options;
+  int analyze_threads = 1;
+
   CLI::App* compare = nullptr;
   std::vector<std::string> compare_args;
   attnlab::CompareOptions compare_options;
@@ -67,6 +74,27 @@ void add_decode_options(CLI::App* command, attnlab::DecodeOptions& d) {
   command->add_option("--length-penalty", d.length_penalty, "beam search ranks finished outputs by log-probability / length^this")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+}
+
+void add_analyze_command(CLI::App& app, Commands& c) {
+  attnlab::AnalyzeOptions& o = c.analyze_options;
+  c.analyze = app.add_subcommand("analyze", "which heads a run's model uses and for what: ablation, patching, logit attribution, "
+                                            "detectors, rollout, probes, emergence (writes RUN/analysis and the report)");
+  c.analyze->add_option("run", c.analyze_run, "the run folder")->required()->check(CLI::ExistingDirectory);
+  c.analyze->add_option("--checkpoint", o.checkpoint, "best (last when the run has no best) or last")->capture_default_str();
+  c.analyze->add_option("--only", o.only, "the parts to run, comma-separated (default: all that apply)")->delimiter(',');
+  c.analyze->add_option("--examples", o.examples, "held-out examples analysed")->check(CLI::Range(1, 1000000))->capture_default_str();
+  c.analyze->add_option("--pairs", o.pairs, "clean/corrupted pairs for patching")->check(CLI::Range(1, 100000))->capture_default_str();
+  c.analyze->add_option("--head-fusion", c.head_fusion, "rollout: how a layer's heads are fused (mean, max, min)")
+      ->check(CLI::IsMember({"mean", "max", "min"}))
+      ->capture_default_str();
+  c.analyze->add_option("--discard-ratio", o.rollout.discard_ratio, "rollout: the share of each layer's weakest weights dropped")
+      ->check(CLI::Range(0.0, 0.999))
+      ->capture_default_str();
+  c.analyze->add_option("--threshold", o.emergence_threshold, "emergence: the previous-token or induction score (attnlab's) that counts as formed")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  c.analyze->add_option("--threads", c.analyze_threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
 }
 
 void add_run_commands(CLI::App& app, Commands& c) {
@@ -103,6 +131,7 @@ void add_run_commands(CLI::App& app, Commands& c) {
   c.export_->add_option("dir", c.export_dir, "the folder to write")->required();
   c.export_->add_option("--checkpoint", c.export_checkpoint, "best (last when the run has no best) or last")->capture_default_str();
 
+  add_analyze_command(app, c);
   c.compare = app.add_subcommand("compare", "train every variant x seed of a comparison file (CONFIG [key=value ...]); the same command resumes it");
   c.compare->add_option("args", c.compare_args, "the comparison's YAML file, then key=value overrides for every run")->required();
   c.compare->add_option("--jobs", c.compare_options.jobs, "runs at a time")->check(CLI::Range(1, 64))->capture_default_str();
@@ -148,6 +177,15 @@ void add_tool_commands(CLI::App& app, Commands& c) {
   c.attention->add_option("--min-seconds", a.min_seconds, "time each case at least this long")->capture_default_str();
 }
 
+int run_analyze(Commands& c) {
+  attnlab::set_num_threads(c.analyze_threads);
+  c.analyze_options.rollout.head_fusion = attnlab::parse_head_fusion(c.head_fusion);
+  const attnlab::AnalysisResult r = attnlab::analyze_run(c.analyze_run, c.analyze_options);
+  std::printf("attnlab: wrote %s/analysis (%zu tables) and %s/report.html\n", c.analyze_run.c_str(), r.tables.size(), c.analyze_run.c_str());
+  for (const std::string& note : r.notes) std::printf("  %s\n", note.c_str());
+  return 0;
+}
+
 // `train CONFIG [overrides]` or `train --resume RUN [overrides]`.
 int run_train(const Commands& c) {
   if (!c.resume_dir.empty()) return attnlab::resume_experiment(c.resume_dir, c.train_args, c.train_threads).exit_status();
@@ -176,6 +214,7 @@ int dispatch(Commands& c) {
     std::printf("attnlab: wrote %s/report.html\n", c.report_dir.c_str());
     return 0;
   }
+  if (*c.analyze) return run_analyze(c);
   if (*c.export_) return attnlab::export_run(c.export_run, c.export_checkpoint, c.export_dir);
   if (*c.eval) return attnlab::evaluate_run(c.eval_run, c.eval_checkpoint, 1, c.eval_decode || c.eval_decoding.beam > 1 ? &c.eval_decoding : nullptr);
   if (*c.translate) return attnlab::translate_run(c.translate_run, c.translate_options, 1);

@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "experiments/runner/analysis_summary.hpp"
 #include "experiments/runner/compare_plan.hpp"
 #include "experiments/runner/metrics_log.hpp"
 #include "experiments/runner/stop_signals.hpp"
@@ -28,10 +29,25 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Starts `attnlab train ...` for a run, its output appended to runs/<variant>/seed_<s>.log.
-pid_t spawn_run(const PlannedRun& p, int threads) {
-  std::vector<std::string> args = {"attnlab", "train"};
-  if (fs::exists(p.run_dir + "/last.ckpt")) {
+// One job of a run: its training, or (analyze: true) its analysis once it has finished.
+struct Job {
+  const PlannedRun* run;
+  bool analyze;
+};
+
+// Whether a finished run still needs `attnlab analyze` (a comparison with analyze: true).
+bool needs_analysis(const CompareSpec& spec, const PlannedRun& p) {
+  return spec.analyze && run_status(p) == "finished" && !has_analysis(p.run_dir);
+}
+
+// Starts `attnlab train ...` (or `attnlab analyze RUN`) for a run, its output appended to
+// runs/<variant>/seed_<s>.log.
+pid_t spawn_run(const Job& job, int threads) {
+  const PlannedRun& p = *job.run;
+  std::vector<std::string> args = {"attnlab", job.analyze ? "analyze" : "train"};
+  if (job.analyze) {
+    args.push_back(p.run_dir);
+  } else if (fs::exists(p.run_dir + "/last.ckpt")) {
     args.insert(args.end(), {"--resume", p.run_dir});
   } else {
     if (fs::exists(p.run_dir)) fs::remove_all(p.run_dir);  // started but never reached a checkpoint: start again
@@ -49,7 +65,8 @@ pid_t spawn_run(const PlannedRun& p, int threads) {
   pid_t pid = 0;
   const int error = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
-  if (error) throw std::runtime_error("cannot start a training process for " + p.rel + ": " + std::strerror(error));
+  if (error) throw std::runtime_error(std::string("cannot start ") + (job.analyze ? "an analysis" : "a training") + " process for " + p.rel + ": " +
+                                      std::strerror(error));
   return pid;
 }
 
@@ -57,12 +74,12 @@ pid_t spawn_run(const PlannedRun& p, int threads) {
 class RunPool {
  public:
   RunPool(const CompareSpec& spec, std::size_t planned, int jobs, int threads) : spec_(spec), planned_(planned), jobs_(jobs), threads_(threads) {}
-  void start(const std::vector<const PlannedRun*>& queue, std::size_t& next) {
+  void start(const std::vector<Job>& queue, std::size_t& next) {
     while (next < queue.size() && static_cast<int>(running_.size()) < jobs_) {
-      const PlannedRun* p = queue[next++];
-      const pid_t pid = spawn_run(*p, threads_);
-      running_[pid] = {p, std::chrono::steady_clock::now()};
-      std::printf("  started  %s (log: %s.log)\n", p->rel.c_str(), p->rel.c_str());
+      const Job job = queue[next++];
+      const pid_t pid = spawn_run(job, threads_);
+      running_[pid] = {job, std::chrono::steady_clock::now()};
+      std::printf("  %s %s (log: %s.log)\n", job.analyze ? "analysing" : "started  ", job.run->rel.c_str(), job.run->rel.c_str());
       std::fflush(stdout);
     }
   }
@@ -72,11 +89,11 @@ class RunPool {
     for (const auto& [pid, run] : running_) kill(pid, signal);
   }
   // Waits for one run to end and reports it; false when the wait was interrupted by a signal.
-  bool reap(std::size_t& done, std::vector<std::string>& failed, bool stopping);
+  bool reap(std::size_t& done, std::vector<std::string>& failed, bool stopping, std::vector<Job>& queue);
 
  private:
   struct Running {
-    const PlannedRun* run;
+    Job job;
     std::chrono::steady_clock::time_point started;
   };
   const CompareSpec& spec_;
@@ -85,7 +102,7 @@ class RunPool {
   std::map<pid_t, Running> running_;
 };
 
-bool RunPool::reap(std::size_t& done, std::vector<std::string>& failed, bool stopping) {
+bool RunPool::reap(std::size_t& done, std::vector<std::string>& failed, bool stopping, std::vector<Job>& queue) {
   int status = 0;
   const pid_t pid = waitpid(-1, &status, 0);
   if (pid < 0) {
@@ -94,16 +111,21 @@ bool RunPool::reap(std::size_t& done, std::vector<std::string>& failed, bool sto
   }
   const auto it = running_.find(pid);
   if (it == running_.end()) return true;
-  const PlannedRun* p = it->second.run;
+  const Job job = it->second.job;
+  const PlannedRun* p = job.run;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.started).count();
   running_.erase(it);
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   const std::string state = run_status(*p);
-  if (state == "finished") {
+  if (job.analyze) {
+    if (code == 0) std::printf("  analysed %s in %.1f s\n", p->rel.c_str(), seconds);
+    else if (!stopping) failed.push_back(p->rel + " (analysis)"), std::printf("  FAILED   analysis of %s (exit %d); see %s.log\n", p->rel.c_str(), code, p->rel.c_str());
+  } else if (state == "finished") {
     ++done;
     const double value = read_run(p->run_dir).final_value(spec_.metric);
     std::printf("  finished %s in %.1f s: %s %s  [%zu/%zu]\n", p->rel.c_str(), seconds, spec_.metric.c_str(),
                 std::isnan(value) ? "-" : std::to_string(value).c_str(), done, planned_);
+    if (needs_analysis(spec_, *p) && !stopping) queue.push_back({p, true});
   } else if (state == "diverged") {
     failed.push_back(p->rel);
     std::printf("  DIVERGED %s (its loss went non-finite; see %s.log)\n", p->rel.c_str(), p->rel.c_str());
@@ -144,24 +166,27 @@ int run_comparison(const std::string& config_path, const CompareOptions& options
   const CompareSpec spec = read_compare_spec(config_path);
   const std::vector<PlannedRun> plan = plan_comparison(spec, options.overrides, true);  // every run validated before anything is written
   prepare_folder(spec, plan, config_path, options);
-  std::vector<const PlannedRun*> queue;
+  std::vector<Job> queue;
   for (const PlannedRun& p : plan)
-    if (needs_running(p)) queue.push_back(&p);
+    if (needs_running(p)) queue.push_back({&p, false});
+  const std::size_t training = queue.size();
+  for (const PlannedRun& p : plan)
+    if (needs_analysis(spec, p)) queue.push_back({&p, true});  // finished earlier, not yet analysed
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int jobs = std::max(1, options.jobs), threads = options.threads > 0 ? options.threads : std::max(1, cores / jobs);
   std::printf("attnlab compare: %s, %zu variants x %zu seeds; %zu of %zu runs already done; %d at a time, %d thread%s each\n",
-              spec.folder().c_str(), spec.variants.size(), spec.seeds.size(), plan.size() - queue.size(), plan.size(), jobs, threads,
+              spec.folder().c_str(), spec.variants.size(), spec.seeds.size(), plan.size() - training, plan.size(), jobs, threads,
               threads == 1 ? "" : "s");
   std::fflush(stdout);
   StopSignals stop(false);  // no restart: a signal wakes the wait below
   RunPool pool(spec, plan.size(), jobs, threads);
   std::vector<std::string> failed;
-  std::size_t next = 0, done = plan.size() - queue.size();
+  std::size_t next = 0, done = plan.size() - training;
   bool forwarded = false;
   while (next < queue.size() || !pool.empty()) {
     if (!stop.requested()) pool.start(queue, next);
     if (pool.empty()) break;
-    if (!pool.reap(done, failed, stop.requested()) && stop.requested() && !forwarded) {
+    if (!pool.reap(done, failed, stop.requested(), queue) && stop.requested() && !forwarded) {
       pool.stop_all(stop.signal());
       forwarded = true;
     }

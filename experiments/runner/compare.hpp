@@ -11,6 +11,8 @@
 //     linear: {model.attention.name: linear}
 //     sparse: {model.attention: {name: sparse, options: {window: 4, stride: 4}}}
 //   dir: runs                      # where the comparison folder goes (default runs)
+//   analyze: true                  # also run `attnlab analyze` on every finished run (default false);
+//                                  # the summary and report then set each variant's analysis side by side
 //
 // The folder holds runs/<variant>/seed_<s>/ (ordinary run folders, each with its report.html),
 // runs/<variant>/seed_<s>.yaml (the resolved config each was started from) and .log (its output),

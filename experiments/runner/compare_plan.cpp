@@ -117,6 +117,7 @@ CompareSpec read_compare_spec(const std::string& path) {
   }
   spec.metric = node.get_choice("metric", "token_accuracy", {"token_accuracy", "exact_match", "loss"});
   spec.dir = node.get<std::string>("dir", "runs");
+  spec.analyze = node.get<bool>("analyze", false);
   node.allow("seeds");
   node.allow("set");
   node.allow("variants");

@@ -23,6 +23,7 @@ struct CompareVariant {
 struct CompareSpec {
   std::string name, base, metric = "token_accuracy", dir = "runs";
   std::vector<std::uint64_t> seeds;
+  bool analyze = false;  // run `attnlab analyze` on every finished run
   std::vector<std::pair<std::string, std::string>> common;  // `set`, described as the variants' overrides
   std::vector<CompareVariant> variants;
   std::string file, text;

@@ -99,24 +99,30 @@ void for_each_held_out_batch(const data::DataSource& data, std::size_t batches, 
   for (std::size_t i = 0; i < batches; ++i) visit(whole ? data.held_out_batch(i, batch_size) : data.sample(data::TaskSplit::held_out, batch_size, gen));
 }
 
+void EvaluationSum::add(const Tensor& logits, const Tensor& target) {
+  const data::SequenceMetrics m = data::sequence_metrics(logits, target);
+  if (m.scored_tokens) loss_ += cross_entropy(logits, target, data::kIgnore).item() * static_cast<double>(m.scored_tokens);
+  correct_ += m.token_accuracy * static_cast<double>(m.scored_tokens);
+  scored_ += m.scored_tokens;
+  exact_ += m.exact_match * static_cast<double>(target.size(0));
+  rows_ += static_cast<double>(target.size(0));
+}
+
+Evaluation EvaluationSum::result() const {
+  Evaluation e;
+  const double scored = static_cast<double>(scored_);
+  e.loss = scored ? loss_ / scored : 0;
+  e.metrics.scored_tokens = scored_;
+  e.metrics.token_accuracy = scored ? correct_ / scored : 0;
+  e.metrics.exact_match = rows_ ? exact_ / rows_ : 0;
+  return e;
+}
+
 Evaluation evaluate(Model& model, const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed) {
   EvalScope scope(model);
-  Evaluation e;
-  double loss = 0, correct = 0, exact = 0, rows = 0;
-  for_each_held_out_batch(data, batches, batch_size, seed, [&](const Batch& b) {
-    const Tensor logits = model.forward(b).logits;
-    const data::SequenceMetrics m = data::sequence_metrics(logits, b.target);
-    if (m.scored_tokens) loss += cross_entropy(logits, b.target, data::kIgnore).item() * static_cast<double>(m.scored_tokens);
-    correct += m.token_accuracy * static_cast<double>(m.scored_tokens);
-    e.metrics.scored_tokens += m.scored_tokens;
-    exact += m.exact_match * static_cast<double>(b.input.size(0));
-    rows += static_cast<double>(b.input.size(0));
-  });
-  const double scored = static_cast<double>(e.metrics.scored_tokens);
-  e.loss = scored ? loss / scored : 0;
-  e.metrics.token_accuracy = scored ? correct / scored : 0;
-  e.metrics.exact_match = rows ? exact / rows : 0;
-  return e;
+  EvaluationSum sum;
+  for_each_held_out_batch(data, batches, batch_size, seed, [&](const Batch& b) { sum.add(model.forward(b).logits, b.target); });
+  return sum.result();
 }
 
 namespace {

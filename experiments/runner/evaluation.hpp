@@ -20,6 +20,18 @@ struct Evaluation {
   data::SequenceMetrics metrics;
 };
 
+// Loss and metrics summed over batches as an evaluation scores them: the loss and token accuracy over
+// the scored tokens, exact match over the sequences.
+class EvaluationSum {
+ public:
+  void add(const Tensor& logits, const Tensor& target);
+  Evaluation result() const;
+
+ private:
+  double loss_ = 0, correct_ = 0, exact_ = 0, rows_ = 0;
+  std::size_t scored_ = 0;
+};
+
 // Calls `visit` with each batch an evaluation scores: `batches` batches drawn from `seed` (the same ones
 // every time), or with batches 0 the whole held-out split in order.
 void for_each_held_out_batch(const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed,

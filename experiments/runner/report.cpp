@@ -348,7 +348,7 @@ void write_run_report(const std::string& run_dir) {
   html << "<h2>Pattern metrics per head</h2><p class=\"note\">Averaged over the probes at each capture; solid lines "
        << "are even layers, dashed odd ones; colour is the head. See experiments/runner/patterns.hpp for the "
        << "definitions.</p>" << head_metric_charts(run) << head_metric_table(run);
-  html << evaluations_and_config(run) << "</body></html>\n";
+  html << analysis_section(run_dir) << evaluations_and_config(run) << "</body></html>\n";
   write_file_atomically(run_dir + "/report.html", html.str());
 }
 
@@ -374,7 +374,7 @@ void write_comparison_report(const std::string& dir, const std::string& title, c
   }
   html << "<h2>Curves (mean over seeds)</h2><div class=\"charts\">" << line_chart("training loss", loss, YScale::log, 560, 300)
        << line_chart("held-out " + metric, score, metric == "loss" ? YScale::log : YScale::unit, 560, 300) << "</div>";
-  html << comparison_head_metrics(dir, variants);
+  html << comparison_head_metrics(dir, variants) << comparison_analysis_section(dir, variants);
   html << "<h2>Attention patterns side by side</h2><p class=\"note\">Probe 0 of the first seed of each variant at its last "
        << "capture: the same held-out example in every variant. Queries down, keys across, colour by sqrt(weight).</p>"
        << colour_bar() << "<div class=\"variants\">";

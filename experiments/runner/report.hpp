@@ -14,6 +14,8 @@ namespace attnlab {
 
 // Writes run_dir/report.html.
 void write_run_report(const std::string& run_dir);
+// The report's Analysis section from run_dir/analysis/summary.json ("" when the run has none).
+std::string analysis_section(const std::string& run_dir);
 
 // A comparison's variants, in order, each with its finished runs (one per seed).
 struct ComparisonVariant {
@@ -27,5 +29,8 @@ struct ComparisonVariant {
 // seed (the same probe in every variant: probes are drawn from the seed).
 void write_comparison_report(const std::string& dir, const std::string& title, const std::string& metric,
                              const std::vector<ComparisonVariant>& variants, const std::string& summary_table_html);
+// The comparison report's side-by-side analysis (facts as mean and spread over seeds, key tables
+// averaged over seeds), also written as dir/analysis_summary.csv; "" when no run has an analysis.
+std::string comparison_analysis_section(const std::string& dir, const std::vector<ComparisonVariant>& variants);
 
 }  // namespace attnlab

@@ -17,14 +17,6 @@
 namespace attnlab {
 namespace {
 
-void load_model(Model& model, const LoadedRun& run) {
-  try {
-    model.load_state_dict(checkpoint_part(run.checkpoint, "model."));
-  } catch (const std::invalid_argument& e) {
-    throw std::runtime_error(run.dir + "/" + run.checkpoint_file + " does not fit the model of its config: " + e.what());
-  }
-}
-
 // A number for JSON, null when not finite.
 nlohmann::ordered_json number(double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); }
 
@@ -74,7 +66,7 @@ int evaluate_run(const std::string& run_dir, const std::string& which, int threa
   set_num_threads(threads);
   const LoadedRun run = load_run(run_dir, which);
   Experiment x(run.config);
-  load_model(*x.model, run);
+  load_run_model(*x.model, run);
   const TrainConfig& t = run.config.train;
   const Evaluation e = evaluate(*x.model, *x.data, t.final_eval_batches, t.batch_size, run.config.seed + 2);
   nlohmann::ordered_json line{{"run", run_dir},
@@ -99,7 +91,7 @@ int translate_run(const std::string& run_dir, const TranslateOptions& o, int thr
   const LoadedRun run = load_run(run_dir, o.checkpoint);
   Experiment x(run.config);
   Seq2Seq& model = seq2seq_model(x, run_dir, "translate");
-  load_model(model, run);
+  load_run_model(model, run);
   const std::size_t longest = x.data->shape().max_len;
   std::vector<std::vector<std::int64_t>> sources;
   for (const std::string& input : o.inputs) {
@@ -144,7 +136,7 @@ int sample_run(const std::string& run_dir, const SampleOptions& o, int threads) 
   if (!chars.empty()) shape.vocab_size = shape.num_classes = chars.size();
   Generator init(run.config.seed);
   CausalLM model(run.config.model, shape, init);
-  load_model(model, run);
+  load_run_model(model, run);
   std::vector<std::int64_t> prompt;
   data::CharVocabulary vocabulary;
   if (!chars.empty()) {

@@ -153,4 +153,12 @@ LoadedRun load_run(const std::string& dir, const std::string& which, const std::
   return run;
 }
 
+void load_run_model(Module& model, const LoadedRun& run) {
+  try {
+    model.load_state_dict(checkpoint_part(run.checkpoint, "model."));
+  } catch (const std::invalid_argument& e) {
+    throw std::runtime_error(run.dir + "/" + run.checkpoint_file + " does not fit the model of its config: " + e.what());
+  }
+}
+
 }  // namespace attnlab

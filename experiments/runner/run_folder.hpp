@@ -69,6 +69,10 @@ struct LoadedRun {
 // (everything but train.steps, the evaluation and logging cadence, ...) is an error naming both files.
 LoadedRun load_run(const std::string& dir, const std::string& which, const std::vector<std::string>& overrides = {});
 
+// Loads the run's checkpointed weights into `model` (built from run.config); an error naming the file
+// when they do not fit.
+void load_run_model(Module& model, const LoadedRun& run);
+
 // The model and training parts of a checkpoint.
 std::map<std::string, Tensor> checkpoint_part(const Checkpoint& checkpoint, const std::string& prefix);
 

@@ -11,10 +11,7 @@
 #include "framework/io/atomic_file.hpp"
 
 namespace attnlab {
-namespace {
-
-// RGB rows of `width` pixels as PNG bytes.
-std::string png_bytes(const std::vector<unsigned char>& rgb, std::size_t width, std::size_t height) {
+std::string encode_rgb_png(const std::vector<unsigned char>& rgb, std::size_t width, std::size_t height) {
   std::string png;
   auto append = [](void* context, void* data, int size) {
     static_cast<std::string*>(context)->append(static_cast<const char*>(data), static_cast<std::size_t>(size));
@@ -25,8 +22,6 @@ std::string png_bytes(const std::vector<unsigned char>& rgb, std::size_t width, 
   }
   return png;
 }
-
-}  // namespace
 
 // Viridis at five stops, interpolated linearly.
 void viridis(double t, unsigned char* rgb) {
@@ -59,13 +54,48 @@ void write_pattern_png(const std::string& path, const Tensor& patterns) {
             }
         }
     }
-  write_file_atomically(path, png_bytes(image, width, height));
+  write_file_atomically(path, encode_rgb_png(image, width, height));
 }
 
 std::string encode_pattern_png(const double* pattern, std::size_t rows, std::size_t cols) {
   std::vector<unsigned char> image(rows * cols * 3);
   for (std::size_t i = 0; i < rows * cols; ++i) viridis(std::sqrt(std::max(0.0, pattern[i])), image.data() + 3 * i);
-  return png_bytes(image, cols, rows);
+  return encode_rgb_png(image, cols, rows);
+}
+
+}  // namespace attnlab
+
+namespace attnlab {
+
+void diverging(double t, unsigned char* rgb) {
+  static const double stops[5][3] = {{33, 102, 172}, {146, 197, 222}, {247, 247, 247}, {244, 165, 130}, {178, 24, 43}};
+  t = (std::clamp(t, -1.0, 1.0) + 1.0) * 2.0;
+  const int i = std::min(3, static_cast<int>(t));
+  const double f = t - i;
+  for (int c = 0; c < 3; ++c) rgb[c] = static_cast<unsigned char>(stops[i][c] + f * (stops[i + 1][c] - stops[i][c]));
+}
+
+void write_table_png(const std::string& path, const std::vector<double>& values, std::size_t rows, std::size_t cols, bool signed_values,
+                     std::size_t cell) {
+  if (values.size() != rows * cols || rows == 0 || cols == 0 || cell == 0) {
+    throw std::invalid_argument("write_table_png: " + std::to_string(values.size()) + " values for a " + std::to_string(rows) + "x" +
+                                std::to_string(cols) + " table");
+  }
+  double m = 0;
+  for (double v : values)
+    if (std::isfinite(v)) m = std::max(m, std::fabs(v));
+  if (m == 0) m = 1;
+  const std::size_t width = cols * cell, height = rows * cell;
+  std::vector<unsigned char> rgb(width * height * 3);
+  for (std::size_t y = 0; y < height; ++y)
+    for (std::size_t x = 0; x < width; ++x) {
+      const double v = values[(y / cell) * cols + x / cell];
+      unsigned char* px = &rgb[(y * width + x) * 3];
+      if (!std::isfinite(v)) px[0] = px[1] = px[2] = 160;
+      else if (signed_values) diverging(v / m, px);
+      else viridis(v / m, px);
+    }
+  write_file_atomically(path, encode_rgb_png(rgb, width, height));
 }
 
 }  // namespace attnlab

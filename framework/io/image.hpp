@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "framework/tensor/tensor.hpp"
 
@@ -18,5 +19,15 @@ std::string encode_pattern_png(const double* pattern, std::size_t rows, std::siz
 
 // The viridis colour of t in [0, 1] (clamped) as rgb[0..2].
 void viridis(double t, unsigned char* rgb);
+// A diverging colour for t in [-1, 1] (clamped): blue below 0, white at 0, red above (ColorBrewer's RdBu).
+void diverging(double t, unsigned char* rgb);
+
+// RGB rows of `width` pixels (3 bytes each) as PNG bytes.
+std::string encode_rgb_png(const std::vector<unsigned char>& rgb, std::size_t width, std::size_t height);
+
+// A table (rows x cols, row-major) as a PNG heatmap with `cell`-pixel square cells: signed values on the
+// diverging scale over [-m, m], others on viridis over [0, m], m the largest magnitude; NaN cells grey.
+void write_table_png(const std::string& path, const std::vector<double>& values, std::size_t rows, std::size_t cols, bool signed_values,
+                     std::size_t cell = 16);
 
 }  // namespace attnlab

@@ -39,6 +39,13 @@ ModelOutput Model::forward(const Batch& batch, const ForwardOptions& options) {
   return out;
 }
 
+Tensor Model::readout(const Tensor& stream, const Batch& batch, bool normalize, bool bias) const {
+  const LayerNorm* norm = final_norm();
+  const Tensor pooled = pool(normalize && norm ? norm->forward(stream) : stream, batch);
+  const Linear& out = output_layer();
+  return bias ? out.forward(pooled) : matmul(pooled, out.weight, false, true);
+}
+
 template <>
 ModelRegistry& ModelRegistry::instance() {
   static ModelRegistry registry("model kind");

@@ -97,9 +97,23 @@ class Model : public Module {
   // puts it there (a ViT's "cls" and patches); "" to use the data's token labels.
   virtual std::string position_label(std::size_t /*i*/) const { return ""; }
 
+  // The readout, for logit attribution and the logit lens. The residual stream the logits are read from
+  // is that of the blocks named `readout_blocks()` ("blocks." or an encoder-decoder's "decoder.blocks.");
+  // `readout` maps such a stream [B, T, C] to logits as the forward does after its last block: through
+  // the final norm when `normalize` (pre-norm models have one; post-norm models have none and ignore
+  // it), then the pooling (one label per sequence: the CLS token, or the mean over the batch's real
+  // tokens), then the output layer, with its bias when `bias`. Without norm and bias the map is linear.
+  virtual std::string readout_blocks() const { return "blocks."; }
+  virtual const LayerNorm* final_norm() const = 0;
+  Tensor readout(const Tensor& stream, const Batch& batch, bool normalize, bool bias) const;
+
  protected:
   // The logits for `batch`, passing activations through `hooks`.
   virtual Tensor run(const Batch& batch, const HookScope& hooks) = 0;
+  // The readout's parts: the output layer, and the pooling of one-label-per-sequence models (the
+  // stream itself for per-token logits).
+  virtual const Linear& output_layer() const = 0;
+  virtual Tensor pool(const Tensor& stream, const Batch& /*batch*/) const { return stream; }
 };
 
 // A model kind, as the registry knows it.

@@ -78,6 +78,8 @@ class Seq2Seq : public Model {
   std::size_t n_heads() const override { return encoder_config_.n_heads; }
   std::size_t tokens_read(const Batch& batch) const override { return batch.input.numel() + batch.decoder_input.numel(); }
   std::vector<AttentionPart> attention_parts() const override;
+  std::string readout_blocks() const override { return "decoder.blocks."; }
+  const LayerNorm* final_norm() const override { return decoder->decoder->final_norm.get(); }
   std::int64_t bos() const { return bos_; }
   std::int64_t eos() const { return eos_; }
 
@@ -87,6 +89,7 @@ class Seq2Seq : public Model {
 
  protected:
   Tensor run(const Batch& batch, const HookScope& hooks) override;
+  const Linear& output_layer() const override { return *head; }
 
  private:
   // Log-probabilities [N, V] of the next token after each prefix [N, t].

@@ -139,27 +139,24 @@ SequenceClassifier::SequenceClassifier(const ModelConfig& config, const DataShap
 
 Tensor SequenceClassifier::run(const Batch& batch, const HookScope& hooks) {
   const Tensor& ids = batch.input;
-  const Tensor& key_padding_mask = batch.key_padding_mask;
   check_ids(ids, "SequenceClassifier");
-  const I b = static_cast<I>(ids.size(0)), t = static_cast<I>(ids.size(1)), c = static_cast<I>(encoder_config_.d_model);
-  Tensor pooled;
   if (pooling_ == Pooling::cls) {
-    Tensor mask = key_padding_mask;
+    Tensor mask = batch.key_padding_mask;
     if (mask.defined()) mask = concat({zeros({ids.size(0), 1}, DType::boolean), mask}, 1);  // the CLS token is never padding
-    const Tensor hidden = body->forward(ids, mask, hooks, broadcast_to(cls, {ids.size(0), 1, cls.size(2)}));
-    pooled = reshape(slice(hidden, 1, 0, 1), {b, c});  // [B, C]
-  } else {
-    const Tensor hidden = body->forward(ids, key_padding_mask, hooks);
-    if (key_padding_mask.defined()) {
-      // Mean over the real tokens only.
-      const Tensor keep = where(key_padding_mask, zeros({}, hidden.dtype()), ones({}, hidden.dtype()));  // [B, T]
-      const Tensor count = add(sum(keep, 1, true), 1e-9);                                           // [B, 1]
-      pooled = sum(hidden * reshape(keep, {b, t, 1}), 1) / count;
-    } else {
-      pooled = mean(hidden, 1);
-    }
+    return head->forward(pool(body->forward(ids, mask, hooks, broadcast_to(cls, {ids.size(0), 1, cls.size(2)})), batch));
   }
-  return head->forward(pooled);  // [B, K]
+  return head->forward(pool(body->forward(ids, batch.key_padding_mask, hooks), batch));  // [B, K]
+}
+
+Tensor SequenceClassifier::pool(const Tensor& hidden, const Batch& batch) const {
+  const I b = static_cast<I>(hidden.size(0)), t = static_cast<I>(hidden.size(1)), c = static_cast<I>(hidden.size(2));
+  if (pooling_ == Pooling::cls) return reshape(slice(hidden, 1, 0, 1), {b, c});  // [B, C]
+  const Tensor& key_padding_mask = batch.key_padding_mask;
+  if (!key_padding_mask.defined()) return mean(hidden, 1);
+  // Mean over the real tokens only.
+  const Tensor keep = where(key_padding_mask, zeros({}, hidden.dtype()), ones({}, hidden.dtype()));  // [B, T]
+  const Tensor count = add(sum(keep, 1, true), 1e-9);                                           // [B, 1]
+  return sum(hidden * reshape(keep, {b, t, 1}), 1) / count;
 }
 
 std::size_t TokenClassifier::sequence_length(const ModelConfig&, const DataShape& shape) { return token_sequence_length(shape, true); }

@@ -40,6 +40,7 @@ class CausalLM : public Model {
                                      std::size_t top_k, Generator& gen);
   std::size_t n_layers() const override { return encoder_config_.n_layers; }
   std::size_t n_heads() const override { return encoder_config_.n_heads; }
+  const LayerNorm* final_norm() const override { return body->encoder->final_norm.get(); }
   std::size_t vocab_size() const { return body->vocab_size(); }
 
   std::shared_ptr<TokenEncoder> body;
@@ -49,6 +50,7 @@ class CausalLM : public Model {
 
  protected:
   Tensor run(const Batch& batch, const HookScope& hooks) override;
+  const Linear& output_layer() const override { return *head; }
 
  private:
   EncoderConfig encoder_config_;
@@ -62,6 +64,7 @@ class SequenceClassifier : public Model {
   static std::size_t sequence_length(const ModelConfig& config, const DataShape& shape);
   std::size_t n_layers() const override { return encoder_config_.n_layers; }
   std::size_t n_heads() const override { return encoder_config_.n_heads; }
+  const LayerNorm* final_norm() const override { return body->encoder->final_norm.get(); }
 
   std::shared_ptr<TokenEncoder> body;
   std::shared_ptr<Linear> head;
@@ -69,6 +72,8 @@ class SequenceClassifier : public Model {
 
  protected:
   Tensor run(const Batch& batch, const HookScope& hooks) override;
+  const Linear& output_layer() const override { return *head; }
+  Tensor pool(const Tensor& stream, const Batch& batch) const override;
 
  private:
   EncoderConfig encoder_config_;
@@ -82,12 +87,14 @@ class TokenClassifier : public Model {
   static std::size_t sequence_length(const ModelConfig& config, const DataShape& shape);
   std::size_t n_layers() const override { return encoder_config_.n_layers; }
   std::size_t n_heads() const override { return encoder_config_.n_heads; }
+  const LayerNorm* final_norm() const override { return body->encoder->final_norm.get(); }
 
   std::shared_ptr<TokenEncoder> body;
   std::shared_ptr<Linear> head;
 
  protected:
   Tensor run(const Batch& batch, const HookScope& hooks) override;
+  const Linear& output_layer() const override { return *head; }
 
  private:
   EncoderConfig encoder_config_;

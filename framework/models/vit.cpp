@@ -67,11 +67,13 @@ Tensor ViT::run(const Batch& batch, const HookScope& hooks) {
                                 " the model was built for (" + std::to_string(image_height_) + "x" + std::to_string(image_width_) +
                                 " images)");
   }
-  const I b = static_cast<I>(batch.input.size(0)), c = static_cast<I>(encoder_config_.d_model);
   Tensor x = concat({broadcast_to(cls, {batch.input.size(0), 1, cls.size(2)}), patch_embed->forward(patches)}, 1);  // [B, N+1, C]
   x = hooks("hook_embed", x) + slice(pos, 0, 0, static_cast<I>(n) + 1);
-  const Tensor hidden = encoder->forward(x, Tensor(), hooks);
-  return head->forward(reshape(slice(hidden, 1, 0, 1), {b, c}));  // the CLS output -> [B, K]
+  return head->forward(pool(encoder->forward(x, Tensor(), hooks), batch));  // [B, K]
+}
+
+Tensor ViT::pool(const Tensor& hidden, const Batch&) const {
+  return reshape(slice(hidden, 1, 0, 1), {static_cast<I>(hidden.size(0)), static_cast<I>(hidden.size(2))});
 }
 
 ATTNLAB_REGISTER_MODEL((ModelKindInfo{"vit", "vision transformer: patches and a CLS token through a bidirectional encoder",

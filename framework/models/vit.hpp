@@ -26,6 +26,7 @@ class ViT : public Model {
   std::size_t tokens_read(const Batch& batch) const override;
   // "cls", then the patches "p0", "p1", ... in row-major order.
   std::string position_label(std::size_t i) const override { return i == 0 ? "cls" : "p" + std::to_string(i - 1); }
+  const LayerNorm* final_norm() const override { return encoder->final_norm.get(); }
 
   std::shared_ptr<Linear> patch_embed;  // Cin P P -> C
   Tensor cls;                           // [1, 1, C]
@@ -37,6 +38,8 @@ class ViT : public Model {
   // images [B, Cin, Hi, Wi] -> logits [B, K]. Any size the patch size divides works, as long as it has at
   // most as many patches as the configured size (the leading position embeddings are used).
   Tensor run(const Batch& batch, const HookScope& hooks) override;
+  const Linear& output_layer() const override { return *head; }
+  Tensor pool(const Tensor& stream, const Batch& batch) const override;  // the CLS output [B, C]
 
  private:
   EncoderConfig encoder_config_;

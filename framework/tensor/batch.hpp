@@ -5,6 +5,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
 #include "framework/tensor/enum_names.hpp"
 #include "framework/tensor/option_error.hpp"
 #include "framework/tensor/tensor.hpp"
@@ -50,6 +53,21 @@ struct DataShape {
   std::int64_t bos = -1, eos = -1;
   bool shared_vocabulary = false;
   bool images() const { return channels > 0; }
+};
+
+// Clean and corrupted inputs for activation patching (Meng et al. 2022; TransformerLens's patching):
+// each corrupted example differs from its clean one in exactly what the answer depends on (induction:
+// the first copy of the segment replaced by other symbols; mqar: one key's value changed; copy, reverse,
+// sort: one source token changed), so the answer at the scored position
+// changes from `clean_answer` to `corrupted_answer`. Every example of the set has the same layout (the
+// same lengths, special tokens and padding at the same positions), so a patch at one position means the
+// same thing in each; the scored position may differ per example.
+struct PatchingPairs {
+  Batch clean, corrupted;                      // the same shapes and masks
+  std::vector<std::size_t> position;           // per example: the scored position of the logits (ignored for one label per sequence)
+  std::vector<std::int64_t> clean_answer, corrupted_answer;  // per example: the answer with each input
+  std::string corruption;                      // what was changed, for reports ("one key's value changed")
+  std::size_t size() const { return position.size(); }
 };
 
 }  // namespace attnlab

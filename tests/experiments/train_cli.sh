@@ -178,5 +178,25 @@ grep -q '"decoding":"greedy","decoded_exact_match":' "$work/eval_decode.log" || 
 [ $? = 2 ] && grep -q "attnlab translate decodes with an encoder-decoder" "$work/translate_kind.log" \
   || { fail "translate on a tagger"; cat "$work/translate_kind.log"; }
 
+# attnlab analyze: every part on a causal LM, the encoder-decoder's three attentions, and bad options.
+for run in induction-causal_lm s2s majority-sequence_classifier; do
+  check "analyze_$run" "$attnlab" analyze "$work/runs/$run" --examples 64 --pairs 8
+  python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); assert s["tables"], "no tables"' "$work/runs/$run/analysis/summary.json" \
+    || fail "analyze $run wrote no tables"
+  grep -q "<h2>Analysis</h2>" "$work/runs/$run/report.html" || fail "the report of $run has no Analysis section"
+done
+for table in patching_heads patching_residual ablation_zero_accuracy attribution_heads detector_induction_head probes_accuracy emergence_induction; do
+  [ -s "$work/runs/induction-causal_lm/analysis/$table.csv" ] && [ -s "$work/runs/induction-causal_lm/analysis/$table.png" ] || fail "analyze wrote no $table"
+done
+[ -s "$work/runs/s2s/analysis/ablation_cross_zero_accuracy.csv" ] && [ -s "$work/runs/s2s/analysis/patching_cross_heads.csv" ] \
+  || fail "the encoder-decoder's cross-attention heads were not ablated and patched"
+grep -q -E '^decoder 0,[^,]+,[^,]+,[^,]+$' "$work/runs/s2s/analysis/ablation_layers_zero_loss.csv" \
+  || { fail "a decoder layer's attention, MLP and cross-attention ablations are not all in their columns"; cat "$work/runs/s2s/analysis/ablation_layers_zero_loss.csv"; }
+check analyze_only_probes "$attnlab" analyze "$work/runs/induction-causal_lm" --only probes --examples 32
+[ -s "$work/runs/induction-causal_lm/analysis/patching_heads.csv" ] || fail "analyze --only probes lost the other parts"
+"$attnlab" analyze "$work/runs/induction-causal_lm" --only ablation,probs > "$work/analyze_bad.log" 2>&1
+[ $? = 2 ] && grep -q "\-\-only: 'probs' is not among \[ablation, patching" "$work/analyze_bad.log" && [ ! -e "$work/runs/induction-causal_lm/analysis.tmp-"* ] \
+  || { fail "a bad --only"; cat "$work/analyze_bad.log"; }
+
 echo "$failures failures"
 [ $failures -eq 0 ]

@@ -1,0 +1,125 @@
+// `attnlab analyze RUN`: loads a run's checkpoint, runs the parts asked for on its held-out split, and
+// writes analysis/ whole (a new folder renamed into place) and the run's report.
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <unistd.h>
+
+#include "experiments/analysis/analysis.hpp"
+#include "experiments/runner/experiment.hpp"
+#include "experiments/runner/report.hpp"
+#include "experiments/runner/run_folder.hpp"
+#include "framework/io/atomic_file.hpp"
+#include "framework/io/image.hpp"
+#include "framework/io/npy.hpp"
+
+namespace attnlab {
+namespace {
+
+namespace fs = std::filesystem;
+
+bool wanted(const AnalyzeOptions& o, const std::string& part) {
+  return o.only.empty() || std::find(o.only.begin(), o.only.end(), part) != o.only.end();
+}
+
+void check_options(const AnalyzeOptions& o) {
+  for (const std::string& part : o.only) {
+    if (std::find(analysis_parts().begin(), analysis_parts().end(), part) == analysis_parts().end()) {
+      std::string known;
+      for (const std::string& p : analysis_parts()) known += (known.empty() ? "" : ", ") + p;
+      throw std::invalid_argument("--only: '" + part + "' is not among [" + known + "]");
+    }
+  }
+  if (o.checkpoint != "best" && o.checkpoint != "last") throw std::invalid_argument("--checkpoint must be best or last, got '" + o.checkpoint + "'");
+  if (!(o.rollout.discard_ratio >= 0 && o.rollout.discard_ratio < 1)) throw std::invalid_argument("--discard-ratio must be in [0, 1)");
+  if (o.pairs == 0) throw std::invalid_argument("--pairs must be at least 1");
+}
+
+// Moves the finished folder `fresh` into place as `dir`, the earlier analysis removed only after.
+void replace_folder(const std::string& fresh, const std::string& dir) {
+  const std::string old = dir + ".old";
+  fs::remove_all(old);
+  if (fs::exists(dir)) fs::rename(dir, old);
+  fs::rename(fresh, dir);
+  fs::remove_all(old);
+}
+
+// With --only, what the earlier analysis found in the other parts is kept (its tables and facts, its
+// notes and the rollout images), so that re-running one part never loses the rest.
+void keep_other_parts(const std::string& run_dir, const std::string& fresh, const AnalyzeOptions& o, AnalysisResult& result) {
+  if (o.only.empty() || !has_analysis(run_dir)) return;
+  const AnalysisResult earlier = read_analysis(run_dir);
+  const auto redone = [&](const std::string& part) { return wanted(o, part == "rollout" ? "rollout" : part); };
+  // A fact, note or table belongs to the part its name starts with ("baseline." is ablation's).
+  const auto part_of = [](const std::string& name) {
+    const std::string head = name.substr(0, name.find_first_of(".:_"));
+    if (head == "baseline") return std::string("ablation");
+    if (head == "repeated" || head == "detector" || head == "detectors") return std::string("detectors");
+    if (head == "logit") return std::string("attribution");
+    if (head == "examples") return std::string("all");
+    return head;
+  };
+  for (const AnalysisTable& t : earlier.tables)
+    if (!redone(part_of(t.name))) result.tables.push_back(t);
+  for (const auto& [name, value] : earlier.facts)
+    if (!redone(part_of(name)) && !result.facts.count(name)) result.facts[name] = value;
+  for (const std::string& note : earlier.notes)
+    if (!redone(part_of(note))) result.notes.push_back(note);
+  const auto rank = [](const AnalysisTable& t) {
+    const auto& parts = analysis_parts();
+    return std::find(parts.begin(), parts.end(), t.section) - parts.begin();
+  };
+  std::stable_sort(result.tables.begin(), result.tables.end(), [&](const AnalysisTable& a, const AnalysisTable& b) { return rank(a) < rank(b); });
+  if (!redone("rollout")) {
+    for (const std::string& image : earlier.images) fs::copy_file(run_dir + "/analysis/" + image, fresh + "/" + image);
+    result.images = earlier.images;
+    if (fs::exists(run_dir + "/analysis/rollout_maps.npy")) fs::copy_file(run_dir + "/analysis/rollout_maps.npy", fresh + "/rollout_maps.npy");
+  }
+}
+
+}  // namespace
+
+const std::vector<std::string>& analysis_parts() {
+  static const std::vector<std::string> parts{"ablation", "patching", "attribution", "detectors", "rollout", "probes", "emergence"};
+  return parts;
+}
+
+AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& o) {
+  check_options(o);
+  const LoadedRun run = load_run(run_dir, o.checkpoint);
+  Experiment x(run.config);
+  load_run_model(*x.model, run);
+  const TrainConfig& t = run.config.train;
+  AnalysisInputs in{*x.model, *x.data, held_out_examples(*x.data, o.examples, t.batch_size, run.config.seed + 2)};
+  const std::string dir = run_dir + "/analysis", fresh = dir + ".tmp-" + std::to_string(::getpid());
+  fs::remove_all(fresh);
+  create_folders(fresh, "the analysis folder");
+  AnalysisResult result;
+  try {
+    if (wanted(o, "ablation")) head_ablation(in, result), layer_ablation(in, result);
+    if (wanted(o, "patching")) {
+      Generator gen(run.config.seed + 3);
+      activation_patching(*x.model, *x.data, x.data->patching_pairs(o.pairs, gen), result);
+    }
+    if (wanted(o, "attribution")) logit_attribution(in, result), logit_lens(in, result);
+    if (wanted(o, "detectors")) head_detectors(in, result), repeated_tokens_test(in, run.config.seed + 4, result);
+    if (wanted(o, "rollout")) rollout_maps(in, o.rollout, fresh, result);
+    if (wanted(o, "probes")) residual_probes(in, run.config.seed + 5, result);
+    if (wanted(o, "emergence")) emergence(run_dir, o.emergence_threshold, result);
+    result.facts["examples"] = 0;
+    for (const Batch& b : in.batches) result.facts["examples"] += static_cast<double>(b.input.size(0));
+    keep_other_parts(run_dir, fresh, o, result);
+    write_analysis(fresh, result);
+    replace_folder(fresh, dir);
+  } catch (...) {
+    fs::remove_all(fresh);  // the earlier analysis, if any, stays whole
+    throw;
+  }
+  write_run_report(run_dir);
+  return result;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,193 @@
+// Reading the residual stream: direct logit attribution (each component's share of the correct token's
+// logit, through the final norm's scale frozen at its value, as TransformerLens's apply_ln_to_stack)
+// and the logit lens (each layer's stream read out as if it were the last).
+#include <cmath>
+
+#include "experiments/analysis/analysis.hpp"
+
+namespace attnlab {
+namespace {
+
+using I = std::int64_t;
+
+// The stream's blocks: "blocks.0.", ... for the stack the logits are read from.
+std::vector<std::string> readout_stack(const Model& model) {
+  for (const PartBlocks& part : part_blocks(model)) {
+    if (part.attention == "cross_attn" || part.blocks.empty()) continue;
+    if (part.blocks[0].rfind(model.readout_blocks(), 0) == 0) return part.blocks;
+  }
+  return {};
+}
+
+// The logit of each scored answer (target != ignore; one per row for per-sequence logits), summed, and
+// how many there were.
+std::pair<double, std::size_t> answer_logits(const Tensor& logits, const Tensor& target) {
+  const std::vector<double> v = logits.to_vector();
+  const std::int64_t* t = target.data<std::int64_t>();
+  const std::size_t classes = logits.size(logits.dim() - 1), n = target.numel();
+  double total = 0;
+  std::size_t count = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (t[i] == data::kIgnore) continue;
+    total += v[i * classes + static_cast<std::size_t>(t[i])];
+    ++count;
+  }
+  return {total, count};
+}
+
+// A component as the final norm sees it with the scale frozen: centred, divided by the stream's scale
+// (sqrt of its variance plus eps), times the norm's gain.
+Tensor through_frozen_norm(const Tensor& component, const Tensor& scale, const LayerNorm& norm) {
+  const Tensor centred = component - mean(component, -1, true);
+  const Tensor scaled = centred / scale;
+  return norm.weight.defined() ? scaled * norm.weight : scaled;
+}
+
+// The stream's components in the order they are added to it: the embedding (tokens and positions),
+// then per layer each attention's heads and its output bias, then the MLP.
+struct Components {
+  std::vector<std::string> blocks, attentions;
+  std::size_t heads = 0;
+  std::vector<std::string> names;
+  Components(const Model& model, std::vector<std::string> stack) : blocks(std::move(stack)), attentions{"attn"}, heads(model.n_heads()) {
+    for (const PartBlocks& p : part_blocks(model))
+      if (p.attention == "cross_attn") attentions.push_back("cross_attn");
+    names.push_back("embed");
+    for (std::size_t l = 0; l < blocks.size(); ++l) {
+      for (const std::string& a : attentions) {
+        for (std::size_t h = 0; h < heads; ++h) names.push_back(std::to_string(l) + "." + a + "." + std::to_string(h));
+        names.push_back(std::to_string(l) + "." + a + ".bias");
+      }
+      names.push_back(std::to_string(l) + ".mlp");
+    }
+  }
+  static std::string out_hook(const std::string& attention) { return attention == "attn" ? "hook_attn_out" : "hook_cross_attn_out"; }
+  HookRequest hooks() const {
+    HookRequest r;
+    r.cache = {blocks[0] + "hook_resid_pre", blocks.back() + "hook_resid_post"};
+    for (const std::string& b : blocks) {
+      for (const std::string& a : attentions) r.cache.insert(r.cache.end(), {b + a + ".hook_result", b + out_hook(a)});
+      r.cache.push_back(b + "hook_mlp_out");
+    }
+    return r;
+  }
+  // Each component's tensor [B, T, C] from a forward's cache, in the order of `names`.
+  std::vector<Tensor> split(const std::map<std::string, Tensor>& cache) const {
+    std::vector<Tensor> parts{cache.at(blocks[0] + "hook_resid_pre")};
+    for (const std::string& b : blocks) {
+      for (const std::string& a : attentions) {
+        const Tensor& results = cache.at(b + a + ".hook_result");  // [B, H, T, C]
+        const std::vector<I> per_head{static_cast<I>(results.size(0)), static_cast<I>(results.size(2)), static_cast<I>(results.size(3))};
+        Tensor summed;
+        for (std::size_t h = 0; h < heads; ++h) {
+          parts.push_back(reshape(slice(results, 1, static_cast<I>(h), static_cast<I>(h) + 1), per_head));
+          summed = summed.defined() ? summed + parts.back() : parts.back();
+        }
+        parts.push_back(cache.at(b + out_hook(a)) - summed);  // the output projection's bias
+      }
+      parts.push_back(cache.at(b + "hook_mlp_out"));
+    }
+    return parts;
+  }
+};
+
+// The head tables (layer x head, per attention) and the other components' column.
+void attribution_tables(const Components& c, const std::vector<double>& sums, double per, AnalysisResult& out) {
+  const std::vector<std::string> rows = numbered(c.blocks.size()), head_cols = numbered(c.heads);
+  std::vector<std::string> other_rows;
+  std::vector<double> other;
+  for (const std::string& a : c.attentions) {
+    std::vector<double> values;
+    for (std::size_t k = 0; k < c.names.size(); ++k) {
+      const std::string& name = c.names[k];
+      const bool head = name.find("." + a + ".") != std::string::npos && name.substr(name.rfind('.') + 1) != "bias";
+      if (head) values.push_back(sums[k] * per);
+    }
+    const bool cross = a == "cross_attn";
+    out.add({cross ? "attribution_cross_heads" : "attribution_heads", "attribution",
+             std::string("Direct logit attribution of each ") + (cross ? "cross-attention " : "") + "head to the correct token", "layer", "head",
+             rows, head_cols, values, true});
+  }
+  for (std::size_t k = 0; k < c.names.size(); ++k) {
+    const std::string& name = c.names[k];
+    if (name != "embed" && name.substr(name.rfind('.') + 1) != "bias" && name.substr(name.rfind('.') + 1) != "mlp") continue;
+    other_rows.push_back(name);
+    other.push_back(sums[k] * per);
+  }
+  out.add({"attribution_components", "attribution", "Direct logit attribution of the other components to the correct token", "component",
+           "", other_rows, {"logit"}, other, true});
+}
+
+}  // namespace
+
+void logit_attribution(const AnalysisInputs& in, AnalysisResult& out) {
+  EvalScope scope(in.model);
+  const LayerNorm* norm = in.model.final_norm();
+  const std::vector<std::string> stack = readout_stack(in.model);
+  if (!norm || stack.empty()) {
+    out.notes.push_back("attribution: the model has no final norm (post-norm), so its logits are not a sum of direct effects");
+    return;
+  }
+  const Components components(in.model, stack);
+  ForwardOptions o;
+  o.hooks = components.hooks();
+  std::vector<double> sums(components.names.size(), 0.0);
+  double constant = 0, logits = 0;
+  std::size_t count = 0;
+  for (const Batch& b : in.batches) {
+    const ModelOutput run = in.model.forward(b, o);
+    const Tensor& final_stream = run.cache.at(stack.back() + "hook_resid_post");
+    const Tensor centred = final_stream - mean(final_stream, -1, true);
+    const Tensor scale = sqrt(mean(centred * centred, -1, true) + norm->eps);  // the norm's own, frozen
+    const std::vector<Tensor> parts = components.split(run.cache);
+    for (std::size_t k = 0; k < parts.size(); ++k)
+      sums[k] += answer_logits(in.model.readout(through_frozen_norm(parts[k], scale, *norm), b, false, false), b.target).first;
+    // What no component writes: the norm's shift read out, and the output layer's bias.
+    const Tensor shift = norm->bias.defined() ? zeros(final_stream.shape(), final_stream.dtype()) + norm->bias
+                                              : zeros(final_stream.shape(), final_stream.dtype());
+    constant += answer_logits(in.model.readout(shift, b, false, true), b.target).first;
+    const auto [logit_sum, n] = answer_logits(run.logits, b.target);
+    logits += logit_sum;
+    count += n;
+  }
+  const double per = count ? 1.0 / static_cast<double>(count) : NAN;
+  double explained = constant;
+  for (double v : sums) explained += v;
+  out.facts["attribution.answer_logit"] = logits * per;
+  out.facts["attribution.constant"] = constant * per;
+  out.facts["attribution.unexplained"] = (logits - explained) * per;  // 0 up to rounding: the decomposition is exact
+  attribution_tables(components, sums, per, out);
+}
+
+void logit_lens(const AnalysisInputs& in, AnalysisResult& out) {
+  EvalScope scope(in.model);
+  const std::vector<std::string> stack = readout_stack(in.model);
+  if (stack.empty()) return;
+  std::vector<std::string> hooks, rows;
+  for (std::size_t l = 0; l < stack.size(); ++l) {
+    hooks.push_back(stack[l] + "hook_resid_pre");
+    rows.push_back(l == 0 ? "embed" : "after block " + std::to_string(l - 1));
+  }
+  hooks.push_back(stack.back() + "hook_resid_post");
+  rows.push_back("after block " + std::to_string(stack.size() - 1));
+  std::vector<EvaluationSum> sums(hooks.size());
+  ForwardOptions o;
+  o.hooks.cache = hooks;
+  for (const Batch& b : in.batches) {
+    const ModelOutput run = in.model.forward(b, o);
+    for (std::size_t i = 0; i < hooks.size(); ++i) sums[i].add(in.model.readout(run.cache.at(hooks[i]), b, true, true), b.target);
+  }
+  std::vector<double> loss, accuracy;
+  for (const EvaluationSum& s : sums) {
+    const Evaluation e = s.result();
+    loss.push_back(e.loss);
+    accuracy.push_back(e.metrics.token_accuracy);
+    accuracy.push_back(e.metrics.exact_match);
+  }
+  out.add({"logit_lens_loss", "attribution", "Logit lens: held-out loss of each layer's residual stream read out through the final norm and the output layer",
+           "stream", "", rows, {"loss"}, loss, false});
+  out.add({"logit_lens_accuracy", "attribution", "Logit lens: held-out accuracy of each layer's residual stream read out", "stream", "", rows,
+           {"token_accuracy", "exact_match"}, accuracy, false});
+}
+
+}  // namespace attnlab

@@ -1,0 +1,45 @@
+// Head detectors with TransformerLens's definitions (transformer_lens/head_detector.py), so that
+// attnlab's numbers can be set beside published ones: a detection pattern marks the cells a head of
+// that kind attends to, and the "mul" score is the share of the head's attention mass on them. Also the
+// repeated-random-tokens induction test of the TransformerLens tutorials. docs/analysis.md gives every
+// formula.
+//
+// A pattern is one head's [queries, keys] mixing matrix, row-major, for one sequence of `tokens`.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attnlab {
+
+enum class DetectorKind { previous_token, duplicate_token, induction };
+const char* detector_name(DetectorKind kind);  // "previous_token_head", "duplicate_token_head", "induction_head"
+std::vector<DetectorKind> detector_kinds();
+
+// TransformerLens's detection pattern for `tokens` ([T, T], 1 on the expected cells, else 0):
+//   previous_token_head  (i, i-1)
+//   duplicate_token_head (i, j) for j < i with tokens[j] == tokens[i]
+//   induction_head       (i, j+1) for j < i with tokens[j] == tokens[i] (and j+1 < i... as TransformerLens)
+std::vector<double> detection_pattern(DetectorKind kind, const std::vector<std::int64_t>& tokens);
+
+struct DetectorOptions {
+  bool exclude_bos = false;            // zero the first key's column before scoring
+  bool exclude_current_token = false;  // zero the diagonal before scoring
+};
+
+// TransformerLens's "mul" score: sum(pattern * detection) / sum(pattern), after the exclusions, over the
+// first `length` queries and keys of a [rows, cols] pattern (the rest is the batch's padding). NaN when
+// the pattern has no mass left.
+double detector_score(DetectorKind kind, const double* pattern, std::size_t rows, std::size_t cols,
+                      const std::vector<std::int64_t>& tokens, std::size_t length, const DetectorOptions& options);
+
+// The repeated-random-tokens induction score: for a sequence of `half` tokens followed by the same
+// tokens again (optionally after `offset` leading tokens, e.g. a BOS), the mean attention from each
+// token of the second copy to the token after its first occurrence: pattern[offset + half + i,
+// offset + i + 1] for i in [0, half - 1).
+double repeated_tokens_induction_score(const double* pattern, std::size_t rows, std::size_t cols, std::size_t half,
+                                       std::size_t offset = 0);
+
+}  // namespace attnlab

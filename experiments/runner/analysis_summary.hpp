@@ -1,0 +1,39 @@
+// What `attnlab analyze` found in a run (experiments/analysis/), as tables and facts, and its file:
+// analysis/summary.json holds every table and fact; each table is also written as CSV, .npy and a PNG
+// heatmap beside it. The analysis writes it; the run's report and comparisons read it.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace attnlab {
+
+// One result laid out as a grid (layer x head, layer x position, ...), the unit every part writes.
+struct AnalysisTable {
+  std::string name;                  // file stem under analysis/ ("ablation_zero_loss")
+  std::string section;               // "ablation", "patching", ...
+  std::string title;                 // what a value is
+  std::string row_axis, col_axis;    // "layer", "head"
+  std::vector<std::string> rows, cols;
+  std::vector<double> values;        // rows x cols, row-major; NaN where undefined
+  bool signed_values = true;         // drawn with a diverging scale around 0
+  double at(std::size_t r, std::size_t c) const { return values[r * cols.size() + c]; }
+};
+
+// What the analysis has found, in the order it was found.
+struct AnalysisResult {
+  std::vector<AnalysisTable> tables;
+  std::map<std::string, double> facts;    // headline numbers ("baseline.loss", "detectors.induction_head.max", ...)
+  std::vector<std::string> notes;         // what was skipped and why ("attribution: a post-norm model has no final norm")
+  std::vector<std::string> images;        // extra PNGs under analysis/ (rollout maps)
+  void add(AnalysisTable table) { tables.push_back(std::move(table)); }
+};
+
+// Writes every table's CSV, .npy and PNG, and summary.json, into `dir`.
+void write_analysis(const std::string& dir, const AnalysisResult& result);
+// RUN/analysis/summary.json; throws std::runtime_error naming the file when absent or malformed.
+AnalysisResult read_analysis(const std::string& run_dir);
+bool has_analysis(const std::string& run_dir);
+
+}  // namespace attnlab

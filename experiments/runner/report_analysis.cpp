@@ -1,0 +1,196 @@
+// The Analysis section of a run's report: what `attnlab analyze` wrote to analysis/summary.json, each
+// table as a labelled heatmap with its values, the facts, the notes and the rollout maps.
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <sstream>
+
+#include "experiments/runner/analysis_summary.hpp"
+#include "experiments/runner/report.hpp"
+#include "experiments/runner/report_svg.hpp"
+#include "framework/io/atomic_file.hpp"
+#include "framework/io/image.hpp"
+
+namespace attnlab {
+namespace {
+
+using report::escape;
+using report::fmt;
+
+// One table as an SVG grid: the row labels down the left, the column labels across the top, each cell
+// coloured (diverging around 0 for signed values, viridis otherwise, scaled to the largest magnitude)
+// and, when the grid is small, its value written in it.
+std::string table_heatmap(const AnalysisTable& t) {
+  const std::size_t rows = t.rows.size(), cols = t.cols.size();
+  const bool numbers = cols <= 16;
+  const double cw = numbers ? 46 : std::clamp(640.0 / static_cast<double>(cols), 6.0, 20.0), ch = numbers ? 20 : std::max(cw, 12.0);
+  std::size_t longest = 1;
+  for (const auto& l : t.rows) longest = std::max(longest, l.size());
+  std::size_t top = 1;
+  for (const auto& l : t.cols) top = std::max(top, l.size());
+  const double left = 8 + 6.5 * static_cast<double>(std::min<std::size_t>(longest, 24)), head = 8 + 6.0 * static_cast<double>(std::min<std::size_t>(top, 16));
+  double m = 0;
+  for (double v : t.values)
+    if (std::isfinite(v)) m = std::max(m, std::fabs(v));
+  if (m == 0) m = 1;
+  std::ostringstream svg;
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << left + cw * static_cast<double>(cols) + 8 << "\" height=\""
+      << head + ch * static_cast<double>(rows) + 8 << "\" font-family=\"monospace\" font-size=\"10\">";
+  for (std::size_t c = 0; c < cols; ++c) {
+    const double x = left + (static_cast<double>(c) + 0.5) * cw;
+    svg << "<text transform=\"translate(" << x + 3 << "," << head - 3 << ") rotate(-90)\">" << escape(t.cols[c]) << "</text>";
+  }
+  for (std::size_t r = 0; r < rows; ++r) {
+    const double y = head + static_cast<double>(r) * ch;
+    svg << "<text x=\"" << left - 3 << "\" y=\"" << y + ch / 2 + 3 << "\" text-anchor=\"end\">" << escape(t.rows[r]) << "</text>";
+    for (std::size_t c = 0; c < cols; ++c) {
+      const double v = t.at(r, c);
+      unsigned char rgb[3] = {200, 200, 200};
+      if (std::isfinite(v)) t.signed_values ? diverging(v / m, rgb) : viridis(v / m, rgb);
+      const double x = left + static_cast<double>(c) * cw;
+      svg << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << cw << "\" height=\"" << ch << "\" fill=\"rgb(" << int(rgb[0]) << ","
+          << int(rgb[1]) << "," << int(rgb[2]) << ")\"><title>" << escape(t.rows[r] + " / " + t.cols[c]) << ": " << fmt("%.4g", v) << "</title></rect>";
+      if (numbers) {
+        const bool dark = (0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]) < 110;
+        svg << "<text x=\"" << x + cw / 2 << "\" y=\"" << y + ch / 2 + 3 << "\" text-anchor=\"middle\" fill=\"" << (dark ? "#fff" : "#000")
+            << "\">" << fmt("%.3g", v) << "</text>";
+      }
+    }
+  }
+  svg << "</svg>";
+  return svg.str();
+}
+
+std::string section_title(const std::string& section) {
+  if (section == "ablation") return "Ablation: which heads and layers the held-out performance needs";
+  if (section == "patching") return "Activation patching: where the answer is carried";
+  if (section == "attribution") return "Direct logit attribution and the logit lens";
+  if (section == "detectors") return "Head detectors (TransformerLens's definitions)";
+  if (section == "probes") return "Linear probes of the residual stream";
+  if (section == "emergence") return "Emergence over training";
+  return section;
+}
+
+}  // namespace
+
+std::string analysis_section(const std::string& run_dir) {
+  if (!has_analysis(run_dir)) return "";
+  const AnalysisResult r = read_analysis(run_dir);
+  std::ostringstream html;
+  html << "<h2>Analysis</h2><p class=\"note\">Written by <code>attnlab analyze</code> on "
+       << fmt("%.0f", r.facts.count("examples") ? r.facts.at("examples") : NAN)
+       << " held-out examples; every table is also in analysis/ as CSV, .npy and PNG. docs/analysis.md defines each one.</p>";
+  if (!r.notes.empty()) {
+    html << "<ul class=\"note\">";
+    for (const std::string& n : r.notes) html << "<li>" << escape(n) << "</li>";
+    html << "</ul>";
+  }
+  std::string section;
+  for (const AnalysisTable& t : r.tables) {
+    if (t.section != section) {
+      section = t.section;
+      html << "<h3>" << escape(section_title(section)) << "</h3>";
+    }
+    html << "<figure class=\"analysis\"><figcaption>" << escape(t.title) << " <a href=\"analysis/" << escape(t.name) << ".csv\">csv</a> "
+         << "<a href=\"analysis/" << escape(t.name) << ".npy\">npy</a></figcaption>" << table_heatmap(t) << "</figure>\n";
+  }
+  if (!r.images.empty()) {
+    html << "<h3>Attention rollout</h3><div class=\"charts\">";
+    for (const std::string& image : r.images) html << "<img src=\"analysis/" << escape(image) << "\" alt=\"" << escape(image) << "\">";
+    html << "</div>";
+  }
+  html << "<h3>Facts</h3><table><tr><th>name</th><th>value</th></tr>";
+  for (const auto& [name, value] : r.facts) html << "<tr><td>" << escape(name) << "</td><td>" << fmt("%.5g", value) << "</td></tr>";
+  html << "</table>\n";
+  return html.str();
+}
+
+namespace {
+
+struct Spread {
+  double mean = NAN, std = NAN;
+  std::size_t n = 0;
+};
+
+Spread spread(const std::vector<double>& values) {
+  Spread s;
+  double sum = 0, sq = 0;
+  for (double v : values)
+    if (std::isfinite(v)) sum += v, sq += v * v, ++s.n;
+  if (s.n == 0) return s;
+  s.mean = sum / static_cast<double>(s.n);
+  s.std = s.n > 1 ? std::sqrt(std::max(0.0, (sq - static_cast<double>(s.n) * s.mean * s.mean) / static_cast<double>(s.n - 1))) : 0.0;
+  return s;
+}
+
+// The tables a comparison sets side by side (mean over each variant's seeds), when its runs have them.
+const std::vector<std::string>& compared_tables() {
+  static const std::vector<std::string> names{"ablation_zero_accuracy", "patching_heads", "attribution_heads", "detector_induction_head",
+                                              "detector_previous_token_head", "repeated_tokens_induction", "probes_accuracy"};
+  return names;
+}
+
+// The cell-wise mean of one table over runs (tables of other shapes are left out).
+const AnalysisTable* mean_table(const std::vector<AnalysisResult>& runs, const std::string& name, AnalysisTable& mean) {
+  std::vector<const AnalysisTable*> found;
+  for (const AnalysisResult& r : runs)
+    for (const AnalysisTable& t : r.tables)
+      if (t.name == name && (found.empty() || t.values.size() == found[0]->values.size())) found.push_back(&t);
+  if (found.empty()) return nullptr;
+  mean = *found[0];
+  for (std::size_t i = 0; i < mean.values.size(); ++i) {
+    std::vector<double> cell;
+    for (const AnalysisTable* t : found) cell.push_back(t->values[i]);
+    mean.values[i] = spread(cell).mean;
+  }
+  mean.title += " (mean over " + std::to_string(found.size()) + " seed" + (found.size() == 1 ? "" : "s") + ")";
+  return &mean;
+}
+
+}  // namespace
+
+std::string comparison_analysis_section(const std::string& dir, const std::vector<ComparisonVariant>& variants) {
+  std::vector<std::vector<AnalysisResult>> results(variants.size());
+  std::set<std::string> facts;
+  for (std::size_t v = 0; v < variants.size(); ++v)
+    for (const std::string& r : variants[v].run_dirs)
+      if (has_analysis(dir + "/" + r)) {
+        results[v].push_back(read_analysis(dir + "/" + r));
+        for (const auto& [name, value] : results[v].back().facts) facts.insert(name);
+      }
+  if (facts.empty()) return "";
+  std::ostringstream html, csv;
+  csv << "fact,variant,mean,std,runs\n";
+  html << "<h2>Analysis side by side</h2><p class=\"note\">From each run's <code>attnlab analyze</code> (analysis/summary.json): "
+       << "mean &plusmn; standard deviation over seeds; <a href=\"analysis_summary.csv\">analysis_summary.csv</a>. "
+       << "docs/analysis.md defines each fact.</p><table><tr><th>fact</th>";
+  for (const ComparisonVariant& v : variants) html << "<th>" << escape(v.name) << "</th>";
+  html << "</tr>";
+  for (const std::string& fact : facts) {
+    html << "<tr><td>" << escape(fact) << "</td>";
+    for (std::size_t v = 0; v < variants.size(); ++v) {
+      std::vector<double> values;
+      for (const AnalysisResult& r : results[v]) values.push_back(r.facts.count(fact) ? r.facts.at(fact) : NAN);
+      const Spread s = spread(values);
+      html << "<td>" << fmt("%.4g", s.mean) << (s.n > 1 ? " &plusmn; " + fmt("%.2g", s.std) : "") << (s.n < values.size() && s.n ? "*" : "") << "</td>";
+      csv << fact << "," << variants[v].name << "," << fmt("%.9g", s.mean) << "," << fmt("%.9g", s.std) << "," << s.n << "\n";
+    }
+    html << "</tr>";
+  }
+  html << "</table><p class=\"note\">* some seeds have no value (e.g. a detector score that never crossed the threshold).</p>";
+  for (const std::string& name : compared_tables()) {
+    std::ostringstream row;
+    bool any = false;
+    for (std::size_t v = 0; v < variants.size(); ++v) {
+      AnalysisTable mean;
+      const AnalysisTable* t = mean_table(results[v], name, mean);
+      row << "<div class=\"variant\"><h3>" << escape(variants[v].name) << "</h3>" << (t ? table_heatmap(*t) : "<p class=\"note\">none</p>") << "</div>";
+      if (t && !any) html << "<h3>" << escape(t->title) << "</h3>", any = true;
+    }
+    if (any) html << "<div class=\"variants\">" << row.str() << "</div>";
+  }
+  write_file_atomically(dir + "/analysis_summary.csv", csv.str());
+  return html.str();
+}
+
+}  // namespace attnlab

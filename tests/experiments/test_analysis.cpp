@@ -1,0 +1,202 @@
+// attnlab analyze on models whose answers are known: a one-layer model built by hand so that head 0
+// copies the previous token and head 1 does nothing. Ablating head 0 must destroy the behaviour and
+// ablating head 1 change nothing; patching head 0 (or the residual stream at the changed position) must
+// restore the clean answer completely; the direct attributions must add up to the logit.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "experiments/analysis/analysis.hpp"
+#include "framework/models/model.hpp"
+
+namespace attnlab {
+namespace {
+
+constexpr std::size_t kVocab = 6, kLength = 8, kWidth = 32;
+
+// Random tokens; the target at each position is the previous token (none at position 0).
+class PreviousTokenSource : public data::DataSource {
+ public:
+  DataShape shape() const override {
+    DataShape s;
+    s.vocab_size = kVocab;
+    s.max_len = kLength;
+    return s;
+  }
+  Batch sample(data::TaskSplit, std::size_t size, Generator& gen) const override {
+    std::vector<std::int64_t> ids, target;
+    for (std::size_t r = 0; r < size; ++r)
+      for (std::size_t i = 0; i < kLength; ++i) ids.push_back(static_cast<std::int64_t>(gen.next_below(kVocab)));
+    for (std::size_t r = 0; r < size; ++r)
+      for (std::size_t i = 0; i < kLength; ++i) target.push_back(i ? ids[r * kLength + i - 1] : data::kIgnore);
+    return Batch{from_indices(ids, {size, kLength}), from_indices(target, {size, kLength}), {}, {}, {}};
+  }
+};
+
+// Residual dims: [0, 6) the token, [6, 12) the copied previous token, [16, 24) the position.
+std::shared_ptr<Model> previous_token_model() {
+  ModelConfig config;
+  config.kind = "causal_lm";
+  config.encoder.d_model = kWidth;
+  config.encoder.n_heads = 2;
+  config.encoder.n_layers = 1;
+  config.encoder.bias = false;
+  Generator gen(0);
+  std::shared_ptr<Model> model = make_model(config, PreviousTokenSource().shape(), gen);
+  std::map<std::string, Tensor> state = model->state_dict();
+  std::map<std::string, std::vector<double>> w;
+  for (const auto& [name, t] : state)
+    if (t.dtype() != DType::int64) w[name] = std::vector<double>(t.numel(), name.find("norm") != std::string::npos ? 1.0 : 0.0);  // not the dropout generators' states
+  const std::size_t c = kWidth;
+  for (std::size_t v = 0; v < kVocab; ++v) w["body.tok.weight"][v * c + v] = 1.0;
+  for (std::size_t i = 0; i < kLength; ++i) w["body.pos.table"][i * c + 16 + i] = 1.0;
+  auto& qkv = w["body.encoder.blocks.0.attn.qkv.weight"];  // [3C, C]: q rows, k rows, v rows; head 0 is dims [0, 16)
+  for (std::size_t d = 0; d < kLength; ++d) qkv[d * c + 16 + d] = 3.0;                     // q_i: position i
+  for (std::size_t d = 1; d < kLength; ++d) qkv[(c + d) * c + 16 + d - 1] = 3.0;           // k_j: position j + 1
+  for (std::size_t d = 0; d < kVocab; ++d) qkv[(2 * c + d) * c + d] = 1.0;                 // v: the token
+  for (std::size_t d = 0; d < kVocab; ++d) w["body.encoder.blocks.0.attn.proj.weight"][(6 + d) * c + d] = 1.0;
+  for (std::size_t v = 0; v < kVocab; ++v) w["head.weight"][v * c + 6 + v] = 5.0;
+  for (auto& [name, t] : state)
+    if (w.count(name)) t = from_vector(w[name], t.shape(), t.dtype());
+  model->load_state_dict(state);
+  return model;
+}
+
+double cell(const AnalysisResult& r, const std::string& table, std::size_t row, std::size_t col) {
+  for (const AnalysisTable& t : r.tables)
+    if (t.name == table) return t.at(row, col);
+  ADD_FAILURE() << "no table " << table;
+  return NAN;
+}
+
+struct HandBuilt : ::testing::Test {
+  PreviousTokenSource data;
+  std::shared_ptr<Model> model = previous_token_model();
+  AnalysisInputs inputs() { return AnalysisInputs{*model, data, held_out_examples(data, 256, 64, 1)}; }
+};
+
+TEST_F(HandBuilt, TheModelCopiesThePreviousToken) {
+  EvalScope scope(*model);
+  const Evaluation e = evaluate_with(inputs(), {});
+  EXPECT_GT(e.metrics.token_accuracy, 0.99);
+}
+
+TEST_F(HandBuilt, AblatingTheCopyingHeadDestroysTheBehaviourAndTheIdleHeadChangesNothing) {
+  AnalysisResult r;
+  head_ablation(inputs(), r);
+  EXPECT_LT(cell(r, "ablation_zero_accuracy", 0, 0), -0.6);  // to about chance (1/6)
+  EXPECT_GT(cell(r, "ablation_zero_loss", 0, 0), 0.5);
+  EXPECT_LT(cell(r, "ablation_mean_accuracy", 0, 0), -0.6);
+  EXPECT_NEAR(cell(r, "ablation_zero_accuracy", 0, 1), 0.0, 1e-12);
+  EXPECT_NEAR(cell(r, "ablation_zero_loss", 0, 1), 0.0, 1e-6);
+  EXPECT_NEAR(cell(r, "ablation_mean_loss", 0, 1), 0.0, 1e-6);
+  layer_ablation(inputs(), r);
+  EXPECT_LT(cell(r, "ablation_layers_zero_accuracy", 0, 0), -0.6);   // attention
+  EXPECT_NEAR(cell(r, "ablation_layers_zero_loss", 0, 1), 0.0, 1e-6);  // the MLP writes nothing
+}
+
+// Clean and corrupted inputs that differ at position 3; the answer at position 4 is the token there.
+data::PatchingPairs changed_at_three(const data::DataSource& data) {
+  Generator gen(7);
+  data::PatchingPairs pairs;
+  pairs.clean = data.sample(data::TaskSplit::held_out, 32, gen);
+  std::vector<std::int64_t> ids(pairs.clean.input.data<std::int64_t>(), pairs.clean.input.data<std::int64_t>() + 32 * kLength);
+  for (std::size_t r = 0; r < 32; ++r) {
+    const std::int64_t was = ids[r * kLength + 3], now = (was + 1 + static_cast<std::int64_t>(r % (kVocab - 1))) % kVocab;
+    ids[r * kLength + 3] = now;
+    pairs.position.push_back(4);
+    pairs.clean_answer.push_back(was);
+    pairs.corrupted_answer.push_back(now);
+  }
+  pairs.corrupted = pairs.clean;
+  pairs.corrupted.input = from_indices(ids, {32, kLength});
+  pairs.corruption = "position 3 changed";
+  return pairs;
+}
+
+TEST_F(HandBuilt, PatchingTheCopyingHeadOrTheChangedPositionRestoresTheAnswer) {
+  AnalysisResult r;
+  activation_patching(*model, data, changed_at_three(data), r);
+  EXPECT_GT(r.facts.at("patching.clean_logit_diff"), 5.0);
+  EXPECT_NEAR(cell(r, "patching_heads", 0, 0), 1.0, 1e-4);
+  EXPECT_NEAR(cell(r, "patching_heads", 0, 1), 0.0, 1e-4);
+  EXPECT_NEAR(cell(r, "patching_residual", 0, 3), 1.0, 1e-4);
+  for (std::size_t i : {0, 1, 2, 4, 5, 6, 7}) EXPECT_NEAR(cell(r, "patching_residual", 0, i), 0.0, 1e-4) << "position " << i;
+}
+
+TEST_F(HandBuilt, DirectAttributionsAddUpToTheLogitAndTheIdleHeadHasNone) {
+  AnalysisResult r;
+  logit_attribution(inputs(), r);
+  EXPECT_NEAR(r.facts.at("attribution.unexplained"), 0.0, 1e-4 * std::fabs(r.facts.at("attribution.answer_logit")));
+  EXPECT_GT(cell(r, "attribution_heads", 0, 0), 1.0);
+  EXPECT_NEAR(cell(r, "attribution_heads", 0, 1), 0.0, 1e-6);
+  logit_lens(inputs(), r);
+  EvalScope scope(*model);
+  const Evaluation e = evaluate_with(inputs(), {});
+  EXPECT_NEAR(cell(r, "logit_lens_loss", 1, 0), e.loss, 1e-5);  // the last stream read out is the model's output
+  EXPECT_GT(cell(r, "logit_lens_loss", 0, 0), e.loss);           // the embedding alone knows no previous token
+}
+
+TEST(Analysis, TheReadoutOfTheLastStreamIsTheModelsOutputForEveryKind) {
+  struct Case {
+    std::string kind;
+    NormPlacement norm;
+    DataShape shape;
+  };
+  DataShape tokens;
+  tokens.vocab_size = 9, tokens.num_classes = 3, tokens.max_len = 6, tokens.padded = true;
+  DataShape images;
+  images.channels = 1, images.height = images.width = 8, images.num_classes = 3;
+  DataShape pairs = tokens;
+  pairs.num_classes = 10, pairs.target_max_len = 5, pairs.bos = 1, pairs.eos = 9, pairs.shared_vocabulary = true;
+  const std::vector<Case> cases = {{"causal_lm", NormPlacement::pre, tokens},  {"causal_lm", NormPlacement::post, tokens},
+                                   {"token_tagger", NormPlacement::pre, tokens}, {"sequence_classifier", NormPlacement::pre, tokens},
+                                   {"vit", NormPlacement::pre, images},         {"seq2seq", NormPlacement::pre, pairs}};
+  for (const Case& c : cases) {
+    ModelConfig config;
+    config.kind = c.kind;
+    config.encoder.d_model = 16, config.encoder.n_heads = 2, config.encoder.n_layers = 2, config.encoder.norm = c.norm;
+    Generator gen(3);
+    std::shared_ptr<Model> model = make_model(config, c.shape, gen);
+    EvalScope scope(*model);
+    Batch b;
+    if (c.shape.images()) {
+      b.input = uniform({2, 1, 8, 8}, gen);
+    } else {
+      b.input = from_indices({2, 3, 4, 5, 6, 0, 3, 3, 4, 0, 0, 0}, {2, 6});
+      b.key_padding_mask = from_mask({false, false, false, false, false, true, false, false, false, true, true, true}, {2, 6});
+      b.decoder_input = from_indices({1, 4, 5, 1, 6, 6}, {2, 3});
+    }
+    const std::string last = model->readout_blocks() + "1.hook_resid_post";
+    ForwardOptions o;
+    o.hooks.cache = {last};
+    const ModelOutput out = model->forward(b, o);
+    const Tensor read = model->readout(out.cache.at(last), b, true, true);
+    ASSERT_EQ(read.shape(), out.logits.shape()) << c.kind;
+    const std::vector<double> x = read.to_vector(), y = out.logits.to_vector();
+    for (std::size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-5) << c.kind << " " << norm_placement_name(c.norm) << " at " << i;
+  }
+}
+
+TEST(Analysis, SummaryRoundTripsWithItsUndefinedCells) {
+  const std::string dir = testing::TempDir() + "/analysis_round_trip/analysis";
+  std::filesystem::create_directories(dir);
+  AnalysisResult r;
+  r.add({"t", "ablation", "a table", "layer", "head", {"0", "1"}, {"0", "1", "2"}, {1, -2, NAN, 0.5, 0, 3}, true});
+  r.facts["baseline.loss"] = 1.25;
+  r.notes.push_back("a note");
+  write_analysis(dir, r);
+  for (const char* file : {"t.csv", "t.npy", "t.png", "summary.json"}) EXPECT_TRUE(std::filesystem::exists(dir + "/" + file)) << file;
+  const AnalysisResult back = read_analysis(testing::TempDir() + "/analysis_round_trip");
+  ASSERT_EQ(back.tables.size(), 1u);
+  EXPECT_EQ(back.tables[0].cols, r.tables[0].cols);
+  EXPECT_TRUE(std::isnan(back.tables[0].at(0, 2)));
+  EXPECT_EQ(back.tables[0].at(1, 2), 3.0);
+  EXPECT_EQ(back.facts.at("baseline.loss"), 1.25);
+  EXPECT_EQ(back.notes, r.notes);
+  EXPECT_THROW(read_analysis(testing::TempDir() + "/no_such_run"), std::runtime_error);
+}
+
+}  // namespace
+}  // namespace attnlab
