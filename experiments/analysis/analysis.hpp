@@ -5,9 +5,9 @@
 //   ablation     each head's output (before the output projection) zeroed or replaced by its mean over
 //                the held-out examples, and each layer's whole attention and MLP output: the change in
 //                held-out loss and accuracy
-//   patching     the task's clean/corrupted pairs (datasets/source.hpp): the corrupted run with one head's
-//                output, or one residual position, taken from the clean run; the restored share of the
-//                answer's logit difference
+//   patching     the task's clean/corrupted pairs (PatchingPairs, framework/tensor/batch.hpp): the
+//                corrupted run with one head's output, or one residual position, taken from the clean
+//                run; the restored share of the answer's logit difference
 //   attribution  each head's direct contribution to the correct token's logit through the final norm's
 //                scale, and the logit lens (each layer's residual stream read out as logits)
 //   detectors    TransformerLens's head detectors on held-out examples and the repeated-random-tokens test
