@@ -26,11 +26,13 @@ constexpr std::size_t kJumpRepeats = 1467;
 
 std::string turn_action(const std::string& direction) { return direction == "left" ? "I_TURN_LEFT" : "I_TURN_RIGHT"; }
 
+bool is_primitive(const std::string& word) { return std::find(kPrimitives.begin(), kPrimitives.end(), word) != kPrimitives.end(); }
+
 // V: "x", "x dir", "x opposite dir", "x around dir" over words [begin, end) of `command`.
 void interpret_verb(const Words& command, std::size_t begin, std::size_t end, Words& out) {
   if (begin == end) bad(command, begin, "a verb is missing");
   const std::string& x = command[begin];
-  const bool primitive = std::find(kPrimitives.begin(), kPrimitives.end(), x) != kPrimitives.end();
+  const bool primitive = is_primitive(x);
   if (!primitive && x != "turn") bad(command, begin, "expected walk, look, run, jump or turn");
   const auto act = [&](Words& o) {
     if (primitive) o.push_back("I_" + std::string(x == "walk" ? "WALK" : x == "look" ? "LOOK" : x == "run" ? "RUN" : "JUMP"));
@@ -110,6 +112,33 @@ std::vector<ScanPair> generate() {
 }
 
 bool mentions(const Words& command, const std::string& word) { return std::find(command.begin(), command.end(), word) != command.end(); }
+
+// Where a command's primitives are (word indices).
+std::vector<std::size_t> primitive_words(const Words& command) {
+  std::vector<std::size_t> at;
+  for (std::size_t i = 0; i < command.size(); ++i)
+    if (is_primitive(command[i])) at.push_back(i);
+  return at;
+}
+
+// Whether two commands differ at most in which primitive each primitive word is. They then have as many
+// actions, at the same places: a primitive does one action wherever it stands (and "turn" is no
+// primitive: it does none of its own).
+bool same_shape(const Words& a, const Words& b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i] && !(is_primitive(a[i]) && is_primitive(b[i]))) return false;
+  return true;
+}
+
+// The pair's command is the grammar's and its actions are the interpretation (files may hold others).
+bool interpreted(const ScanPair& p) {
+  try {
+    return scan_interpret(p.command) == p.actions;
+  } catch (const std::invalid_argument&) {
+    return false;
+  }
+}
 
 }  // namespace
 
@@ -220,6 +249,8 @@ WordVocabulary::WordVocabulary(const std::vector<const Words*>& sentences) {
   words_.assign(words.begin(), words.end());
 }
 
+bool WordVocabulary::contains(const std::string& word) const { return std::binary_search(words_.begin(), words_.end(), word); }
+
 std::vector<std::int64_t> WordVocabulary::encode(const Words& words, const std::string& side) const {
   std::vector<std::int64_t> ids;
   for (const std::string& w : words) {
@@ -301,11 +332,73 @@ class ScanSource : public DataSource {
     return source_.encode(split_words(text), "command");
   }
   std::string decode_target(const std::vector<std::int64_t>& ids) const override { return target_.decode(ids); }
+  // One held-out command drawn as the template, and `count` held-out commands of its shape drawn with
+  // replacement (the template with its primitives reassigned, as the held-out split has them: the same
+  // other words, so the same source and target lengths). Each is corrupted by changing its primitive at
+  // one word, the same for the set, to another primitive, and scored at the first action that changes.
+  // Empty when no held-out command has a primitive.
+  PatchingPairs patching_pairs(std::size_t count, Generator& gen) const override {
+    const std::vector<const ScanPair*> variants = patching_variants(gen);
+    const std::vector<std::string> primitives = known_primitives();
+    if (count == 0 || variants.empty() || primitives.size() < 2) return {};
+    const std::vector<std::size_t> slots = primitive_words(variants[0]->command);
+    const std::size_t word = slots[gen.next_below(slots.size())];
+    std::vector<Encoded> clean, corrupted;
+    PatchingPairs pairs;
+    for (std::size_t i = 0; i < count; ++i) {
+      const ScanPair& c = *variants[gen.next_below(variants.size())];
+      ScanPair x = c;
+      std::vector<std::string> others;
+      for (const std::string& u : primitives)
+        if (u != c.command[word]) others.push_back(u);
+      x.command[word] = others[gen.next_below(others.size())];
+      x.actions = scan_interpret(x.command);
+      clean.push_back(encoded(c));
+      corrupted.push_back(encoded(x));
+      std::size_t at = 0;
+      while (c.actions[at] == x.actions[at]) ++at;  // the changed primitive's action differs somewhere
+      pairs.position.push_back(at);
+      pairs.clean_answer.push_back(clean.back().actions[at]);
+      pairs.corrupted_answer.push_back(corrupted.back().actions[at]);
+    }
+    pairs.clean = batch_of(pointers(clean));
+    pairs.corrupted = batch_of(pointers(corrupted));
+    Words shape = variants[0]->command;
+    for (std::size_t s : slots) shape[s] = "U";
+    pairs.corruption = "the primitive at word " + std::to_string(word + 1) + " of commands shaped '" + join_words(shape) +
+                       "' (U a primitive) changed to another primitive";
+    return pairs;
+  }
 
  private:
   struct Encoded {
     std::vector<std::int64_t> command, actions;
   };
+  Encoded encoded(const ScanPair& p) const { return {source_.encode(p.command, "command"), target_.encode(p.actions, "action")}; }
+  static std::vector<const Encoded*> pointers(const std::vector<Encoded>& encoded) {
+    std::vector<const Encoded*> out;
+    for (const Encoded& e : encoded) out.push_back(&e);
+    return out;
+  }
+  // The template, drawn from the held-out commands that have a primitive, first; then every held-out
+  // command of its shape.
+  std::vector<const ScanPair*> patching_variants(Generator& gen) const {
+    std::vector<const ScanPair*> candidates;
+    for (const ScanPair& p : data_.test)
+      if (!primitive_words(p.command).empty() && interpreted(p)) candidates.push_back(&p);
+    if (candidates.empty()) return {};
+    std::vector<const ScanPair*> variants{candidates[gen.next_below(candidates.size())]};
+    for (const ScanPair* p : candidates)
+      if (p != variants[0] && same_shape(p->command, variants[0]->command)) variants.push_back(p);
+    return variants;
+  }
+  // The primitives both vocabularies hold (a corrupted command must be encodable).
+  std::vector<std::string> known_primitives() const {
+    std::vector<std::string> known;
+    for (const std::string& u : kPrimitives)
+      if (source_.contains(u) && target_.contains(scan_interpret({u})[0])) known.push_back(u);
+    return known;
+  }
   static Batch batch_of(const std::vector<const Encoded*>& chosen) {
     std::vector<std::vector<std::int64_t>> commands, inputs, targets;
     for (const Encoded* e : chosen) {

@@ -64,6 +64,7 @@ class WordVocabulary {
   WordVocabulary() = default;
   explicit WordVocabulary(const std::vector<const Words*>& sentences);
   std::size_t size() const { return static_cast<std::size_t>(kFirstWord) + words_.size(); }
+  bool contains(const std::string& word) const;
   // Ids of `words`; std::invalid_argument for a word outside the vocabulary ("did you mean").
   std::vector<std::int64_t> encode(const Words& words, const std::string& side) const;
   // The word of an id ("pad", "bos", "eos" for the specials).

@@ -24,28 +24,27 @@ class TransformTask : public SequenceTask {
   std::vector<TaskFormat> formats() const override { return {TaskFormat::tagging, TaskFormat::causal_lm, TaskFormat::seq2seq}; }
   bool variable_length() const override { return o_.min_length != 0 && o_.min_length < o_.length; }
   Problem problem(Generator& gen) const override {
-    Problem p;
     const std::size_t shortest = variable_length() ? o_.min_length : o_.length;
-    p.source = random_symbols(shortest + gen.next_below(o_.length - shortest + 1), o_.symbols, gen);
-    p.answer = p.source;
-    if (kind_ == Kind::reverse) std::reverse(p.answer.begin(), p.answer.end());
-    if (kind_ == Kind::sort) std::sort(p.answer.begin(), p.answer.end());
-    return p;
+    return of_source(random_symbols(shortest + gen.next_below(o_.length - shortest + 1), o_.symbols, gen));
   }
 
  protected:
   std::size_t source_length() const override { return o_.length; }
   std::size_t answer_length() const override { return o_.length; }
+  // A patching set has one length, so that its sources (and the changed token) line up.
+  Problem problem_like(const Problem& first, Generator& gen) const override {
+    return of_source(random_symbols(first.source.size(), o_.symbols, gen));
+  }
   // The middle source token changed to another symbol; scored at the first answer token that changes.
+  // The corrupted example reads its own answer (teacher forcing): its inputs differ from the clean ones
+  // at that source token and only after the scored position.
   bool corrupt(const Problem& clean, Generator& gen, Corruption& out) const override {
     if (o_.symbols < 2) return false;
     const std::size_t c = clean.source.size() / 2;
-    out.problem = clean;
-    out.problem.source[c] = kFirstSymbol + (clean.source[c] - kFirstSymbol + 1 + static_cast<std::int64_t>(gen.next_below(o_.symbols - 1))) %
-                                               static_cast<std::int64_t>(o_.symbols);
-    out.problem.answer = out.problem.source;
-    if (kind_ == Kind::reverse) std::reverse(out.problem.answer.begin(), out.problem.answer.end());
-    if (kind_ == Kind::sort) std::sort(out.problem.answer.begin(), out.problem.answer.end());
+    std::vector<std::int64_t> source = clean.source;
+    source[c] = kFirstSymbol + (clean.source[c] - kFirstSymbol + 1 + static_cast<std::int64_t>(gen.next_below(o_.symbols - 1))) %
+                                   static_cast<std::int64_t>(o_.symbols);
+    out.problem = of_source(std::move(source));
     out.index = 0;
     while (out.problem.answer[out.index] == clean.answer[out.index]) ++out.index;
     out.description = "source token " + std::to_string(c) + " changed to another symbol";
@@ -53,6 +52,14 @@ class TransformTask : public SequenceTask {
   }
 
  private:
+  Problem of_source(std::vector<std::int64_t> source) const {
+    Problem p;
+    p.source = std::move(source);
+    p.answer = p.source;
+    if (kind_ == Kind::reverse) std::reverse(p.answer.begin(), p.answer.end());
+    if (kind_ == Kind::sort) std::sort(p.answer.begin(), p.answer.end());
+    return p;
+  }
   Kind kind_;
   ToyTaskOptions o_;
 };
@@ -83,28 +90,11 @@ class RecallTask : public SequenceTask {
     return {TaskFormat::causal_lm, TaskFormat::tagging};
   }
   Problem problem(Generator& gen) const override {
-    const std::vector<std::int64_t> keys = distinct_symbols(o_.pairs, 0, gen);
-    std::vector<std::int64_t> values;
+    const auto [keys, values] = draw_pairs(gen);
+    Queries queries;
     if (o_.sequence_length == 0) {
-      for (std::size_t i = 0; i < o_.pairs; ++i)
-        values.push_back(kFirstSymbol + static_cast<std::int64_t>(o_.symbols + gen.next_below(o_.symbols)));
-    } else {
-      values = distinct_symbols(o_.pairs, o_.symbols, gen);
-    }
-    Problem p;
-    for (std::size_t i = 0; i < o_.pairs; ++i) {
-      p.source.push_back(keys[i]);
-      p.source.push_back(values[i]);
-    }
-    if (o_.sequence_length == 0) {
-      for (std::size_t q = 0; q < o_.queries; ++q) {
-        const std::size_t i = gen.next_below(o_.pairs);
-        p.answer.push_back(keys[i]);
-        p.answer.push_back(values[i]);
-        p.scored.push_back(false);  // the query key is given
-        p.scored.push_back(true);   // its value is to be recalled
-      }
-      return p;
+      for (std::size_t q = 0; q < o_.queries; ++q) queries.push_back({2 * q, gen.next_below(o_.pairs)});
+      return with_queries(keys, values, queries, gen);
     }
     // The slots come in draw order, so likely ones first. Zoology hands them to the pairs in pair order,
     // and then the earliest query asks the first pair 27% of the time instead of 1/8, a positional
@@ -113,16 +103,8 @@ class RecallTask : public SequenceTask {
     std::vector<std::size_t> pair(o_.pairs);
     for (std::size_t i = 0; i < o_.pairs; ++i) pair[i] = i;
     for (std::size_t q = 0; q < o_.queries; ++q) std::swap(pair[q], pair[q + gen.next_below(o_.pairs - q)]);
-    p.read = o_.random_filler ? random_symbols(answer_length(), 2 * o_.symbols, gen)
-                              : std::vector<std::int64_t>(answer_length(), kPad);
-    p.answer = p.read;
-    p.scored.assign(answer_length(), false);
-    for (std::size_t q = 0; q < o_.queries; ++q) {
-      p.read[2 * slots[q]] = p.answer[2 * slots[q]] = keys[pair[q]];
-      p.answer[2 * slots[q] + 1] = values[pair[q]];
-      p.scored[2 * slots[q] + 1] = true;
-    }
-    return p;
+    for (std::size_t q = 0; q < o_.queries; ++q) queries.push_back({2 * slots[q], pair[q]});
+    return with_queries(keys, values, queries, gen);
   }
 
  protected:
@@ -132,9 +114,11 @@ class RecallTask : public SequenceTask {
   }
   bool tags_causal_layout() const override { return o_.sequence_length != 0; }
   // The value of the key that the earliest query asks changed to another value symbol (one no other pair
-  // holds in Zoology's layout, whose values are distinct); scored at that query's answer.
+  // holds in Zoology's layout, whose values are distinct); scored at that query's answer. The model
+  // reads the same tokens after SEP as in the clean example, so the inputs differ in that value alone.
   bool corrupt(const Problem& clean, Generator& gen, Corruption& out) const override {
-    const auto [index, pair] = earliest_query(clean);
+    const auto [key_at, pair] = queries_of(clean).front();
+    const std::size_t index = key_at + 1;
     std::vector<std::int64_t> taken;
     for (std::size_t i = 0; i < o_.pairs; ++i) taken.push_back(clean.source[2 * i + 1]);
     std::int64_t value = clean.source[2 * pair + 1];
@@ -148,23 +132,65 @@ class RecallTask : public SequenceTask {
     out.problem.source[2 * pair + 1] = value;
     out.problem.answer[index] = value;
     out.index = index;
-    out.description = "the value of the key the earliest query asks changed to another value";
+    out.description = "the value of the key that the earliest query asks changed to another value";
     return true;
   }
-  // Sets of one layout share where the corrupted query and its pair sit (the other queries may move).
+  // Sets of one layout share where every query sits and which pair it asks (keys, values and filler vary).
   std::vector<std::int64_t> layout_key(const Problem& p) const override {
-    const auto [index, pair] = earliest_query(p);
-    return {static_cast<std::int64_t>(index), static_cast<std::int64_t>(pair)};
+    std::vector<std::int64_t> key;
+    for (const auto& [at, pair] : queries_of(p)) key.insert(key.end(), {static_cast<std::int64_t>(at), static_cast<std::int64_t>(pair)});
+    return key;
+  }
+  // Zoology's layout draws its slots by a power law: a set of one layout must be drawn, not waited for.
+  Problem problem_like(const Problem& first, Generator& gen) const override {
+    const auto [keys, values] = draw_pairs(gen);
+    return with_queries(keys, values, queries_of(first), gen);
   }
 
  private:
-  // The answer index of the earliest scored value, and the pair whose key that query asks.
-  std::pair<std::size_t, std::size_t> earliest_query(const Problem& p) const {
-    std::size_t index = 1;
-    while (index < p.answer.size() && !(p.scored.empty() || p.scored[index])) ++index;
-    std::size_t pair = 0;
-    while (pair + 1 < o_.pairs && p.source[2 * pair] != p.answer[index - 1]) ++pair;
-    return {index, pair};
+  // Where each query's key sits in the answer, and the pair it asks.
+  using Queries = std::vector<std::pair<std::size_t, std::size_t>>;
+  // Keys (distinct) and values (distinct in Zoology's layout), of separate symbol ranges.
+  std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> draw_pairs(Generator& gen) const {
+    const std::vector<std::int64_t> keys = distinct_symbols(o_.pairs, 0, gen);
+    std::vector<std::int64_t> values;
+    if (o_.sequence_length == 0) {
+      for (std::size_t i = 0; i < o_.pairs; ++i)
+        values.push_back(kFirstSymbol + static_cast<std::int64_t>(o_.symbols + gen.next_below(o_.symbols)));
+    } else {
+      values = distinct_symbols(o_.pairs, o_.symbols, gen);
+    }
+    return {keys, values};
+  }
+  // The pairs, then the queries, each its key and its value (scored); Zoology's layout reads filler, drawn
+  // here, everywhere but at the query keys (the compact layout has no room left between its queries).
+  Problem with_queries(const std::vector<std::int64_t>& keys, const std::vector<std::int64_t>& values, const Queries& queries,
+                       Generator& gen) const {
+    Problem p;
+    for (std::size_t i = 0; i < o_.pairs; ++i) p.source.insert(p.source.end(), {keys[i], values[i]});
+    if (o_.sequence_length != 0) {
+      p.read = o_.random_filler ? random_symbols(answer_length(), 2 * o_.symbols, gen) : std::vector<std::int64_t>(answer_length(), kPad);
+    }
+    p.answer = p.read.empty() ? std::vector<std::int64_t>(answer_length(), kPad) : p.read;
+    p.scored.assign(answer_length(), false);
+    for (const auto& [at, pair] : queries) {
+      if (!p.read.empty()) p.read[at] = keys[pair];
+      p.answer[at] = keys[pair];
+      p.answer[at + 1] = values[pair];
+      p.scored[at + 1] = true;
+    }
+    return p;
+  }
+  // The queries of a problem, in answer order.
+  Queries queries_of(const Problem& p) const {
+    Queries queries;
+    for (std::size_t at = 0; at + 1 < p.answer.size(); ++at) {
+      if (!p.scored[at + 1]) continue;
+      std::size_t pair = 0;
+      while (pair + 1 < o_.pairs && p.source[2 * pair] != p.answer[at]) ++pair;
+      queries.push_back({at, pair});
+    }
+    return queries;
   }
   // n distinct symbols of the range [offset, offset + symbols), in random order.
   std::vector<std::int64_t> distinct_symbols(std::size_t n, std::size_t offset, Generator& gen) const {
@@ -207,32 +233,21 @@ class InductionTask : public SequenceTask {
   std::size_t vocab_size() const override { return static_cast<std::size_t>(kFirstSymbol) + o_.symbols; }
   std::vector<TaskFormat> formats() const override { return {TaskFormat::causal_lm}; }
   Problem problem(Generator& gen) const override {
-    Problem p;
-    if (o_.gap == 0) {
-      p.source = random_symbols(o_.length, o_.symbols, gen);
-      p.answer = p.source;
-    } else {
-      std::vector<std::int64_t> symbols(o_.symbols);
-      for (std::size_t i = 0; i < o_.symbols; ++i) symbols[i] = kFirstSymbol + static_cast<std::int64_t>(i);
-      for (std::size_t i = 0; i < o_.length; ++i) std::swap(symbols[i], symbols[i + gen.next_below(o_.symbols - i)]);
-      p.answer.assign(symbols.begin(), symbols.begin() + static_cast<std::ptrdiff_t>(o_.length));
-      const std::size_t offset = gen.next_below(o_.gap + 1);
-      p.source.assign(o_.length + o_.gap, kPad);
-      std::copy(p.answer.begin(), p.answer.end(), p.source.begin() + static_cast<std::ptrdiff_t>(offset));
-    }
-    p.scored.assign(o_.length, true);
-    p.scored[0] = false;  // nothing earlier says what follows the separator
-    return p;
+    if (o_.gap == 0) return placed(random_symbols(o_.length, o_.symbols, gen), 0);
+    std::vector<std::int64_t> segment = distinct_segment(gen);
+    return placed(std::move(segment), gen.next_below(o_.gap + 1));
   }
 
  protected:
   // The first copy replaced by its own symbols in another order: the repeat reads as before, but what
-  // follows the middle token of the repeat in the first copy (its induction answer) has changed.
+  // follows the middle token of the repeat in the first copy (its induction answer) has changed. Only
+  // segments where that token occurs once qualify (with gap 0 symbols may repeat), so that the clean and
+  // the corrupted answer are each the one successor of its one earlier occurrence.
   bool corrupt(const Problem& clean, Generator& gen, Corruption& out) const override {
     const std::size_t k = o_.length / 2;  // answer index: predicted after reading answer[k - 1]
     if (k < 1 || o_.length < 3) return false;
-    const auto first = std::find_if(clean.source.begin(), clean.source.end(), [](std::int64_t t) { return t != kPad; });
-    const std::size_t offset = static_cast<std::size_t>(first - clean.source.begin());
+    if (std::count(clean.answer.begin(), clean.answer.end(), clean.answer[k - 1]) != 1) return false;
+    const std::size_t offset = offset_of(clean);
     for (int attempt = 0; attempt < 100; ++attempt) {
       std::vector<std::int64_t> shuffled(clean.answer);
       for (std::size_t i = shuffled.size(); i > 1; --i) std::swap(shuffled[i - 1], shuffled[gen.next_below(i)]);
@@ -250,8 +265,35 @@ class InductionTask : public SequenceTask {
   }
   std::size_t source_length() const override { return o_.length + o_.gap; }
   std::size_t answer_length() const override { return o_.length; }
+  // A patching set has one offset of the first copy, so that the copies line up.
+  Problem problem_like(const Problem& first, Generator& gen) const override {
+    if (o_.gap == 0) return problem(gen);
+    return placed(distinct_segment(gen), offset_of(first));
+  }
 
  private:
+  // o_.length distinct symbols in random order.
+  std::vector<std::int64_t> distinct_segment(Generator& gen) const {
+    std::vector<std::int64_t> symbols(o_.symbols);
+    for (std::size_t i = 0; i < o_.symbols; ++i) symbols[i] = kFirstSymbol + static_cast<std::int64_t>(i);
+    for (std::size_t i = 0; i < o_.length; ++i) std::swap(symbols[i], symbols[i + gen.next_below(o_.symbols - i)]);
+    symbols.resize(o_.length);
+    return symbols;
+  }
+  // The segment at `offset` among the gap's pads, then its repeat.
+  Problem placed(std::vector<std::int64_t> segment, std::size_t offset) const {
+    Problem p;
+    p.answer = std::move(segment);
+    p.source.assign(o_.length + o_.gap, kPad);
+    std::copy(p.answer.begin(), p.answer.end(), p.source.begin() + static_cast<std::ptrdiff_t>(offset));
+    p.scored.assign(o_.length, true);
+    p.scored[0] = false;  // nothing earlier says what follows the separator
+    return p;
+  }
+  static std::size_t offset_of(const Problem& p) {
+    const auto first = std::find_if(p.source.begin(), p.source.end(), [](std::int64_t t) { return t != kPad; });
+    return static_cast<std::size_t>(first - p.source.begin());
+  }
   ToyTaskOptions o_;
 };
 
@@ -302,9 +344,9 @@ void SequenceTask::check_format(TaskFormat format) const {
   }
 }
 
-SequenceTask::Problem SequenceTask::split_problem(TaskSplit split, Generator& gen) const {
+SequenceTask::Problem SequenceTask::split_problem(TaskSplit split, Generator& gen, const Problem* like) const {
   for (int attempt = 0; attempt < 100000; ++attempt) {
-    Problem p = problem(gen);
+    Problem p = like ? problem_like(*like, gen) : problem(gen);
     if (in_held_out(p.source) == (split == TaskSplit::held_out)) return p;
   }
   throw std::runtime_error("task '" + name() + "': no " + (split == TaskSplit::train ? "training" : "held-out") +
@@ -362,17 +404,16 @@ PatchingPairs SequenceTask::patching_pairs(TaskFormat format, std::size_t count,
   PatchingPairs pairs;
   if (format == TaskFormat::classification || count == 0) return pairs;
   std::vector<SequenceExample> clean, corrupted;
-  std::vector<std::int64_t> key;
+  Problem first;  // its layout is the set's: the others are drawn like it
   for (int attempt = 0; attempt < 1000000 && clean.size() < count; ++attempt) {
-    const Problem p = split_problem(TaskSplit::held_out, gen);
+    const Problem p = split_problem(TaskSplit::held_out, gen, clean.empty() ? nullptr : &first);
     Corruption c;
     if (!corrupt(p, gen, c)) {
       if (clean.empty() && attempt >= 1000) return {};  // this task has no corruption
       continue;
     }
-    const std::vector<std::int64_t> k = layout_key(p);
-    if (key.empty()) key = k;
-    if (k != key) continue;  // every example of the set shares the first one's layout
+    if (clean.empty()) first = p;
+    if (layout_key(p) != layout_key(first)) continue;  // every example of the set shares the first one's layout
     clean.push_back(layout(p, format));
     corrupted.push_back(layout(c.problem, format));
     pairs.position.push_back(answer_position(p, c.index, format));

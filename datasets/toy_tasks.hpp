@@ -99,6 +99,9 @@ class SequenceTask {
   virtual bool corrupt(const Problem& /*clean*/, Generator& /*gen*/, Corruption& /*out*/) const { return false; }
   // What examples of one patching set must share: by default the lengths and where the pads are.
   virtual std::vector<std::int64_t> layout_key(const Problem& p) const;
+  // Another problem of `first`'s layout, drawn directly where chance would rarely give one (the default
+  // draws any problem, and patching_pairs skips those whose layout_key differs from the first's).
+  virtual Problem problem_like(const Problem& /*first*/, Generator& gen) const { return problem(gen); }
   // The longest source and answer.
   virtual std::size_t source_length() const = 0;
   virtual std::size_t answer_length() const = 0;
@@ -108,7 +111,8 @@ class SequenceTask {
  private:
   bool in_held_out(const std::vector<std::int64_t>& source) const;
   void check_format(TaskFormat format) const;
-  Problem split_problem(TaskSplit split, Generator& gen) const;
+  // A problem of the split; with `like`, one of its layout (problem_like).
+  Problem split_problem(TaskSplit split, Generator& gen, const Problem* like = nullptr) const;
   SequenceExample layout(const Problem& p, TaskFormat format) const;
   // Where answer token `index` is scored in the layout of `format`.
   std::size_t answer_position(const Problem& p, std::size_t index, TaskFormat format) const;
