@@ -58,7 +58,8 @@ struct DataShape {
 // Clean and corrupted inputs for activation patching (Meng et al. 2022; TransformerLens's patching):
 // each corrupted example differs from its clean one in exactly what the answer depends on (induction:
 // the first copy of the segment re-ordered; mqar: one key's value changed; copy, reverse, sort: one
-// source token changed; datasets/toy_tasks.cpp says each exactly), so the answer at the scored position
+// source token changed; scan: one primitive changed; datasets/toy_tasks.cpp and scan.cpp say each
+// exactly), so the answer at the scored position
 // changes from `clean_answer` to `corrupted_answer`. Every example of the set has the same layout (the
 // same lengths, special tokens and padding at the same positions), so a patch at one position means the
 // same thing in each; the scored position may differ per example.
