@@ -67,6 +67,12 @@ class DataSource {
   // `count` clean/corrupted pairs drawn from the held-out split with `gen`; empty (size 0) when the task
   // has no corruption that changes its answer in a known way.
   virtual PatchingPairs patching_pairs(std::size_t /*count*/, Generator& /*gen*/) const { return {}; }
+  // Properties of each input token that the task defines, for linear probes of the residual stream
+  // (besides position, token and previous token, which every sequence has): name -> one label per
+  // element of batch.input ([B * T], row-major), -1 where the property is undefined. mqar:
+  // "value_of_key", the value a key is paired with in its example.
+  using TokenProperties = std::vector<std::pair<std::string, std::vector<std::int64_t>>>;
+  virtual TokenProperties token_properties(const Batch& /*batch*/) const { return {}; }
 };
 
 struct TaskInfo {

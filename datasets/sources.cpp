@@ -99,6 +99,7 @@ class ToySource : public DataSource {
   std::string target_label(std::int64_t id) const override { return id == kSep ? "bos" : token_label(id, 0); }
   bool is_padding(std::int64_t id) const override { return id == kPad; }
   PatchingPairs patching_pairs(std::size_t count, Generator& gen) const override { return task_->patching_pairs(format_, count, gen); }
+  TokenProperties token_properties(const Batch& batch) const override { return task_->token_properties(batch.input, format_); }
 
  private:
   std::unique_ptr<SequenceTask> task_;

@@ -141,6 +141,20 @@ class RecallTask : public SequenceTask {
     for (const auto& [at, pair] : queries_of(p)) key.insert(key.end(), {static_cast<std::int64_t>(at), static_cast<std::int64_t>(pair)});
     return key;
   }
+  // "value_of_key": at every token that is one of its example's keys (in the pairs, at a query, or as
+  // random filler), the value that key is paired with; -1 elsewhere. Every layout opens with the pairs.
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> token_properties(const Tensor& input, TaskFormat) const override {
+    const std::size_t rows = input.size(0), t = input.size(1);
+    const std::int64_t* ids = input.data<std::int64_t>();
+    std::vector<std::int64_t> value(rows * t, -1);
+    for (std::size_t r = 0; r < rows; ++r) {
+      const std::int64_t* row = ids + r * t;
+      for (std::size_t i = 0; i < t; ++i)
+        for (std::size_t pair = 0; pair < o_.pairs && 2 * pair + 1 < t; ++pair)
+          if (row[i] == row[2 * pair]) value[r * t + i] = row[2 * pair + 1];
+    }
+    return {{"value_of_key", value}};
+  }
   // Zoology's layout draws its slots by a power law: a set of one layout must be drawn, not waited for.
   Problem problem_like(const Problem& first, Generator& gen) const override {
     const auto [keys, values] = draw_pairs(gen);

@@ -79,6 +79,11 @@ class SequenceTask {
   // out for `format`: each clean problem corrupted by corrupt(), the set kept to the first example's
   // layout (layout_key). Empty when the task has no corruption (or the format one label per sequence).
   PatchingPairs patching_pairs(TaskFormat format, std::size_t count, Generator& gen) const;
+  // Per-token properties for probes (DataSource::token_properties): name -> a label per input token of
+  // the format's layout, -1 where undefined. None by default.
+  virtual std::vector<std::pair<std::string, std::vector<std::int64_t>>> token_properties(const Tensor& /*input*/, TaskFormat /*format*/) const {
+    return {};
+  }
   // The longest input of the format (the block size a model needs); seq2seq: the longest source.
   std::size_t max_length(TaskFormat format) const;
   // seq2seq: the longest decoder input (SEP and the answer).

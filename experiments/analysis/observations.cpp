@@ -3,6 +3,7 @@
 // where a ViT looked (rollout); and when in training each behaviour appeared (emergence).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <regex>
@@ -156,6 +157,7 @@ namespace {
 struct ProbeRows {
   std::vector<std::size_t> batch, row, position;
   std::vector<std::int64_t> token, previous, group;
+  data::DataSource::TokenProperties task;  // the task's own properties (DataSource::token_properties)
 };
 
 ProbeRows probe_rows(const AnalysisInputs& in, const std::vector<Batch>& batches, bool tokens, std::size_t limit) {
@@ -163,11 +165,16 @@ ProbeRows probe_rows(const AnalysisInputs& in, const std::vector<Batch>& batches
   std::int64_t example = 0;
   for (std::size_t bi = 0; bi < batches.size() && rows.batch.size() < limit; ++bi) {
     const Batch& b = batches[bi];
-    const std::size_t t = tokens ? b.input.size(1) : 0;
+    // A ViT's stream holds its CLS token and patches: the positions probed.
+    const std::size_t t = tokens ? b.input.size(1) : in.model.tokens_read(b) / b.input.size(0);
+    const data::DataSource::TokenProperties task = tokens ? in.data.token_properties(b) : data::DataSource::TokenProperties();
+    for (const auto& [name, labels] : task)
+      if (std::none_of(rows.task.begin(), rows.task.end(), [&](const auto& p) { return p.first == name; })) rows.task.push_back({name, {}});
     for (std::size_t r = 0; r < b.input.size(0) && rows.batch.size() < limit; ++r, ++example) {
       std::size_t length = t;
-      const std::vector<std::int64_t> ids = tokens ? row_tokens(in.data, b.input, b.key_padding_mask, r, length) : std::vector<std::int64_t>();
+      const std::vector<std::int64_t> ids = tokens ? row_tokens(in.data, b.input, b.key_padding_mask, r, length) : std::vector<std::int64_t>(t, -1);
       for (std::size_t i = 0; i < length; ++i) {
+        for (std::size_t k = 0; k < task.size(); ++k) rows.task[k].second.push_back(task[k].second[r * t + i]);
         rows.batch.push_back(bi);
         rows.row.push_back(r);
         rows.position.push_back(i);
@@ -197,10 +204,6 @@ std::size_t as_classes(const std::vector<std::int64_t>& raw, std::vector<std::in
 
 void residual_probes(const AnalysisInputs& in, std::uint64_t seed, AnalysisResult& out) {
   const bool tokens = in.data.token_inputs();
-  if (!tokens) {
-    out.notes.push_back("probes: the inputs are images; the properties probed (position, token, previous token) are those of token sequences");
-    return;
-  }
   std::vector<std::string> stack;
   for (const PartBlocks& p : part_blocks(in.model))
     if (p.attention != "cross_attn" && stack.empty()) stack = p.blocks;  // the first stack: the one reading the input
@@ -214,7 +217,8 @@ void residual_probes(const AnalysisInputs& in, std::uint64_t seed, AnalysisResul
   const ProbeRows rows = probe_rows(in, in.batches, tokens, 4096);
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> properties;
   properties.push_back({"position", std::vector<std::int64_t>(rows.position.begin(), rows.position.end())});
-  properties.insert(properties.end(), {{"token", rows.token}, {"previous_token", rows.previous}});
+  if (tokens) properties.insert(properties.end(), {{"token", rows.token}, {"previous_token", rows.previous}});  // images: position only
+  properties.insert(properties.end(), rows.task.begin(), rows.task.end());
   // Each stream's vectors at the rows' positions, [N, C].
   std::vector<std::vector<double>> features(hooks.size());
   std::size_t width = 0;
@@ -247,6 +251,11 @@ void residual_probes(const AnalysisInputs& in, std::uint64_t seed, AnalysisResul
           kept.insert(kept.end(), features[k].begin() + i * width, features[k].begin() + (i + 1) * width);
           groups.push_back(rows.group[i]);
         }
+      if (classes < 2 || std::set<std::int64_t>(groups.begin(), groups.end()).size() < 2) {  // nothing to tell apart
+        accuracy.push_back(NAN);
+        chance.push_back(NAN);
+        continue;
+      }
       LinearProbeOptions po;
       po.seed = seed;
       const LinearProbeResult r = train_linear_probe(from_vector(kept, {labels.size(), width}, DType::float32), labels, classes, groups, po);
@@ -290,8 +299,10 @@ void rollout_maps(const AnalysisInputs& in, const RolloutOptions& options, const
     maps.push_back(unsqueeze(map, 0));
   }
   write_npy(dir + "/rollout_maps.npy", concat(maps, 0));
-  out.notes.push_back(std::string("rollout: head fusion ") + head_fusion_name(options.head_fusion) + ", discard ratio " +
-                      std::to_string(options.discard_ratio) + ", the first " + std::to_string(images) + " held-out images");
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, "%g", options.discard_ratio);
+  out.notes.push_back(std::string("rollout: head fusion ") + head_fusion_name(options.head_fusion) + ", discard ratio " + ratio + ", the first " +
+                      std::to_string(images) + " held-out images");
 }
 
 namespace {

@@ -405,3 +405,40 @@ TEST(ScanPatchingPairs, NoneWithoutAHeldOutPrimitive) {
 
 }  // namespace
 }  // namespace attnlab::data
+
+namespace attnlab::data {
+namespace {
+
+// mqar's probe property: every occurrence of a key is labelled with its value, everything else -1.
+TEST(TokenProperties, MqarLabelsEachKeyWithItsValue) {
+  for (std::size_t sequence_length : {0, 32}) {
+    TaskConfig config;
+    config.name = "mqar";
+    config.toy.name = "mqar", config.toy.pairs = 4, config.toy.symbols = 16, config.toy.sequence_length = sequence_length;
+    const auto source = make_data_source(config, TaskFormat::causal_lm);
+    Generator gen(2);
+    const Batch b = source->sample(TaskSplit::held_out, 8, gen);
+    const auto properties = source->token_properties(b);
+    ASSERT_EQ(properties.size(), 1u);
+    EXPECT_EQ(properties[0].first, "value_of_key");
+    const std::vector<std::int64_t>& value = properties[0].second;
+    const std::size_t t = b.input.size(1);
+    ASSERT_EQ(value.size(), 8 * t);
+    const std::int64_t* ids = b.input.data<std::int64_t>();
+    std::size_t labelled = 0;
+    for (std::size_t r = 0; r < 8; ++r)
+      for (std::size_t i = 0; i < t; ++i) {
+        std::int64_t want = -1;
+        for (std::size_t p = 0; p < 4; ++p)
+          if (ids[r * t + i] == ids[r * t + 2 * p]) want = ids[r * t + 2 * p + 1];
+        EXPECT_EQ(value[r * t + i], want) << "row " << r << " position " << i;
+        labelled += want >= 0;
+      }
+    EXPECT_GT(labelled, 8u * 4);  // the pairs' keys at least, and the queried ones
+  }
+  TaskConfig reverse;
+  EXPECT_TRUE(make_data_source(reverse, TaskFormat::tagging)->token_properties(Batch{}).empty());
+}
+
+}  // namespace
+}  // namespace attnlab::data

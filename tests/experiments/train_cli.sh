@@ -192,6 +192,8 @@ done
   || fail "the encoder-decoder's cross-attention heads were not ablated and patched"
 grep -q -E '^decoder 0,[^,]+,[^,]+,[^,]+$' "$work/runs/s2s/analysis/ablation_layers_zero_loss.csv" \
   || { fail "a decoder layer's attention, MLP and cross-attention ablations are not all in their columns"; cat "$work/runs/s2s/analysis/ablation_layers_zero_loss.csv"; }
+check analyze_mqar "$attnlab" analyze "$work/runs/mqar-causal_lm" --only probes --examples 64
+head -n 1 "$work/runs/mqar-causal_lm/analysis/probes_accuracy.csv" | grep -q ',value_of_key$' || fail "mqar's value-of-key property was not probed"
 check analyze_only_probes "$attnlab" analyze "$work/runs/induction-causal_lm" --only probes --examples 32
 [ -s "$work/runs/induction-causal_lm/analysis/patching_heads.csv" ] || fail "analyze --only probes lost the other parts"
 "$attnlab" analyze "$work/runs/induction-causal_lm" --only ablation,probs > "$work/analyze_bad.log" 2>&1
