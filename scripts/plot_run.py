@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Plot attnlab run folders with matplotlib, for restyling the figures `attnlab train` writes.
 
-Reads a run folder (metrics.csv, metrics.jsonl, patterns/*.npy) and writes three kinds of figure:
+Reads a run folder (metrics.csv, metrics.jsonl, patterns/*.npy, analysis/summary.json) and writes these figures:
 
   curves.<fmt>        train and eval loss against step, and eval accuracy (solid: token accuracy,
                       dotted: exact match) against step; one colour per run
@@ -15,6 +15,10 @@ Reads a run folder (metrics.csv, metrics.jsonl, patterns/*.npy) and writes three
                       decoder's causal self-attention and its cross-attention, padding masked in each
   head_metrics.<fmt>  each per-head pattern metric (entropy, mean distance, ...) against capture step,
                       one line per head (head_metrics_<run>.<fmt> per run when given several runs)
+  analysis_<run>.<fmt>
+                      when the run has been analysed (`attnlab analyze`, analysis/summary.json): its
+                      layer x head tables side by side (ablation, patching, attribution, detectors),
+                      each value written in its cell
 
 Several run folders can be given at once, for example the runs/<variant>/seed_<s> folders of a
 comparison: their curves are overlaid and labelled by the shortest trailing part of their paths that
@@ -36,6 +40,7 @@ import json
 import os
 import re
 import sys
+import textwrap
 
 import matplotlib
 
@@ -372,6 +377,50 @@ def plot_head_metrics(pattern_rows, label):
 # ---------------------------------------------------------------------------------------------------
 
 
+# The analysis tables drawn side by side when a run has analysis/summary.json (attnlab analyze), in order.
+ANALYSIS_TABLES = ["ablation_zero_accuracy", "ablation_mean_accuracy", "patching_heads", "attribution_heads",
+                   "detector_induction_head", "detector_previous_token_head"]
+
+
+def read_analysis(run):
+    path = os.path.join(run, "analysis", "summary.json")
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path) as f:
+            summary = json.load(f)
+        return {t["name"]: t for t in summary["tables"]}
+    except (ValueError, KeyError, TypeError) as error:
+        raise PlotError(f"{path}: not an analysis summary ({error})")
+
+
+def plot_analysis(tables, label):
+    chosen = [tables[name] for name in ANALYSIS_TABLES if name in tables]
+    cols = min(3, len(chosen))
+    rows = (len(chosen) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(3.6 * cols, 2.9 * rows), squeeze=False)
+    for ax in axes.flat[len(chosen):]:
+        ax.axis("off")
+    for ax, t in zip(axes.flat, chosen):
+        values = np.array([np.nan if v is None else v for v in t["values"]], dtype=float).reshape(len(t["rows"]), len(t["cols"]))
+        top = np.nanmax(np.abs(values)) if np.isfinite(values).any() else 1.0
+        top = top or 1.0
+        image = ax.imshow(values, cmap="RdBu_r" if t["signed"] else "viridis", vmin=-top if t["signed"] else 0, vmax=top)
+        for (r, c), v in np.ndenumerate(values):
+            if np.isfinite(v):
+                shade = image.cmap(image.norm(v))
+                dark = 0.299 * shade[0] + 0.587 * shade[1] + 0.114 * shade[2] < 0.5
+                ax.text(c, r, f"{v:.2g}", ha="center", va="center", fontsize=8, color="white" if dark else "black")
+        ax.set_xticks(range(len(t["cols"])), t["cols"])
+        ax.set_yticks(range(len(t["rows"])), t["rows"])
+        ax.set_xlabel(t["col_axis"])
+        ax.set_ylabel(t["row_axis"])
+        ax.set_title(textwrap.fill(t["title"], 38), fontsize=8)
+    fig.suptitle(f"{label}: attnlab analyze", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         description="Plot loss/accuracy curves, attention patterns and head metrics of attnlab runs.",
@@ -409,6 +458,9 @@ def main(argv):
                 layer = args.layer if args.layer is not None else load_pattern(run, step, args.probe, "cross").shape[0] - 1
                 name = f"masking_{file_safe(label)}_step_{step}_probe_{args.probe}"
                 save(plot_masking(run, label, step, args.probe, layer, args.head), out_dir, name, args.format)
+        tables = read_analysis(run)
+        if tables and any(name in tables for name in ANALYSIS_TABLES):
+            save(plot_analysis(tables, label), out_dir, f"analysis_{file_safe(label)}", args.format)
         pattern_rows = read_pattern_rows(run)
         if pattern_rows:
             name = "head_metrics" if len(args.runs) == 1 else f"head_metrics_{file_safe(label)}"

@@ -51,6 +51,11 @@ check plot_two "${plot[@]}" "$work/runs/a" "$work/runs/b" --out "$work/both"
 expect_files "$work/both" curves.png attention_a_step_40_probe_0.png attention_b_step_40_probe_0.png \
   head_metrics_a.png head_metrics_b.png
 
+# An analysed run adds its layer x head tables.
+check analyze_a "$attnlab" analyze "$work/runs/a" --examples 32 --pairs 8
+check plot_analysed "${plot[@]}" "$work/runs/a" --out "$work/analysed"
+expect_files "$work/analysed" analysis_a.png
+
 refused bad_step "captured steps: 20, 40" "${plot[@]}" "$work/runs/a" --step 7 --out "$work/bad"
 [ ! -e "$work/bad/curves.png" ] || fail "bad step still wrote figures"
 refused bad_probe "captured probes: 0, 1, 2, 3" "${plot[@]}" "$work/runs/a" --probe 9 --out "$work/bad"
