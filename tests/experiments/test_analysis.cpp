@@ -4,10 +4,12 @@
 // restore the clean answer completely; the direct attributions must add up to the logit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
 #include "experiments/analysis/analysis.hpp"
+#include "framework/attention/kernel.hpp"
 #include "framework/models/model.hpp"
 
 namespace attnlab {
@@ -176,6 +178,40 @@ TEST(Analysis, TheReadoutOfTheLastStreamIsTheModelsOutputForEveryKind) {
     ASSERT_EQ(read.shape(), out.logits.shape()) << c.kind;
     const std::vector<double> x = read.to_vector(), y = out.logits.to_vector();
     for (std::size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], 1e-5) << c.kind << " " << norm_placement_name(c.norm) << " at " << i;
+  }
+}
+
+// Heads are heads whatever the mixing: every registered kernel goes through ablation, patching,
+// attribution, detectors and probes (a causal LM where the kernel can be causal, else a tagger).
+TEST(Analysis, EveryKernelIsAnalysed) {
+  PreviousTokenSource data;
+  for (const std::string& name : KernelRegistry::instance().names()) {
+    const KernelInfo& info = KernelRegistry::instance().find(name);
+    ModelConfig config;
+    config.kind = info.capabilities.causal ? "causal_lm" : "token_tagger";
+    config.encoder.d_model = 16, config.encoder.n_heads = 2, config.encoder.n_layers = 2, config.encoder.attention = name;
+    DataShape shape = data.shape();
+    shape.num_classes = kVocab;
+    Generator gen(4);
+    std::shared_ptr<Model> model;
+    try {
+      model = make_model(config, shape, gen);
+    } catch (const std::invalid_argument& e) {
+      ADD_FAILURE() << name << ": " << e.what();
+      continue;
+    }
+    AnalysisInputs in{*model, data, held_out_examples(data, 32, 16, 1)};
+    AnalysisResult r;
+    head_ablation(in, r);
+    activation_patching(*model, data, changed_at_three(data), r);
+    logit_attribution(in, r);
+    head_detectors(in, r);
+    residual_probes(in, 0, r);
+    for (const char* table : {"ablation_zero_accuracy", "patching_heads", "patching_residual", "attribution_heads", "probes_accuracy"})
+      EXPECT_TRUE(std::any_of(r.tables.begin(), r.tables.end(), [&](const AnalysisTable& t) { return t.name == table; })) << name << ": " << table;
+    if (info.capabilities.pattern)
+      EXPECT_TRUE(std::any_of(r.tables.begin(), r.tables.end(), [](const AnalysisTable& t) { return t.name == "detector_induction_head"; })) << name;
+    EXPECT_NEAR(r.facts.at("attribution.unexplained"), 0.0, 1e-3) << name;
   }
 }
 
