@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <unistd.h>
 
@@ -13,8 +11,6 @@
 #include "experiments/runner/report.hpp"
 #include "experiments/runner/run_folder.hpp"
 #include "framework/io/atomic_file.hpp"
-#include "framework/io/image.hpp"
-#include "framework/io/npy.hpp"
 
 namespace attnlab {
 namespace {
@@ -52,7 +48,7 @@ void replace_folder(const std::string& fresh, const std::string& dir) {
 void keep_other_parts(const std::string& run_dir, const std::string& fresh, const AnalyzeOptions& o, AnalysisResult& result) {
   if (o.only.empty() || !has_analysis(run_dir)) return;
   const AnalysisResult earlier = read_analysis(run_dir);
-  const auto redone = [&](const std::string& part) { return wanted(o, part == "rollout" ? "rollout" : part); };
+  const auto redone = [&](const std::string& part) { return wanted(o, part); };
   // A fact, note or table belongs to the part its name starts with ("baseline." is ablation's).
   const auto part_of = [](const std::string& name) {
     const std::string head = name.substr(0, name.find_first_of(".:_"));
