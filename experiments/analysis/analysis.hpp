@@ -58,6 +58,13 @@ struct PartBlocks {
 };
 std::vector<PartBlocks> part_blocks(const Model& model);
 
+// The residual streams of a stack of blocks as the logit lens and the probes read them: each block's
+// input ("blocks.0.hook_resid_pre", named "embed", then "after block 0", ...) and the last block's output.
+struct StackStreams {
+  std::vector<std::string> hooks, names;
+};
+StackStreams stack_streams(const std::vector<std::string>& blocks);
+
 // Table labels: "0", "1", ..., "n-1"; a part's file-name prefix ("cross_", "" for a single stack) and
 // title suffix (" (cross)").
 std::vector<std::string> numbered(std::size_t n);

@@ -163,13 +163,9 @@ void logit_lens(const AnalysisInputs& in, AnalysisResult& out) {
   EvalScope scope(in.model);
   const std::vector<std::string> stack = readout_stack(in.model);
   if (stack.empty()) return;
-  std::vector<std::string> hooks, rows;
-  for (std::size_t l = 0; l < stack.size(); ++l) {
-    hooks.push_back(stack[l] + "hook_resid_pre");
-    rows.push_back(l == 0 ? "embed" : "after block " + std::to_string(l - 1));
-  }
-  hooks.push_back(stack.back() + "hook_resid_post");
-  rows.push_back("after block " + std::to_string(stack.size() - 1));
+  const StackStreams streams = stack_streams(stack);
+  const std::vector<std::string>& hooks = streams.hooks;
+  const std::vector<std::string>& rows = streams.names;
   std::vector<EvaluationSum> sums(hooks.size());
   ForwardOptions o;
   o.hooks.cache = hooks;

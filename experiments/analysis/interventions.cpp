@@ -84,6 +84,17 @@ void add_delta_tables(AnalysisResult& out, const std::string& name, const std::s
 
 }  // namespace
 
+StackStreams stack_streams(const std::vector<std::string>& blocks) {
+  StackStreams s;
+  for (std::size_t l = 0; l < blocks.size(); ++l) {
+    s.hooks.push_back(blocks[l] + "hook_resid_pre");
+    s.names.push_back(l == 0 ? "embed" : "after block " + std::to_string(l - 1));
+  }
+  s.hooks.push_back(blocks.back() + "hook_resid_post");
+  s.names.push_back("after block " + std::to_string(blocks.size() - 1));
+  return s;
+}
+
 std::vector<std::string> numbered(std::size_t n) {
   std::vector<std::string> labels;
   for (std::size_t i = 0; i < n; ++i) labels.push_back(std::to_string(i));

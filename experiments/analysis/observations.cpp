@@ -207,13 +207,9 @@ void residual_probes(const AnalysisInputs& in, std::uint64_t seed, AnalysisResul
   std::vector<std::string> stack;
   for (const PartBlocks& p : part_blocks(in.model))
     if (p.attention != "cross_attn" && stack.empty()) stack = p.blocks;  // the first stack: the one reading the input
-  std::vector<std::string> hooks, names;
-  for (std::size_t l = 0; l < stack.size(); ++l) {
-    hooks.push_back(stack[l] + "hook_resid_pre");
-    names.push_back(l == 0 ? "embed" : "after block " + std::to_string(l - 1));
-  }
-  hooks.push_back(stack.back() + "hook_resid_post");
-  names.push_back("after block " + std::to_string(stack.size() - 1));
+  const StackStreams streams = stack_streams(stack);
+  const std::vector<std::string>& hooks = streams.hooks;
+  const std::vector<std::string>& names = streams.names;
   const ProbeRows rows = probe_rows(in, in.batches, tokens, 4096);
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> properties;
   properties.push_back({"position", std::vector<std::int64_t>(rows.position.begin(), rows.position.end())});
