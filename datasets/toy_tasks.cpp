@@ -419,6 +419,7 @@ PatchingPairs SequenceTask::patching_pairs(TaskFormat format, std::size_t count,
   if (format == TaskFormat::classification || count == 0) return pairs;
   std::vector<SequenceExample> clean, corrupted;
   Problem first;  // its layout is the set's: the others are drawn like it
+  std::vector<std::int64_t> key;
   for (int attempt = 0; attempt < 1000000 && clean.size() < count; ++attempt) {
     const Problem p = split_problem(TaskSplit::held_out, gen, clean.empty() ? nullptr : &first);
     Corruption c;
@@ -426,8 +427,8 @@ PatchingPairs SequenceTask::patching_pairs(TaskFormat format, std::size_t count,
       if (clean.empty() && attempt >= 1000) return {};  // this task has no corruption
       continue;
     }
-    if (clean.empty()) first = p;
-    if (layout_key(p) != layout_key(first)) continue;  // every example of the set shares the first one's layout
+    if (clean.empty()) first = p, key = layout_key(p);
+    if (layout_key(p) != key) continue;  // every example of the set shares the first one's layout
     clean.push_back(layout(p, format));
     corrupted.push_back(layout(c.problem, format));
     pairs.position.push_back(answer_position(p, c.index, format));

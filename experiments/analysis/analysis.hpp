@@ -65,6 +65,10 @@ struct StackStreams {
 };
 StackStreams stack_streams(const std::vector<std::string>& blocks);
 
+// Element `index` (row-major) of a float32 or float64 tensor, read in place: the few logits a metric
+// needs, without copying the whole [B, T, V] tensor.
+double element(const Tensor& t, std::size_t index);
+
 // Table labels: "0", "1", ..., "n-1"; a part's file-name prefix ("cross_", "" for a single stack) and
 // title suffix (" (cross)").
 std::vector<std::string> numbered(std::size_t n);

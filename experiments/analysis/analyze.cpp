@@ -48,28 +48,24 @@ void replace_folder(const std::string& fresh, const std::string& dir) {
 void keep_other_parts(const std::string& run_dir, const std::string& fresh, const AnalyzeOptions& o, AnalysisResult& result) {
   if (o.only.empty() || !has_analysis(run_dir)) return;
   const AnalysisResult earlier = read_analysis(run_dir);
-  const auto redone = [&](const std::string& part) { return wanted(o, part); };
-  // A fact, note or table belongs to the part its name starts with ("baseline." is ablation's).
+  // A table belongs to its section; a fact or note to the part its name starts with ("patching.",
+  // "rollout:"), except the baseline (ablation's) and the repeated-tokens test (the detectors').
   const auto part_of = [](const std::string& name) {
-    const std::string head = name.substr(0, name.find_first_of(".:_"));
-    if (head == "baseline") return std::string("ablation");
-    if (head == "repeated" || head == "detector" || head == "detectors") return std::string("detectors");
-    if (head == "logit") return std::string("attribution");
-    if (head == "examples") return std::string("all");
-    return head;
+    const std::string head = name.substr(0, name.find_first_of(".:"));
+    return head == "baseline" ? std::string("ablation") : head == "repeated_tokens" ? std::string("detectors") : head;
   };
   for (const AnalysisTable& t : earlier.tables)
-    if (!redone(part_of(t.name))) result.tables.push_back(t);
+    if (!wanted(o, t.section)) result.tables.push_back(t);
   for (const auto& [name, value] : earlier.facts)
-    if (!redone(part_of(name)) && !result.facts.count(name)) result.facts[name] = value;
+    if (!wanted(o, part_of(name)) && !result.facts.count(name)) result.facts[name] = value;
   for (const std::string& note : earlier.notes)
-    if (!redone(part_of(note))) result.notes.push_back(note);
+    if (!wanted(o, part_of(note))) result.notes.push_back(note);
   const auto rank = [](const AnalysisTable& t) {
     const auto& parts = analysis_parts();
     return std::find(parts.begin(), parts.end(), t.section) - parts.begin();
   };
   std::stable_sort(result.tables.begin(), result.tables.end(), [&](const AnalysisTable& a, const AnalysisTable& b) { return rank(a) < rank(b); });
-  if (!redone("rollout")) {
+  if (!wanted(o, "rollout")) {
     for (const std::string& image : earlier.images) fs::copy_file(run_dir + "/analysis/" + image, fresh + "/" + image);
     result.images = earlier.images;
     if (fs::exists(run_dir + "/analysis/rollout_maps.npy")) fs::copy_file(run_dir + "/analysis/rollout_maps.npy", fresh + "/rollout_maps.npy");

@@ -22,14 +22,13 @@ std::vector<std::string> readout_stack(const Model& model) {
 // The logit of each scored answer (target != ignore; one per row for per-sequence logits), summed, and
 // how many there were.
 std::pair<double, std::size_t> answer_logits(const Tensor& logits, const Tensor& target) {
-  const std::vector<double> v = logits.to_vector();
   const std::int64_t* t = target.data<std::int64_t>();
   const std::size_t classes = logits.size(logits.dim() - 1), n = target.numel();
   double total = 0;
   std::size_t count = 0;
   for (std::size_t i = 0; i < n; ++i) {
     if (t[i] == data::kIgnore) continue;
-    total += v[i * classes + static_cast<std::size_t>(t[i])];
+    total += element(logits, i * classes + static_cast<std::size_t>(t[i]));
     ++count;
   }
   return {total, count};
@@ -49,17 +48,22 @@ struct Components {
   std::vector<std::string> blocks, attentions;
   std::size_t heads = 0;
   std::vector<std::string> names;
+  std::vector<int> head_of;  // per component: the index in `attentions` when it is a head's result, else -1
   Components(const Model& model, std::vector<std::string> stack) : blocks(std::move(stack)), attentions{"attn"}, heads(model.n_heads()) {
     for (const PartBlocks& p : part_blocks(model))
       if (p.attention == "cross_attn") attentions.push_back("cross_attn");
-    names.push_back("embed");
+    add("embed", -1);
     for (std::size_t l = 0; l < blocks.size(); ++l) {
-      for (const std::string& a : attentions) {
-        for (std::size_t h = 0; h < heads; ++h) names.push_back(std::to_string(l) + "." + a + "." + std::to_string(h));
-        names.push_back(std::to_string(l) + "." + a + ".bias");
+      for (std::size_t a = 0; a < attentions.size(); ++a) {
+        for (std::size_t h = 0; h < heads; ++h) add(std::to_string(l) + "." + attentions[a] + "." + std::to_string(h), static_cast<int>(a));
+        add(std::to_string(l) + "." + attentions[a] + ".bias", -1);
       }
-      names.push_back(std::to_string(l) + ".mlp");
+      add(std::to_string(l) + ".mlp", -1);
     }
+  }
+  void add(std::string name, int attention) {
+    names.push_back(std::move(name));
+    head_of.push_back(attention);
   }
   static std::string out_hook(const std::string& attention) { return attention == "attn" ? "hook_attn_out" : "hook_cross_attn_out"; }
   HookRequest hooks() const {
@@ -96,22 +100,18 @@ void attribution_tables(const Components& c, const std::vector<double>& sums, do
   const std::vector<std::string> rows = numbered(c.blocks.size()), head_cols = numbered(c.heads);
   std::vector<std::string> other_rows;
   std::vector<double> other;
-  for (const std::string& a : c.attentions) {
-    std::vector<double> values;
-    for (std::size_t k = 0; k < c.names.size(); ++k) {
-      const std::string& name = c.names[k];
-      const bool head = name.find("." + a + ".") != std::string::npos && name.substr(name.rfind('.') + 1) != "bias";
-      if (head) values.push_back(sums[k] * per);
-    }
-    const bool cross = a == "cross_attn";
+  for (std::size_t a = 0; a < c.attentions.size(); ++a) {
+    std::vector<double> values;  // layer by layer, head by head: the order the components are listed in
+    for (std::size_t k = 0; k < c.names.size(); ++k)
+      if (c.head_of[k] == static_cast<int>(a)) values.push_back(sums[k] * per);
+    const bool cross = c.attentions[a] == "cross_attn";
     out.add({cross ? "attribution_cross_heads" : "attribution_heads", "attribution",
              std::string("Direct logit attribution of each ") + (cross ? "cross-attention " : "") + "head to the correct token", "layer", "head",
              rows, head_cols, values, true});
   }
   for (std::size_t k = 0; k < c.names.size(); ++k) {
-    const std::string& name = c.names[k];
-    if (name != "embed" && name.substr(name.rfind('.') + 1) != "bias" && name.substr(name.rfind('.') + 1) != "mlp") continue;
-    other_rows.push_back(name);
+    if (c.head_of[k] >= 0) continue;
+    other_rows.push_back(c.names[k]);
     other.push_back(sums[k] * per);
   }
   out.add({"attribution_components", "attribution", "Direct logit attribution of the other components to the correct token", "component",

@@ -6,14 +6,11 @@
 #include <stdexcept>
 
 #include "experiments/analysis/analysis.hpp"
-#include "framework/autograd/grad_mode.hpp"
 
 namespace attnlab {
 namespace {
 
 using I = std::int64_t;
-
-std::string layer_label(std::size_t l) { return std::to_string(l); }
 
 // A [1, n, 1, 1] (heads) or [1, n, 1] (positions) selector: 1 at `index`, 0 elsewhere.
 Tensor one_hot_selector(std::size_t n, std::size_t index, const Shape& shape, DType dtype) {
@@ -84,6 +81,10 @@ void add_delta_tables(AnalysisResult& out, const std::string& name, const std::s
 
 }  // namespace
 
+double element(const Tensor& t, std::size_t index) {
+  return t.dtype() == DType::float32 ? static_cast<double>(t.data<float>()[index]) : t.data<double>()[index];
+}
+
 StackStreams stack_streams(const std::vector<std::string>& blocks) {
   StackStreams s;
   for (std::size_t l = 0; l < blocks.size(); ++l) {
@@ -110,9 +111,11 @@ std::vector<Batch> held_out_examples(const data::DataSource& data, std::size_t e
   const std::size_t wanted = (examples + size - 1) / size;
   const std::size_t whole = data.held_out_batches(size);
   std::vector<Batch> batches;
-  for_each_held_out_batch(data, whole ? 0 : wanted, size, seed, [&](const Batch& b) {
-    if (batches.size() < wanted) batches.push_back(b);
-  });
+  if (whole) {  // the first batches of the split, in the order the evaluation walks it
+    for (std::size_t i = 0; i < std::min(wanted, whole); ++i) batches.push_back(data.held_out_batch(i, size));
+    return batches;
+  }
+  for_each_held_out_batch(data, wanted, size, seed, [&](const Batch& b) { batches.push_back(b); });
   return batches;
 }
 
@@ -140,18 +143,16 @@ std::vector<PartBlocks> part_blocks(const Model& model) {
 }
 
 void head_ablation(const AnalysisInputs& in, AnalysisResult& out) {
-  EvalScope scope(in.model);
-  NoGradGuard no_grad;
+  EvalScope scope(in.model);  // eval mode, no graph
   const Evaluation base = evaluate_with(in, {});
   out.facts["baseline.loss"] = base.loss;
   out.facts["baseline.token_accuracy"] = base.metrics.token_accuracy;
   out.facts["baseline.exact_match"] = base.metrics.exact_match;
   const std::size_t heads = in.model.n_heads();
   for (const PartBlocks& part : part_blocks(in.model)) {
-    std::vector<std::string> rows;
+    const std::vector<std::string> rows = numbered(part.blocks.size());
     Deltas zero, mean;
     for (std::size_t l = 0; l < part.blocks.size(); ++l) {
-      rows.push_back(layer_label(l));
       const std::string hook = part.blocks[l] + part.attention + ".hook_z";
       const Tensor mean_z = mean_head_output(in, hook);
       for (std::size_t h = 0; h < heads; ++h) {
@@ -166,8 +167,7 @@ void head_ablation(const AnalysisInputs& in, AnalysisResult& out) {
 }
 
 void layer_ablation(const AnalysisInputs& in, AnalysisResult& out) {
-  EvalScope scope(in.model);
-  NoGradGuard no_grad;
+  EvalScope scope(in.model);  // eval mode, no graph
   const Evaluation base = evaluate_with(in, {});
   std::vector<std::string> rows;
   std::vector<std::string> cols;
@@ -175,27 +175,26 @@ void layer_ablation(const AnalysisInputs& in, AnalysisResult& out) {
   for (const PartBlocks& part : part_blocks(in.model)) {
     if (part.attention == "cross_attn") continue;  // the decoder's blocks are listed with its self-attention
     for (std::size_t l = 0; l < part.blocks.size(); ++l) {
-      const std::string row = (part.part.empty() ? "" : part.part + " ") + layer_label(l);
+      const std::string row = (part.part.empty() ? "" : part.part + " ") + std::to_string(l);
       points.push_back({row, part.blocks[l] + "hook_attn_out"});
       if (part.part == "decoder") points.push_back({row, part.blocks[l] + "hook_cross_attn_out"});
       points.push_back({row, part.blocks[l] + "hook_mlp_out"});
     }
   }
-  Deltas zero;
+  const auto output = [](const std::string& hook) { return hook.substr(hook.rfind(".hook_") + 6); };  // attn_out, cross_attn_out, mlp_out
   for (const auto& [row, hook] : points) {
     if (rows.empty() || rows.back() != row) rows.push_back(row);
-    const std::string col = hook.substr(hook.rfind(".hook_") + 6);  // attn_out, cross_attn_out, mlp_out
-    if (std::find(cols.begin(), cols.end(), col) == cols.end()) cols.push_back(col);
-    add_delta(zero, base, evaluate_with(in, {{}, {{hook, [](const Tensor& x, const std::string&) { return x * 0.0; }}}}));
+    if (std::find(cols.begin(), cols.end(), output(hook)) == cols.end()) cols.push_back(output(hook));
   }
-  // Encoder rows have no cross-attention: their cells stay NaN.
-  Deltas laid;
+  Deltas laid;  // encoder rows have no cross-attention: their cells stay NaN
   laid.loss.assign(rows.size() * cols.size(), NAN), laid.accuracy = laid.loss, laid.exact = laid.loss;
-  for (std::size_t k = 0; k < points.size(); ++k) {
-    const std::string col = points[k].second.substr(points[k].second.rfind(".hook_") + 6);
-    const std::size_t cell = static_cast<std::size_t>(std::find(rows.begin(), rows.end(), points[k].first) - rows.begin()) * cols.size() +
-                             static_cast<std::size_t>(std::find(cols.begin(), cols.end(), col) - cols.begin());
-    laid.loss[cell] = zero.loss[k], laid.accuracy[cell] = zero.accuracy[k], laid.exact[cell] = zero.exact[k];
+  for (const auto& [row, hook] : points) {
+    const Evaluation e = evaluate_with(in, {{}, {{hook, [](const Tensor& x, const std::string&) { return x * 0.0; }}}});
+    const std::size_t cell = static_cast<std::size_t>(std::find(rows.begin(), rows.end(), row) - rows.begin()) * cols.size() +
+                             static_cast<std::size_t>(std::find(cols.begin(), cols.end(), output(hook)) - cols.begin());
+    laid.loss[cell] = e.loss - base.loss;
+    laid.accuracy[cell] = e.metrics.token_accuracy - base.metrics.token_accuracy;
+    laid.exact[cell] = e.metrics.exact_match - base.metrics.exact_match;
   }
   add_delta_tables(out, "ablation_layers_zero", "Zero ablation of each layer's attention and MLP output", "layer", "output", rows, cols, laid);
 }
@@ -204,13 +203,13 @@ namespace {
 
 // The mean over the pairs of logit[position, clean answer] - logit[position, corrupted answer].
 double logit_difference(const Tensor& logits, const data::PatchingPairs& pairs) {
-  const std::vector<double> v = logits.to_vector();
   const bool per_token = logits.dim() == 3;
   const std::size_t t = per_token ? logits.size(1) : 1, classes = logits.size(logits.dim() - 1);
   double total = 0;
   for (std::size_t i = 0; i < pairs.size(); ++i) {
     const std::size_t row = (i * t + (per_token ? pairs.position[i] : 0)) * classes;
-    total += v[row + static_cast<std::size_t>(pairs.clean_answer[i])] - v[row + static_cast<std::size_t>(pairs.corrupted_answer[i])];
+    total += element(logits, row + static_cast<std::size_t>(pairs.clean_answer[i])) -
+             element(logits, row + static_cast<std::size_t>(pairs.corrupted_answer[i]));
   }
   return total / static_cast<double>(pairs.size());
 }
@@ -234,8 +233,8 @@ std::vector<std::pair<std::string, std::vector<std::string>>> residual_streams(c
   std::vector<std::pair<std::string, std::vector<std::string>>> streams;
   for (const PartBlocks& part : part_blocks(model)) {
     if (part.attention == "cross_attn") continue;
-    std::vector<std::string> hooks;
-    for (const std::string& block : part.blocks) hooks.push_back(block + "hook_resid_pre");
+    std::vector<std::string> hooks = stack_streams(part.blocks).hooks;
+    hooks.pop_back();  // each block's input; the last block's output is read out, not patched
     streams.push_back({part.part, hooks});
   }
   return streams;
@@ -255,8 +254,7 @@ void activation_patching(Model& model, const data::DataSource& data, const data:
     out.notes.push_back("patching: this task provides no clean/corrupted pairs");
     return;
   }
-  EvalScope scope(model);
-  NoGradGuard no_grad;
+  EvalScope scope(model);  // eval mode, no graph
   ForwardOptions all;
   for (const PartBlocks& part : part_blocks(model))
     for (const std::string& block : part.blocks) all.hooks.cache.push_back(block + part.attention + ".hook_z");
@@ -271,17 +269,15 @@ void activation_patching(Model& model, const data::DataSource& data, const data:
   const std::size_t heads = model.n_heads();
   for (const PartBlocks& part : part_blocks(model)) {
     std::vector<double> values;
-    std::vector<std::string> rows;
     for (std::size_t l = 0; l < part.blocks.size(); ++l) {
-      rows.push_back(std::to_string(l));
       for (std::size_t h = 0; h < heads; ++h) {
         const Tensor sel = one_hot_selector(heads, h, {1, heads, 1, 1}, DType::float32);
         values.push_back(restored(patched_difference(model, pairs, clean.cache, part.blocks[l] + part.attention + ".hook_z", sel)));
       }
     }
     out.add({"patching_" + part_prefix(part.part) + "heads", "patching",
-             "Restored share of the logit difference, patching each head's output" + part_title(part.part), "layer", "head", rows,
-             numbered(heads), values, true});
+             "Restored share of the logit difference, patching each head's output" + part_title(part.part), "layer", "head",
+             numbered(part.blocks.size()), numbered(heads), values, true});
   }
   for (const auto& [stack, hooks] : residual_streams(model)) {
     const bool target = stack == "decoder";
@@ -289,14 +285,12 @@ void activation_patching(Model& model, const data::DataSource& data, const data:
     if (!ids.defined() || ids.dtype() != DType::int64) continue;  // images: positions are patches, not tokens
     const std::size_t t = ids.size(1);
     std::vector<double> values;
-    std::vector<std::string> rows;
-    for (std::size_t l = 0; l < hooks.size(); ++l) {
-      rows.push_back(std::to_string(l));
-      for (std::size_t i = 0; i < t; ++i) values.push_back(restored(patched_difference(model, pairs, clean.cache, hooks[l], one_hot_selector(t, i, {1, t, 1}, DType::float32))));
-    }
+    for (const std::string& hook : hooks)
+      for (std::size_t i = 0; i < t; ++i)
+        values.push_back(restored(patched_difference(model, pairs, clean.cache, hook, one_hot_selector(t, i, {1, t, 1}, DType::float32))));
     out.add({"patching_" + part_prefix(stack) + "residual", "patching",
              "Restored share of the logit difference, patching the residual stream at one position (block input)" + part_title(stack),
-             "layer", "position", rows, position_labels(data, slice(ids, 0, 0, 1), target), values, true});
+             "layer", "position", numbered(hooks.size()), position_labels(data, slice(ids, 0, 0, 1), target), values, true});
   }
 }
 

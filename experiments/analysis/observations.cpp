@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <regex>
 #include <set>
@@ -37,25 +38,33 @@ std::vector<std::int64_t> row_tokens(const data::DataSource& data, const Tensor&
   return tokens;
 }
 
-// Mean detector score per head over the rows of `patterns` [B, H, T, T] (NaN scores skipped).
-void add_scores(const Tensor& patterns, const std::vector<std::vector<std::int64_t>>& tokens, const std::vector<std::size_t>& lengths,
-                DetectorKind kind, std::vector<double>& sum, std::vector<double>& count, std::size_t layer) {
-  const std::vector<double> v = patterns.to_vector();
-  const std::size_t b = patterns.size(0), heads = patterns.size(1), t = patterns.size(2);
-  for (std::size_t r = 0; r < b; ++r)
-    for (std::size_t h = 0; h < heads; ++h) {
-      const double s = detector_score(kind, v.data() + (r * heads + h) * t * t, t, t, tokens[r], lengths[r], DetectorOptions{});
-      if (std::isfinite(s)) {
-        sum[layer * heads + h] += s;
-        count[layer * heads + h] += 1;
-      }
+// Every detector's score summed per head over sequences (NaN scores, of patterns without mass, skipped),
+// for the means over examples or probes.
+struct DetectorSums {
+  std::map<DetectorKind, std::vector<double>> sum, count;
+  explicit DetectorSums(std::size_t heads) {
+    for (DetectorKind kind : detector_kinds()) sum[kind].assign(heads, 0.0), count[kind].assign(heads, 0.0);
+  }
+  // Head k's [t, t] pattern of one sequence, its first `length` positions real.
+  void add(std::size_t k, const double* pattern, std::size_t t, const std::vector<std::int64_t>& tokens, std::size_t length) {
+    for (DetectorKind kind : detector_kinds()) {
+      const double s = detector_score(kind, pattern, t, t, tokens, length, DetectorOptions{});
+      if (std::isfinite(s)) sum[kind][k] += s, count[kind][k] += 1;
     }
-}
+  }
+  std::vector<double> mean(DetectorKind kind) const {
+    std::vector<double> m;
+    for (std::size_t i = 0; i < sum.at(kind).size(); ++i) m.push_back(count.at(kind)[i] ? sum.at(kind)[i] / count.at(kind)[i] : NAN);
+    return m;
+  }
+};
 
-std::vector<double> means(const std::vector<double>& sum, const std::vector<double>& count) {
-  std::vector<double> m;
-  for (std::size_t i = 0; i < sum.size(); ++i) m.push_back(count[i] ? sum[i] / count[i] : NAN);
-  return m;
+// The largest (or smallest) finite value; NaN when there is none.
+double finite_extreme(const std::vector<double>& values, bool largest) {
+  double best = NAN;
+  for (double v : values)
+    if (std::isfinite(v) && (std::isnan(best) || (largest ? v > best : v < best))) best = v;
+  return best;
 }
 
 }  // namespace
@@ -67,8 +76,7 @@ void head_detectors(const AnalysisInputs& in, AnalysisResult& out) {
   for (const Model::AttentionPart& part : in.model.attention_parts()) {
     if (part.target_queries != part.target_keys) continue;  // cross-attention: queries and keys are different sequences
     const std::size_t layers = part.pattern_hooks.size();
-    std::map<DetectorKind, std::pair<std::vector<double>, std::vector<double>>> acc;
-    for (DetectorKind k : detector_kinds()) acc[k] = {std::vector<double>(layers * heads, 0.0), std::vector<double>(layers * heads, 0.0)};
+    DetectorSums sums(layers * heads);
     for (const Batch& b : in.batches) {
       ForwardOptions o;
       o.hooks.cache = part.pattern_hooks;
@@ -81,18 +89,18 @@ void head_detectors(const AnalysisInputs& in, AnalysisResult& out) {
       for (std::size_t l = 0; l < layers; ++l) {
         const auto it = run.cache.find(part.pattern_hooks[l]);
         if (it == run.cache.end() || !it->second.defined()) return;  // a kernel without a pattern
-        for (auto& [kind, a] : acc) add_scores(it->second, tokens, lengths, kind, a.first, a.second, l);
+        const std::vector<double> v = it->second.to_vector();     // [B, H, T, T]
+        const std::size_t t = it->second.size(2);
+        for (std::size_t r = 0; r < ids.size(0); ++r)
+          for (std::size_t h = 0; h < heads; ++h) sums.add(l * heads + h, v.data() + (r * heads + h) * t * t, t, tokens[r], lengths[r]);
       }
     }
-    for (const auto& [kind, a] : acc) {
-      const std::vector<double> values = means(a.first, a.second);
+    for (DetectorKind kind : detector_kinds()) {
+      const std::vector<double> values = sums.mean(kind);
       out.add({"detector_" + part_prefix(part.name) + detector_name(kind), "detectors",
                std::string("TransformerLens ") + detector_name(kind) + " score (mul, mean over held-out examples)" + part_title(part.name),
                "layer", "head", numbered(layers), numbered(heads), values, false});
-      double best = NAN;
-      for (double v : values)
-        if (std::isfinite(v) && !(v <= best)) best = v;
-      out.facts["detectors." + part_prefix(part.name) + detector_name(kind) + ".max"] = best;
+      out.facts["detectors." + part_prefix(part.name) + detector_name(kind) + ".max"] = finite_extreme(values, true);
     }
   }
 }
@@ -147,7 +155,7 @@ void repeated_tokens_test(const AnalysisInputs& in, std::uint64_t seed, Analysis
   out.add({"repeated_tokens_induction", "detectors",
            "Repeated random tokens: mean attention from each token of the second copy to the token after its first occurrence", "layer",
            "head", numbered(layers), numbered(heads), values, false});
-  out.facts["repeated_tokens.induction_max"] = *std::max_element(values.begin(), values.end());
+  out.facts["repeated_tokens.induction_max"] = finite_extreme(values, true);
 }
 
 namespace {
@@ -328,10 +336,6 @@ double metric_jump_step(const RunRecord& run, const std::string& column) {
   return NAN;
 }
 
-}  // namespace
-
-namespace {
-
 // attnlab's own head metrics as the run logged them at each capture: per part and metric, the first step
 // each head's score reached `threshold`.
 void metric_emergence(const RunRecord& run, double threshold, AnalysisResult& out) {
@@ -356,10 +360,7 @@ void metric_emergence(const RunRecord& run, double threshold, AnalysisResult& ou
                std::string("First captured step at which the head's ") + name + " score (attnlab's, patterns.hpp) reached " +
                    std::to_string(threshold).substr(0, 4) + part_title(part) + " (blank: never)",
                "layer", "head", numbered(size.first), numbered(size.second), first, false});
-      double earliest = NAN;
-      for (double f : first)
-        if (!std::isnan(f) && !(f >= earliest)) earliest = f;
-      out.facts["emergence." + part_prefix(part) + name + ".first_step"] = earliest;
+      out.facts["emergence." + part_prefix(part) + name + ".first_step"] = finite_extreme(first, false);
     }
   }
 }
@@ -371,7 +372,7 @@ void detector_series(const std::string& patterns, const std::string& part, Analy
   std::vector<std::string> rows;
   std::vector<double> values;
   for (const auto& [step, probes] : steps) {
-    std::map<DetectorKind, std::vector<double>> sum, count;
+    std::unique_ptr<DetectorSums> sums;  // sized by the first probe's [layers, heads, T, T]
     for (std::size_t p : probes) {
       const std::string tokens_file = patterns + "/probe_" + std::to_string(p) + side + "tokens.npy";
       if (!fs::exists(tokens_file)) return;  // images: no tokens to define the detectors
@@ -379,23 +380,12 @@ void detector_series(const std::string& patterns, const std::string& part, Analy
       const Tensor tokens = read_npy(tokens_file);
       const std::vector<std::int64_t> ids(tokens.data<std::int64_t>(), tokens.data<std::int64_t>() + tokens.numel());
       const std::size_t heads = pattern.size(0) * pattern.size(1), t = pattern.size(2);
+      if (!sums) sums = std::make_unique<DetectorSums>(heads);
       const std::vector<double> v = pattern.to_vector();
-      for (DetectorKind kind : detector_kinds()) {
-        sum[kind].resize(heads, 0.0), count[kind].resize(heads, 0.0);
-        for (std::size_t k = 0; k < heads; ++k) {
-          const double s = detector_score(kind, v.data() + k * t * t, t, t, ids, t, DetectorOptions{});
-          if (std::isfinite(s)) sum[kind][k] += s, count[kind][k] += 1;
-        }
-      }
+      for (std::size_t k = 0; k < heads; ++k) sums->add(k, v.data() + k * t * t, t, ids, t);
     }
     rows.push_back(std::to_string(step));
-    for (DetectorKind kind : detector_kinds()) {
-      const std::vector<double> m = means(sum[kind], count[kind]);
-      double best = NAN;
-      for (double x : m)
-        if (std::isfinite(x) && !(x <= best)) best = x;
-      values.push_back(best);
-    }
+    for (DetectorKind kind : detector_kinds()) values.push_back(finite_extreme(sums->mean(kind), true));
   }
   if (rows.empty()) return;
   std::vector<std::string> cols;

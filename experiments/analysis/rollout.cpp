@@ -90,7 +90,7 @@ void write_rollout_png(const std::string& path, const Tensor& image, const Tenso
   if ((channels != 1 && channels != 3) || g == 0 || map.size(1) != g || scale == 0) {
     throw std::invalid_argument("write_rollout_png: an image [1 or 3, H, W] and a square map are needed");
   }
-  // The image on the left, the map over it on the right (jet-like viridis blended half and half).
+  // The image on the left, the map over it on the right (viridis blended half and half with the image).
   const std::vector<double> px = image.to_vector(), m = map.to_vector();
   const std::size_t width = 2 * w * scale + scale, height = h * scale;
   std::vector<unsigned char> rgb(width * height * 3, 255);

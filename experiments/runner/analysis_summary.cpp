@@ -3,10 +3,10 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
 
+#include "experiments/runner/file_fields.hpp"
 #include "framework/io/atomic_file.hpp"
 #include "framework/io/image.hpp"
 #include "framework/io/npy.hpp"
@@ -16,30 +16,15 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-json number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
-double read_number(const json& v) { return v.is_number() ? v.get<double>() : NAN; }
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string quoted = "\"";
-  for (char c : s) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return quoted + "\"";
-}
-
 // One table as CSV (the row label, then a column per col), .npy [rows, cols] and a PNG heatmap.
 void write_table(const std::string& dir, const AnalysisTable& t) {
   std::ostringstream csv;
-  csv.precision(9);
   csv << csv_field(t.row_axis.empty() ? "row" : t.row_axis);
   for (const std::string& c : t.cols) csv << "," << csv_field(c);
   csv << "\n";
   for (std::size_t r = 0; r < t.rows.size(); ++r) {
     csv << csv_field(t.rows[r]);
-    for (std::size_t c = 0; c < t.cols.size(); ++c) {
-      const double v = t.at(r, c);
-      csv << ",";
-      if (std::isfinite(v)) csv << v;
-    }
+    for (std::size_t c = 0; c < t.cols.size(); ++c) csv << "," << csv_number(t.at(r, c));
     csv << "\n";
   }
   write_file_atomically(dir + "/" + t.name + ".csv", csv.str());
@@ -49,7 +34,7 @@ void write_table(const std::string& dir, const AnalysisTable& t) {
 
 json table_json(const AnalysisTable& t) {
   json values = json::array();
-  for (double v : t.values) values.push_back(number(v));
+  for (double v : t.values) values.push_back(json_number(v));
   return {{"name", t.name}, {"section", t.section}, {"title", t.title}, {"row_axis", t.row_axis}, {"col_axis", t.col_axis},
           {"rows", t.rows}, {"cols", t.cols}, {"values", values}, {"signed", t.signed_values}};
 }
@@ -63,7 +48,7 @@ AnalysisTable table_from_json(const json& j) {
   t.col_axis = j.at("col_axis").get<std::string>();
   t.rows = j.at("rows").get<std::vector<std::string>>();
   t.cols = j.at("cols").get<std::vector<std::string>>();
-  for (const json& v : j.at("values")) t.values.push_back(read_number(v));
+  for (const json& v : j.at("values")) t.values.push_back(number_from_json(v));
   t.signed_values = j.at("signed").get<bool>();
   if (t.values.size() != t.rows.size() * t.cols.size()) throw std::invalid_argument("table '" + t.name + "' holds the wrong number of values");
   return t;
@@ -77,7 +62,7 @@ void write_analysis(const std::string& dir, const AnalysisResult& result) {
     write_table(dir, t);
     tables.push_back(table_json(t));
   }
-  for (const auto& [name, value] : result.facts) facts[name] = number(value);
+  for (const auto& [name, value] : result.facts) facts[name] = json_number(value);
   const json summary{{"tables", tables}, {"facts", facts}, {"notes", result.notes}, {"images", result.images}};
   write_file_atomically(dir + "/summary.json", summary.dump(1) + "\n");
 }
@@ -90,7 +75,7 @@ AnalysisResult read_analysis(const std::string& run_dir) {
     const json j = json::parse(in);
     AnalysisResult r;
     for (const json& t : j.at("tables")) r.tables.push_back(table_from_json(t));
-    for (const auto& [name, value] : j.at("facts").items()) r.facts[name] = read_number(value);
+    for (const auto& [name, value] : j.at("facts").items()) r.facts[name] = number_from_json(value);
     r.notes = j.at("notes").get<std::vector<std::string>>();
     r.images = j.at("images").get<std::vector<std::string>>();
     return r;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "experiments/runner/config.hpp"
+#include "experiments/runner/file_fields.hpp"
 #include "experiments/runner/metrics_log.hpp"
 #include "experiments/runner/report.hpp"
 #include "experiments/runner/run_folder.hpp"
@@ -223,13 +224,6 @@ std::string num(double v, const char* format = "%.6g") {
   char buffer[64];
   std::snprintf(buffer, sizeof buffer, format, v);
   return buffer;
-}
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char ch : s) out += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return out + "\"";
 }
 
 // One finished run's figures.

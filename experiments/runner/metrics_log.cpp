@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "experiments/runner/file_fields.hpp"
 #include "framework/io/atomic_file.hpp"
 
 namespace attnlab {
@@ -20,16 +21,8 @@ using json = nlohmann::ordered_json;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // A number for JSON: null when it is not finite (JSON has no NaN or infinity).
-json number(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
-double number(const json& v) { return v.is_number() ? v.get<double>() : kNaN; }
-
-// The shortest text that reads back as the same double ("" for NaN), for metrics.csv.
-std::string csv_number(double v) {
-  if (std::isnan(v)) return "";
-  char text[32];
-  const auto result = std::to_chars(text, text + sizeof text, v);
-  return std::string(text, result.ptr);
-}
+json number(double v) { return json_number(v); }
+double number(const json& v) { return number_from_json(v); }
 
 }  // namespace
 

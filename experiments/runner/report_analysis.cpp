@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "experiments/runner/analysis_summary.hpp"
+#include "experiments/runner/file_fields.hpp"
 #include "experiments/runner/report.hpp"
 #include "experiments/runner/report_svg.hpp"
 #include "framework/io/atomic_file.hpp"
@@ -29,10 +30,7 @@ std::string table_heatmap(const AnalysisTable& t) {
   std::size_t top = 1;
   for (const auto& l : t.cols) top = std::max(top, l.size());
   const double left = 8 + 6.5 * static_cast<double>(std::min<std::size_t>(longest, 24)), head = 8 + 6.0 * static_cast<double>(std::min<std::size_t>(top, 16));
-  double m = 0;
-  for (double v : t.values)
-    if (std::isfinite(v)) m = std::max(m, std::fabs(v));
-  if (m == 0) m = 1;
+  const double m = table_scale(t.values);
   std::ostringstream svg;
   svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << left + cw * static_cast<double>(cols) + 8 << "\" height=\""
       << head + ch * static_cast<double>(rows) + 8 << "\" font-family=\"monospace\" font-size=\"10\">";
@@ -45,8 +43,8 @@ std::string table_heatmap(const AnalysisTable& t) {
     svg << "<text x=\"" << left - 3 << "\" y=\"" << y + ch / 2 + 3 << "\" text-anchor=\"end\">" << escape(t.rows[r]) << "</text>";
     for (std::size_t c = 0; c < cols; ++c) {
       const double v = t.at(r, c);
-      unsigned char rgb[3] = {200, 200, 200};
-      if (std::isfinite(v)) t.signed_values ? diverging(v / m, rgb) : viridis(v / m, rgb);
+      unsigned char rgb[3];
+      table_colour(v, m, t.signed_values, rgb);
       const double x = left + static_cast<double>(c) * cw;
       svg << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << cw << "\" height=\"" << ch << "\" fill=\"rgb(" << int(rgb[0]) << ","
           << int(rgb[1]) << "," << int(rgb[2]) << ")\"><title>" << escape(t.rows[r] + " / " + t.cols[c]) << ": " << fmt("%.4g", v) << "</title></rect>";
@@ -173,7 +171,7 @@ std::string comparison_analysis_section(const std::string& dir, const std::vecto
       for (const AnalysisResult& r : results[v]) values.push_back(r.facts.count(fact) ? r.facts.at(fact) : NAN);
       const Spread s = spread(values);
       html << "<td>" << fmt("%.4g", s.mean) << (s.n > 1 ? " &plusmn; " + fmt("%.2g", s.std) : "") << (s.n < values.size() && s.n ? "*" : "") << "</td>";
-      csv << fact << "," << variants[v].name << "," << fmt("%.9g", s.mean) << "," << fmt("%.9g", s.std) << "," << s.n << "\n";
+      csv << csv_field(fact) << "," << csv_field(variants[v].name) << "," << csv_number(s.mean) << "," << csv_number(s.std) << "," << s.n << "\n";
     }
     html << "</tr>";
   }

@@ -8,6 +8,7 @@
 #include "datasets/char_text.hpp"
 #include "experiments/runner/evaluation.hpp"
 #include "experiments/runner/experiment.hpp"
+#include "experiments/runner/file_fields.hpp"
 #include "experiments/runner/run_folder.hpp"
 #include "framework/io/npy.hpp"
 #include "framework/models/seq2seq.hpp"
@@ -17,8 +18,6 @@
 namespace attnlab {
 namespace {
 
-// A number for JSON, null when not finite.
-nlohmann::ordered_json number(double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); }
 
 // The model of a seq2seq run, or an error naming the command the run needs instead.
 Seq2Seq& seq2seq_model(Experiment& x, const std::string& run_dir, const char* command) {
@@ -72,14 +71,14 @@ int evaluate_run(const std::string& run_dir, const std::string& which, int threa
   nlohmann::ordered_json line{{"run", run_dir},
                               {"checkpoint", run.checkpoint_file.substr(0, run.checkpoint_file.find('.'))},
                               {"step", run.state.step},
-                              {"loss", number(e.loss)},
-                              {"token_accuracy", number(e.metrics.token_accuracy)},
-                              {"exact_match", number(e.metrics.exact_match)},
+                              {"loss", json_number(e.loss)},
+                              {"token_accuracy", json_number(e.metrics.token_accuracy)},
+                              {"exact_match", json_number(e.metrics.exact_match)},
                               {"scored_tokens", e.metrics.scored_tokens}};
   if (decode) {
     Seq2Seq& model = seq2seq_model(x, run_dir, "eval --decode");
     line["decoding"] = decoding_name(*decode);
-    line["decoded_exact_match"] = number(decoded_exact_match(model, *x.data, t.final_eval_batches, t.batch_size, run.config.seed + 2, *decode));
+    line["decoded_exact_match"] = json_number(decoded_exact_match(model, *x.data, t.final_eval_batches, t.batch_size, run.config.seed + 2, *decode));
   }
   std::printf("%s\n", line.dump().c_str());
   return 0;

@@ -63,10 +63,6 @@ std::string encode_pattern_png(const double* pattern, std::size_t rows, std::siz
   return encode_rgb_png(image, cols, rows);
 }
 
-}  // namespace attnlab
-
-namespace attnlab {
-
 void diverging(double t, unsigned char* rgb) {
   static const double stops[5][3] = {{33, 102, 172}, {146, 197, 222}, {247, 247, 247}, {244, 165, 130}, {178, 24, 43}};
   t = (std::clamp(t, -1.0, 1.0) + 1.0) * 2.0;
@@ -75,26 +71,30 @@ void diverging(double t, unsigned char* rgb) {
   for (int c = 0; c < 3; ++c) rgb[c] = static_cast<unsigned char>(stops[i][c] + f * (stops[i + 1][c] - stops[i][c]));
 }
 
+double table_scale(const std::vector<double>& values) {
+  double m = 0;
+  for (double v : values)
+    if (std::isfinite(v)) m = std::max(m, std::fabs(v));
+  return m == 0 ? 1 : m;
+}
+
+void table_colour(double v, double scale, bool signed_values, unsigned char* rgb) {
+  if (!std::isfinite(v)) rgb[0] = rgb[1] = rgb[2] = 190;
+  else if (signed_values) diverging(v / scale, rgb);
+  else viridis(v / scale, rgb);
+}
+
 void write_table_png(const std::string& path, const std::vector<double>& values, std::size_t rows, std::size_t cols, bool signed_values,
                      std::size_t cell) {
   if (values.size() != rows * cols || rows == 0 || cols == 0 || cell == 0) {
     throw std::invalid_argument("write_table_png: " + std::to_string(values.size()) + " values for a " + std::to_string(rows) + "x" +
                                 std::to_string(cols) + " table");
   }
-  double m = 0;
-  for (double v : values)
-    if (std::isfinite(v)) m = std::max(m, std::fabs(v));
-  if (m == 0) m = 1;
+  const double m = table_scale(values);
   const std::size_t width = cols * cell, height = rows * cell;
   std::vector<unsigned char> rgb(width * height * 3);
   for (std::size_t y = 0; y < height; ++y)
-    for (std::size_t x = 0; x < width; ++x) {
-      const double v = values[(y / cell) * cols + x / cell];
-      unsigned char* px = &rgb[(y * width + x) * 3];
-      if (!std::isfinite(v)) px[0] = px[1] = px[2] = 160;
-      else if (signed_values) diverging(v / m, px);
-      else viridis(v / m, px);
-    }
+    for (std::size_t x = 0; x < width; ++x) table_colour(values[(y / cell) * cols + x / cell], m, signed_values, &rgb[(y * width + x) * 3]);
   write_file_atomically(path, encode_rgb_png(rgb, width, height));
 }
 

@@ -25,8 +25,13 @@ void diverging(double t, unsigned char* rgb);
 // RGB rows of `width` pixels (3 bytes each) as PNG bytes.
 std::string encode_rgb_png(const std::vector<unsigned char>& rgb, std::size_t width, std::size_t height);
 
-// A table (rows x cols, row-major) as a PNG heatmap with `cell`-pixel square cells: signed values on the
-// diverging scale over [-m, m], others on viridis over [0, m], m the largest magnitude; NaN cells grey.
+// The colours of a table of values (the PNG below and the reports' SVG tables alike): signed values on
+// the diverging scale over [-m, m], others on viridis over [0, m], m = table_scale(values), the largest
+// finite magnitude (1 when there is none); non-finite cells grey.
+double table_scale(const std::vector<double>& values);
+void table_colour(double v, double scale, bool signed_values, unsigned char* rgb);
+
+// A table (rows x cols, row-major) as a PNG heatmap with `cell`-pixel square cells, coloured as above.
 void write_table_png(const std::string& path, const std::vector<double>& values, std::size_t rows, std::size_t cols, bool signed_values,
                      std::size_t cell = 16);
 

@@ -81,6 +81,10 @@ sed -e 's/name: tiny/name: bad/' -e 's/model.attention.name: linear/model.atenti
 [ $? = 2 ] || fail "a bad comparison file should exit 2"
 grep -q "bad.yaml:9:12: variant 'linear' sets \`model.atention.name: linear\`: unknown key 'model.atention'; did you mean 'model.attention'" "$work/bad.log" || { cat "$work/bad.log"; fail "the bad-key error does not point at the variant"; }
 [ -e "$work/out/bad" ] && fail "a bad comparison wrote a folder"
+sed -e 's/name: tiny/name: bad2/' -e 's/^analyze: true/analyze: maybe/' "$work/tiny.yaml" > "$work/bad2.yaml"
+"$attnlab" compare "$work/bad2.yaml" > "$work/bad2.log" 2>&1
+[ $? = 2 ] && grep -q "bad2.yaml:11:10: 'analyze' must be true or false, got 'maybe'" "$work/bad2.log" && [ ! -e "$work/out/bad2" ] \
+  || { cat "$work/bad2.log"; fail "a bad analyze value is not an error at its line"; }
 
 # The comparison places its runs itself: a command-line log.dir is refused, not silently ignored.
 sed -e 's/name: tiny/name: placed/' "$work/tiny.yaml" > "$work/placed.yaml"
