@@ -24,7 +24,7 @@ using report::fmt;
 std::string table_heatmap(const AnalysisTable& t) {
   const std::size_t rows = t.rows.size(), cols = t.cols.size();
   const bool numbers = cols <= 16;
-  const double cw = numbers ? 46 : std::clamp(640.0 / static_cast<double>(cols), 6.0, 20.0), ch = numbers ? 20 : std::max(cw, 12.0);
+  const double cw = numbers ? 54 : std::clamp(640.0 / static_cast<double>(cols), 6.0, 20.0), ch = numbers ? 20 : std::max(cw, 12.0);
   std::size_t longest = 1;
   for (const auto& l : t.rows) longest = std::max(longest, l.size());
   std::size_t top = 1;
