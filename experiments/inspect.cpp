@@ -53,13 +53,22 @@ void list_models() {
 }
 
 void list_kernels() {
-  std::printf("\nattention kernels (model.attention.name):\n");
+  // The state size is shown for one reference shape: 4 heads of 16 (d_model 64), 64 tokens.
+  constexpr std::size_t kHeads = 4, kHeadDim = 16, kTokens = 64;
+  std::printf("\nattention kernels (model.attention.name); state: what a layer keeps per sequence to continue it, for %zu heads of %zu "
+              "and T = %zu:\n",
+              kHeads, kHeadDim, kTokens);
+  const auto yes = [](bool b) { return b ? "yes" : "no"; };
   for (const auto& name : KernelRegistry::instance().names()) {
     const KernelInfo& k = KernelRegistry::instance().find(name);
     const KernelCapabilities& c = k.capabilities;
-    std::printf("\n  %s\n    %s\n    causal: %s  bidirectional: %s  padding mask: %s  cross-attention: %s  fixed max length: %s  pattern: %s\n",
-                name.c_str(), k.description.c_str(), c.causal ? "yes" : "no", c.bidirectional ? "yes" : "no", c.padding_mask ? "yes" : "no",
-                c.cross_attention ? "yes" : "no", c.fixed_max_length ? "yes" : "no", c.pattern ? "yes" : "no");
+    std::printf("\n  %s\n    %s\n    causal: %s  bidirectional: %s  padding mask: %s  cross-attention: %s  fixed max length: %s  pattern: %s\n"
+                "    rows sum to one: %s  alibi: %s  reads the layer input: %s\n",
+                name.c_str(), k.description.c_str(), yes(c.causal), yes(c.bidirectional), yes(c.padding_mask), yes(c.cross_attention),
+                yes(c.fixed_max_length), yes(c.pattern), yes(c.normalised_pattern), yes(c.alibi), yes(c.reads_input));
+    KernelSpec spec{kHeads, kHeadDim, kTokens, c.causal};
+    const StateSize state = k.state_size(spec, KernelOptions());
+    std::printf("    state: %.0f numbers (%s%s)\n", state.at(kTokens), state.what.c_str(), state.per_token > 0 ? "; grows with T" : "");
     if (k.options.empty()) std::printf("    options: none\n");
     for (const KeyDoc& o : k.options)
       std::printf("    %-16s %-22s default %-10s %s\n", o.key.c_str(), o.values.c_str(), o.default_text.c_str(), o.doc.c_str());

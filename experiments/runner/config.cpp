@@ -78,6 +78,9 @@ Schema<EncoderConfig> attention_schema() {
   s.name("name", &EncoderConfig::attention, [] { return KernelRegistry::instance().names(); },
          "the attention kernel (`attnlab list`); its capabilities must fit the model (linformer cannot be causal)");
   s.yaml("options", &EncoderConfig::attention_options, "the kernel's own options, checked by the kernel (docs/attention.md)");
+  s.field("short_conv", &EncoderConfig::short_conv,
+          "kernel size of a causal depthwise convolution on q, k and v before any kernel (self-attention; Zoology's Based recipe, "
+          "flash-linear-attention's ShortConvolution; 4 is their usual size); 0: none");
   return s;
 }
 
@@ -117,7 +120,7 @@ Schema<ModelConfig> model_schema() {
                 "nanoGPT's `bias=False` (gains stay)");
   s.choice("positional", &ModelConfig::positional, positional_kind_names(),
            "token models: added positions (`sinusoidal`, `learned`), rotated queries and keys (`rotary`, needs an even head "
-           "dimension) or `none`");
+           "dimension), a per-head distance bias on the scores (`alibi`, Press et al. 2022; kernels that declare it) or `none`");
   s.choice("pooling", &ModelConfig::pooling, pooling_names(), "sequence_classifier: `mean` over real tokens or a learned `cls` token");
   s.field("init_from", &ModelConfig::init_from,
           "a weights folder written by `attnlab export` (or by numpy: one .npy per tensor and index.json) to start from")

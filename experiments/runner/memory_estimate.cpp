@@ -91,6 +91,19 @@ MemoryEstimate estimate_memory(const ExperimentConfig& c) {
   return m;
 }
 
+double state_size(const ExperimentConfig& c) {
+  double total = 0;
+  for (const KernelUse& use : kernel_uses(c.model, data_shape(c))) {
+    const KernelInfo& kernel = KernelRegistry::instance().find(use.name);
+    total += static_cast<double>(use.layers) * kernel.state_size(use.spec, KernelOptions(use.options.node())).at(use.spec.max_len);
+    // The short convolution's window over the projected q, k, v (self-attention only).
+    if (!use.spec.cross && c.model.encoder.short_conv > 1) {
+      total += static_cast<double>(use.layers) * static_cast<double>((c.model.encoder.short_conv - 1) * 3 * c.model.encoder.d_model);
+    }
+  }
+  return total;
+}
+
 double physical_memory_bytes() {
   return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
 }

@@ -22,6 +22,11 @@ struct MemoryEstimate {
 
 MemoryEstimate estimate_memory(const ExperimentConfig& config);
 
+// The recurrent state of the model (Zoology's "state size"): the numbers its attention layers keep per
+// sequence to continue it token by token, summed over layers at the model's sequence length: each kernel's
+// StateSize, plus the short convolution's last K - 1 inputs of q, k, v.
+double state_size(const ExperimentConfig& config);
+
 // The physical memory of this machine, in bytes.
 double physical_memory_bytes();
 

@@ -49,6 +49,7 @@ struct RunSummary {
   std::string name, status = "finished";
   std::size_t steps = 0, params = 0, final_scored_tokens = 0;
   double train_seconds = 0, tokens_per_s = 0, peak_rss_mb = 0;
+  double state_size = 0;  // numbers the attention layers keep per sequence (memory_estimate.hpp's state_size)
   double final_eval_loss, final_token_accuracy, final_exact_match, best_eval_loss;
   RunSummary();
 };

@@ -7,6 +7,7 @@
 
 #include "experiments/runner/evaluation.hpp"
 #include "experiments/runner/experiment.hpp"
+#include "experiments/runner/memory_estimate.hpp"
 #include "experiments/runner/metrics_log.hpp"
 #include "experiments/runner/process_stats.hpp"
 #include "experiments/runner/progress.hpp"
@@ -200,6 +201,7 @@ TrainResult Trainer::diverged(std::size_t step, double loss, double lr) {
   save("last.ckpt");
   RunSummary summary;
   summary.name = c_.name, summary.status = "diverged", summary.steps = state_.step, summary.params = x_.model->parameter_count();
+  summary.state_size = state_size(c_);
   summary.train_seconds = state_.train_seconds + seconds(), summary.tokens_per_s = rate(), summary.peak_rss_mb = peak_rss_mb();
   summary.best_eval_loss = state_.best_eval;
   write_summary(folder_.dir(), summary);
@@ -241,6 +243,7 @@ TrainResult Trainer::finish() {
   result_.final_exact_match = e.metrics.exact_match, result_.final_scored_tokens = e.metrics.scored_tokens;
   RunSummary summary;
   summary.name = c_.name, summary.steps = c_.train.steps, summary.params = x_.model->parameter_count();
+  summary.state_size = state_size(c_);
   summary.train_seconds = state_.train_seconds + seconds(), summary.tokens_per_s = rate(), summary.peak_rss_mb = peak_rss_mb();
   summary.final_eval_loss = e.loss, summary.final_token_accuracy = e.metrics.token_accuracy;
   summary.final_exact_match = e.metrics.exact_match, summary.final_scored_tokens = e.metrics.scored_tokens;

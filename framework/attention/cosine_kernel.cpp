@@ -32,6 +32,9 @@ class CosineKernel : public AttentionKernel {
   }
 
   // 3. The constructor the registry calls with the model's spec and the options read from the config.
+  static StateSize state_size(const KernelSpec& spec, const Options&) {
+    return {0, 2.0 * static_cast<double>(spec.n_heads * spec.head_dim), "keys and values of every token so far"};
+  }
   CosineKernel(const KernelSpec&, const Options& config, Generator&) : config_(config) {}
 
   AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {

@@ -3,7 +3,16 @@
 //
 // A kernel receives q [B, H, Tq, D], k [B, H, Tk, D], v [B, H, Tk, D] and an AttentionContext, and returns
 // the mixed values [B, H, Tq, D] and, when asked, the pattern [B, H, Tq, Tk]: the effective token-to-token
-// mixing weights, each row summing to one (all zeros for a query whose keys are all masked).
+// mixing weights (output = pattern x values, all zeros for a query whose keys are all masked). Kernels that
+// declare `normalised_pattern` (softmax, linear, ...) have rows summing to one; recurrent kernels (delta
+// rule, decay) mix with signed, unnormalised weights.
+//
+// Gates from the layer input. A kernel that declares `reads_input` also receives the layer's input x
+// [B, Tq, C] (after a pre-norm block's norm, as the projections read it) in context.input, and may own
+// parameters that read it (spec.d_model is C): the delta rule's write strength beta_t = sigmoid(w x_t),
+// a decay alpha_t. The short causal convolution on q, k and v (model.attention.short_conv) and ALiBi's
+// score bias (model.positional: alibi) are the multi-head module's, available to every kernel; a kernel
+// that declares `alibi` adds context.alibi_slopes' bias inside its own loops.
 //
 // A kernel states each fact about itself once, as static members of its class, and one line registers it:
 //
@@ -23,8 +32,9 @@
 // checks across options and the model (fail through the node, at the option's position), and
 // `static double working_bytes(const KernelSpec&, const Options&, std::size_t batch)`, the memory its
 // parameters, buffers and per-step temporaries take beyond the O(T D) of q, k, v (config validation sums
-// it up before anything is allocated). Plus one line in framework/CMakeLists.txt; the registry-driven
-// test suite then checks the kernel by itself.
+// it up before anything is allocated). Required: `static StateSize state_size(const KernelSpec&, const
+// Options&)`, what it must keep per layer and sequence to continue a sequence token by token. Plus one
+// line in framework/CMakeLists.txt; the registry-driven test suite then checks the kernel by itself.
 //
 // Legend: B batch, H heads, Tq query tokens, Tk key tokens, D head dim.
 #pragma once
@@ -45,9 +55,13 @@
 namespace attnlab {
 
 struct AttentionContext {
+  AttentionContext(bool causal = false, Tensor key_padding_mask = Tensor(), bool need_pattern = false)
+      : causal(causal), key_padding_mask(std::move(key_padding_mask)), need_pattern(need_pattern) {}
   bool causal = false;       // query i sees keys j <= i + (Tk - Tq) only
   Tensor key_padding_mask;   // [B, Tk] bool, true where the key is padding; undefined: no padding
   bool need_pattern = false; // also return the pattern (probes; not the training hot path)
+  Tensor input;              // [B, Tq, C] the layer input, for kernels that declare reads_input; else undefined
+  std::vector<double> alibi_slopes;  // per head: add -slope |i - j| to the scores (ALiBi); empty: no bias
 };
 
 struct AttentionResult {
@@ -64,6 +78,19 @@ struct KernelCapabilities {
   bool cross_attention = true;  // Tq != Tk, keys from another sequence
   bool fixed_max_length = false;// sequences must not exceed the kernel's max_len (it sizes parameters by it)
   bool pattern = true;          // can return its pattern
+  bool normalised_pattern = true;  // its pattern's rows sum to one (false: signed, unnormalised mixing)
+  bool alibi = false;           // adds ALiBi's per-head distance bias to its scores (model.positional: alibi)
+  bool reads_input = false;     // computes gates from the layer input (context.input)
+};
+
+// What a kernel keeps per layer and per sequence to continue it token by token (Zoology's "state size"):
+// fixed + per_token x T numbers, e.g. softmax's keys and values so far (per_token 2 H D), linear
+// attention's H D (D + 1), a sliding window's 2 H w D.
+struct StateSize {
+  double fixed = 0;
+  double per_token = 0;
+  std::string what;  // in words: "keys and values of every token so far"
+  double at(std::size_t tokens) const { return fixed + per_token * static_cast<double>(tokens); }
 };
 
 // What the model tells a kernel when building it.
@@ -75,6 +102,9 @@ struct KernelSpec {
   bool causal = false;        // how the model will call it
   bool padding_mask = false;  // whether the model will pass key padding masks
   bool cross = false;         // keys come from another sequence (an encoder's output): Tq != Tk, no causal mask
+  bool alibi = false;         // the model passes ALiBi slopes (model.positional: alibi)
+  std::size_t d_model = 0;    // the layer input's width C, for kernels that read it; 0: n_heads x head_dim
+  std::size_t width() const { return d_model ? d_model : n_heads * head_dim; }
 };
 
 // A kernel's options as the config holds them: the YAML mapping (null: every default), its dotted path
@@ -100,6 +130,7 @@ struct KernelInfo {
   // kernel needs beyond q, k, v for `batch` sequences (its working_bytes, 0 when it declares none).
   std::function<double(const KernelSpec&, const KernelOptions&, std::size_t batch)> check;
   std::function<std::shared_ptr<AttentionKernel>(const KernelSpec&, const KernelOptions&, Generator&)> build;
+  std::function<StateSize(const KernelSpec&, const KernelOptions&)> state_size;
 };
 
 class AttentionKernel : public Module {
@@ -175,6 +206,9 @@ KernelInfo kernel_info() {
     } else {
       return 0.0;
     }
+  };
+  info.state_size = [](const KernelSpec& spec, const KernelOptions& options) {
+    return K::state_size(spec, kernel_detail::read_options<K>(spec, options));
   };
   info.build = [](const KernelSpec& spec, const KernelOptions& options, Generator& gen) {
     auto kernel = std::make_shared<K>(spec, kernel_detail::read_options<K>(spec, options), gen);

@@ -1,7 +1,8 @@
 // The float64 gradient check of a registered attention kernel, in every mode it supports (causal or
-// not, with and without a key padding mask, and cross-attention: fewer queries than keys, not causal),
-// over q, k, v and the kernel's own parameters. Used by the registry-driven test suite and by
-// `attnlab gradcheck`, for people adding kernels.
+// not, with and without a key padding mask, with and without ALiBi's bias, and cross-attention: fewer
+// queries than keys, not causal), over q, k, v, the layer input (kernels that read it) and the kernel's
+// own parameters. Used by the registry-driven test suite and by `attnlab gradcheck`, for people adding
+// kernels.
 #pragma once
 
 #include <string>
@@ -16,6 +17,7 @@ struct KernelCheck {
   bool causal = false;
   bool padded = false;
   bool cross = false;  // queries and keys of different lengths (not causal)
+  bool alibi = false;  // with ALiBi's score bias (kernels that declare it)
   GradcheckResult result;
   std::string describe() const;  // "softmax causal padded: ok", "softmax cross: ok", plus the per-input report when it fails
 };

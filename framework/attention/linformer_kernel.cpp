@@ -54,6 +54,10 @@ class LinformerKernel : public AttentionKernel {
     return 4 * 2 * k * n + 4 * 2 * static_cast<double>(batch) * static_cast<double>(spec.n_heads) * k * static_cast<double>(spec.head_dim);
   }
 
+  static StateSize state_size(const KernelSpec& spec, const Options&) {
+    return {0, 2.0 * static_cast<double>(spec.n_heads * spec.head_dim),
+            "keys and values of the whole sequence (projected along it, no token-by-token form)"};
+  }
   LinformerKernel(const KernelSpec& spec, const Options& options, Generator& gen)
       : config_(options), scale_(1.0 / std::sqrt(static_cast<double>(spec.head_dim))) {
     if (config_.max_len == 0) config_.max_len = spec.max_len;

@@ -34,14 +34,26 @@ void check_heads_divide(std::size_t d_model, std::size_t n_heads) {
 
 MultiHeadAttention::MultiHeadAttention(std::size_t d_model, std::size_t n_heads, std::shared_ptr<AttentionKernel> kernel_,
                                        bool bias, Generator& gen, std::shared_ptr<LayerNorm> input_norm,
-                                       std::shared_ptr<const PositionalEncoding> rotary)
+                                       std::shared_ptr<const PositionalEncoding> rotary, const AttentionSetup& setup)
     : d_model_(d_model), n_heads_(n_heads), head_dim_(0), input_norm_(std::move(input_norm)), rotary_(std::move(rotary)) {
   check_heads_divide(d_model, n_heads);
   if (!kernel_) throw std::invalid_argument("MultiHeadAttention: no attention kernel given");
+  if (setup.alibi && !kernel_->capabilities().alibi) {
+    throw std::invalid_argument("attention kernel '" + kernel_->name() + "' cannot add ALiBi's distance bias to its scores");
+  }
   head_dim_ = d_model / n_heads;
   qkv = register_module("qkv", std::make_shared<Linear>(d_model, 3 * d_model, bias, gen));
   proj = register_module("proj", std::make_shared<Linear>(d_model, d_model, bias, gen));
   kernel = register_module("kernel", std::move(kernel_));
+  if (setup.short_conv) short_conv = register_module("short_conv", std::make_shared<ShortConv>(3 * d_model, setup.short_conv, gen));
+  if (setup.alibi) alibi_slopes_ = alibi_slopes(n_heads);
+}
+
+AttentionContext MultiHeadAttention::kernel_context(const AttentionContext& context, const Tensor& x) const {
+  AttentionContext c = context;
+  c.alibi_slopes = alibi_slopes_;
+  if (kernel->capabilities().reads_input) c.input = input_norm_ ? input_norm_->forward(x) : x;
+  return c;
 }
 
 void MultiHeadAttention::check_input(const Tensor& x, const char* name) const {
@@ -53,9 +65,10 @@ void MultiHeadAttention::check_input(const Tensor& x, const char* name) const {
 
 Tensor MultiHeadAttention::self_attention(const Tensor& x, const AttentionContext& context, const HookScope& hooks) {
   check_input(x, "x");
-  const Tensor projected = input_norm_ ? input_norm_->forward_into(x, *qkv) : qkv->forward(x);  // [B, T, 3C]
+  Tensor projected = input_norm_ ? input_norm_->forward_into(x, *qkv) : qkv->forward(x);  // [B, T, 3C]
+  if (short_conv) projected = short_conv->forward(projected);
   auto heads = split_heads(projected, 3, n_heads_, head_dim_);  // 3 x [B, H, T, D]
-  return attend(heads[0], heads[1], heads[2], context, hooks);
+  return attend(heads[0], heads[1], heads[2], kernel_context(context, x), hooks);
 }
 
 Tensor MultiHeadAttention::cross_attention(const Tensor& x, const Tensor& memory, const AttentionContext& context,
@@ -72,7 +85,7 @@ Tensor MultiHeadAttention::cross_attention(const Tensor& x, const Tensor& memory
   const I c = static_cast<I>(d_model_);
   const Tensor q = split_heads(project_rows(*qkv, input_norm_ ? input_norm_->forward(x) : x, 0, c), 1, n_heads_, head_dim_)[0];
   auto kv = split_heads(project_rows(*qkv, memory, c, 3 * c), 2, n_heads_, head_dim_);  // 2 x [B, H, Tk, D]
-  return attend(q, kv[0], kv[1], context, hooks);
+  return attend(q, kv[0], kv[1], kernel_context(context, x), hooks);
 }
 
 Tensor MultiHeadAttention::attend(Tensor q, Tensor k, Tensor v, AttentionContext context, const HookScope& hooks) {

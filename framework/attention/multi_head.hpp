@@ -15,6 +15,11 @@
 //                                          for; a replaced one makes the output their sum plus the
 //                                          projection's bias)
 //
+// Around the kernel, for every kernel: the short causal depthwise convolution on the projected q, k, v
+// (self-attention only; attention/short_conv.hpp), ALiBi's slopes passed in the context (kernels that
+// declare `alibi` add the bias), and the layer input passed in the context (kernels that declare
+// `reads_input` compute gates from it).
+//
 // Legend: B batch, Tq query tokens, Tk key tokens, C model width, H heads, D = C / H head dim.
 #pragma once
 
@@ -22,20 +27,29 @@
 #include <string>
 
 #include "framework/attention/kernel.hpp"
+#include "framework/attention/short_conv.hpp"
 #include "framework/nn/hooks.hpp"
 #include "framework/nn/layers.hpp"
 #include "framework/nn/positional.hpp"
 
 namespace attnlab {
 
+// What the module adds around its kernel (model.attention.short_conv, model.positional: alibi).
+struct AttentionSetup {
+  std::size_t short_conv = 0;  // kernel size of the causal depthwise convolution on q, k, v; 0: none
+  bool alibi = false;          // pass ALiBi's per-head slopes to the kernel
+};
+
 class MultiHeadAttention : public Module {
  public:
   // n_heads must divide d_model. `kernel` comes from make_kernel (its parameters become "kernel.*").
   // `input_norm` (optional): a pre-norm block's LayerNorm, owned and registered by the block, applied to
   // the queries' input (fused into the projection in self-attention). `rotary` (optional): rotates q and
-  // k by their positions.
+  // k by their positions. `setup`: the short convolution and ALiBi (a kernel without the alibi
+  // capability is refused).
   MultiHeadAttention(std::size_t d_model, std::size_t n_heads, std::shared_ptr<AttentionKernel> kernel, bool bias, Generator& gen,
-                     std::shared_ptr<LayerNorm> input_norm = nullptr, std::shared_ptr<const PositionalEncoding> rotary = nullptr);
+                     std::shared_ptr<LayerNorm> input_norm = nullptr, std::shared_ptr<const PositionalEncoding> rotary = nullptr,
+                     const AttentionSetup& setup = {});
 
   // x [B, T, C] -> [B, T, C].
   Tensor self_attention(const Tensor& x, const AttentionContext& context, const HookScope& hooks = {});
@@ -48,10 +62,14 @@ class MultiHeadAttention : public Module {
   std::shared_ptr<Linear> qkv;   // C -> 3C: rows [0, C) queries, [C, 2C) keys, [2C, 3C) values
   std::shared_ptr<Linear> proj;  // C -> C
   std::shared_ptr<AttentionKernel> kernel;
+  std::shared_ptr<ShortConv> short_conv;  // [3C, K] over the projected q, k, v; null when off
 
  private:
   // The kernel and the output projection, with the hook points from q, k, v on.
   Tensor attend(Tensor q, Tensor k, Tensor v, AttentionContext context, const HookScope& hooks);
+  // The context the kernel receives: ALiBi's slopes, and the layer input `x` (normalised as the
+  // projections read it) when the kernel reads it.
+  AttentionContext kernel_context(const AttentionContext& context, const Tensor& x) const;
   // The kernel's pattern for the hook point (a separate call in eval mode under no-grad).
   Tensor kernel_pattern(const Tensor& q, const Tensor& k, const Tensor& v, AttentionContext context);
   // z [B, H, Tq, D] -> the heads merged and projected [B, Tq, C].
@@ -62,6 +80,7 @@ class MultiHeadAttention : public Module {
   std::size_t d_model_, n_heads_, head_dim_;
   std::shared_ptr<LayerNorm> input_norm_;
   std::shared_ptr<const PositionalEncoding> rotary_;
+  std::vector<double> alibi_slopes_;
 };
 
 // "n_heads (3) must divide d_model (64)": the check every config does before building a model.

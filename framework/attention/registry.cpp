@@ -53,6 +53,11 @@ void check_kernel_capabilities(const std::string& name, const KernelSpec& spec) 
     throw std::invalid_argument(name + " does not support key padding masks, and this task pads its sequences; use one of [" +
                                 kernels_with([](const KernelCapabilities& k) { return k.padding_mask; }) + "]");
   }
+  if (spec.alibi && !c.alibi) {
+    throw std::invalid_argument(name + " cannot add ALiBi's distance bias to its scores (model.positional: alibi); use one of [" +
+                                kernels_with([](const KernelCapabilities& k) { return k.alibi; }) +
+                                "], or another model.positional");
+  }
   if (spec.n_heads == 0 || spec.head_dim == 0) throw std::invalid_argument(name + ": n_heads and head_dim must be positive");
 }
 

@@ -178,6 +178,14 @@ class SparseKernel : public AttentionKernel {
     return 4 * static_cast<double>(batch) * static_cast<double>(spec.n_heads) * t * per_query;
   }
 
+  // Continuing a sequence needs the window's keys and values, every summary position's and the global
+  // tokens'; with stride 0 the summaries are a fixed number spread over the block.
+  static StateSize state_size(const KernelSpec& spec, const Options& o) {
+    const double kv = 2.0 * static_cast<double>(spec.n_heads * spec.head_dim);
+    const double fixed = kv * static_cast<double>(o.window + o.global_tokens + (o.stride ? 0 : o.summaries));
+    return {fixed, o.stride ? kv / static_cast<double>(o.stride) : 0.0,
+            "keys and values of the window, the summary positions and the global tokens"};
+  }
   SparseKernel(const KernelSpec& spec, const Options& config, Generator&)
       : config_(config), scale_(1.0 / std::sqrt(static_cast<double>(spec.head_dim))) {}
 

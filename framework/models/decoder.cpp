@@ -13,11 +13,13 @@ DecoderLayer::DecoderLayer(const EncoderConfig& self, const EncoderConfig& cross
   norm1 = norm("norm1");
   auto self_kernel = make_kernel(self.attention, self.kernel_spec(), KernelOptions(self.attention_options.node()), gen);
   attn = register_module("attn", std::make_shared<MultiHeadAttention>(self.d_model, self.n_heads, self_kernel, self.bias, gen,
-                                                                      pre ? norm1 : nullptr, std::move(rotary)));
+                                                                      pre ? norm1 : nullptr, std::move(rotary),
+                                                                      self.attention_setup()));
   norm2 = norm("norm2");
   KernelSpec cross_spec = cross.kernel_spec();
   cross_spec.causal = false;
   cross_spec.cross = true;
+  cross_spec.alibi = false;  // ALiBi's distances are within one sequence; cross-attention has none
   auto cross_kernel = make_kernel(cross.attention, cross_spec, KernelOptions(cross.attention_options.node()), gen);
   cross_attn = register_module("cross_attn", std::make_shared<MultiHeadAttention>(self.d_model, self.n_heads, cross_kernel, self.bias,
                                                                                   gen, pre ? norm2 : nullptr));

@@ -29,7 +29,8 @@ EncoderLayer::EncoderLayer(const EncoderConfig& config, Generator& gen, std::sha
   // Pre-norm: each norm is fused into the projection after it (LN -> qkv, LN -> fc1): the same values,
   // with one [B, T, C] tensor less kept per norm for the backward.
   attn = register_module("attn", std::make_shared<MultiHeadAttention>(config.d_model, config.n_heads, kernel, config.bias, gen,
-                                                                      pre ? norm1 : nullptr, std::move(rotary)));
+                                                                      pre ? norm1 : nullptr, std::move(rotary),
+                                                                      config.attention_setup()));
   norm2 = register_module("norm2", std::make_shared<LayerNorm>(config.d_model, 1e-5, true, config.bias));
   ff = register_module("ff", std::make_shared<FeedForward>(config.d_model, config.hidden(), config.activation, config.dropout,
                                                            gen, config.bias, pre ? norm2 : nullptr));

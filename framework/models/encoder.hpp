@@ -48,10 +48,18 @@ struct EncoderConfig {
   std::string attention = "softmax";
   YamlTree attention_options;  // the kernel's own options (null: defaults)
   bool padding_mask = false;   // whether the model passes key padding masks (set from the data by the model kinds)
+  std::size_t short_conv = 0;  // the causal depthwise convolution on q, k, v (model.attention.short_conv); 0: none
+  bool alibi = false;          // ALiBi score bias (set from model.positional by the model kinds)
 
   std::size_t hidden() const { return ff_hidden ? ff_hidden : 4 * d_model; }
   std::size_t head_dim() const { return d_model / n_heads; }
-  KernelSpec kernel_spec() const { return KernelSpec{n_heads, head_dim(), max_len, causal, padding_mask}; }
+  KernelSpec kernel_spec() const {
+    KernelSpec spec{n_heads, head_dim(), max_len, causal, padding_mask};
+    spec.alibi = alibi;
+    spec.d_model = d_model;
+    return spec;
+  }
+  AttentionSetup attention_setup() const { return AttentionSetup{short_conv, alibi}; }
   // Throws std::invalid_argument naming the fix (n_heads not dividing d_model, an unknown kernel, a
   // kernel lacking a capability, ...).
   void validate() const;

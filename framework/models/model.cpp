@@ -1,5 +1,6 @@
 #include "framework/models/model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -65,6 +66,8 @@ std::vector<KernelUse> kernel_uses(const ModelConfig& config, const DataShape& s
   use.options = config.encoder.attention_options;
   EncoderConfig stack = config.encoder;
   stack.padding_mask = shape.padded;
+  stack.alibi = std::find(kind.keys.begin(), kind.keys.end(), "positional") != kind.keys.end() &&
+                config.positional == PositionalKind::alibi;
   use.spec = stack.kernel_spec();
   use.spec.max_len = kind.sequence_length(config, shape);
   use.spec.causal = kind.causal;
@@ -82,7 +85,8 @@ void gpt_init(Module& model, std::size_t n_layers, Generator& gen) {
   NoGradGuard no_grad;
   const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(std::max<std::size_t>(n_layers, 1)));
   for (auto& p : model.named_parameters()) {
-    if (p.name.find(".kernel.") != std::string::npos) continue;
+    // Kernels' parameters and the short convolution keep their own initialisation.
+    if (p.name.find(".kernel.") != std::string::npos || p.name.find(".short_conv.") != std::string::npos) continue;
     switch (p.kind) {
       case ParamKind::weight:
         fill_normal(p.tensor, gen, ends_with(p.name, "attn.proj.weight") || ends_with(p.name, "ff.fc2.weight") ? residual_std : 0.02);

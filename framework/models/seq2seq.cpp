@@ -65,6 +65,7 @@ EncoderConfig seq2seq_part(const ModelConfig& c, const DataShape& shape, Seq2Seq
   }
   e.padding_mask = shape.padded;
   e.causal = part == Seq2SeqPart::decoder;
+  e.alibi = part != Seq2SeqPart::cross && c.positional == PositionalKind::alibi;
   e.max_len = part == Seq2SeqPart::decoder ? shape.target_max_len : shape.max_len;
   if (part != Seq2SeqPart::encoder && c.decoder_layers) e.n_layers = c.decoder_layers;
   return e;

@@ -23,6 +23,7 @@ EncoderConfig stack(const ModelConfig& config, bool causal, std::size_t max_len,
   e.causal = causal;
   e.max_len = max_len;
   e.padding_mask = padded;
+  e.alibi = config.positional == PositionalKind::alibi;
   return e;
 }
 

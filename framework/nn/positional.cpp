@@ -9,7 +9,8 @@ const EnumNames<PositionalKind>& positional_kind_names() {
   static const EnumNames<PositionalKind> names{{"none", PositionalKind::none},
                                                {"sinusoidal", PositionalKind::sinusoidal},
                                                {"learned", PositionalKind::learned},
-                                               {"rotary", PositionalKind::rotary}};
+                                               {"rotary", PositionalKind::rotary},
+                                               {"alibi", PositionalKind::alibi}};
   return names;
 }
 
@@ -18,6 +19,25 @@ PositionalKind parse_positional_kind(const std::string& name) {
 }
 
 const char* positional_kind_name(PositionalKind kind) { return enum_name(positional_kind_names(), kind); }
+
+namespace {
+std::vector<double> geometric_slopes(std::size_t n) {
+  const double start = std::pow(2.0, -8.0 / static_cast<double>(n));
+  std::vector<double> slopes(n);
+  for (std::size_t h = 0; h < n; ++h) slopes[h] = std::pow(start, static_cast<double>(h + 1));
+  return slopes;
+}
+}  // namespace
+
+std::vector<double> alibi_slopes(std::size_t n_heads) {
+  if (n_heads == 0) return {};
+  std::size_t m = 1;
+  while (m * 2 <= n_heads) m *= 2;
+  std::vector<double> slopes = geometric_slopes(m);
+  const std::vector<double> finer = geometric_slopes(2 * m);
+  for (std::size_t i = 0; slopes.size() < n_heads; i += 2) slopes.push_back(finer[i]);
+  return slopes;
+}
 
 PositionalEncoding::PositionalEncoding(PositionalKind kind, std::size_t max_len, std::size_t dim, std::size_t head_dim,
                                        Generator& gen, double rope_base)

@@ -1,11 +1,13 @@
 // Positional encodings: none, sinusoidal (Vaswani et al. 2017, added to the token embeddings), learned
 // (a trained table, added), rotary (RoPE, Su et al. 2021: q and k rotated per head inside attention,
-// pairs (i, i + D/2) as in GPT-NeoX and LLaMA).
+// pairs (i, i + D/2) as in GPT-NeoX and LLaMA), ALiBi (Press et al. 2022: no embedding; the attention
+// kernel adds -m_h |i - j| to head h's scores, with the slopes m_h of alibi_slopes).
 //
 // Legend: B batch, T tokens, C channels, H heads, D head dim.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "framework/nn/module.hpp"
 #include "framework/tensor/enum_names.hpp"
@@ -13,11 +15,16 @@
 
 namespace attnlab {
 
-enum class PositionalKind { none, sinusoidal, learned, rotary };
+enum class PositionalKind { none, sinusoidal, learned, rotary, alibi };
 const EnumNames<PositionalKind>& positional_kind_names();
-// "none" | "sinusoidal" | "learned" | "rotary", else an error listing them.
+// "none" | "sinusoidal" | "learned" | "rotary" | "alibi", else an error listing them.
 PositionalKind parse_positional_kind(const std::string& name);
 const char* positional_kind_name(PositionalKind kind);
+
+// ALiBi's per-head slopes, the paper's rule: for n heads a power of two, the geometric sequence starting
+// at and multiplied by 2^(-8/n) (8 heads: 1/2, 1/4, ..., 1/256); otherwise the slopes of the largest
+// power of two m below n, then every other slope of 2m's sequence for the remaining n - m heads.
+std::vector<double> alibi_slopes(std::size_t n_heads);
 
 class PositionalEncoding : public Module {
  public:

@@ -267,6 +267,9 @@ class MeanKernel : public AttentionKernel {
   }
   struct Options {};
   static Schema<Options> options_schema() { return {}; }
+  static StateSize state_size(const KernelSpec& spec, const Options&) {
+    return {0, static_cast<double>(spec.n_heads * spec.head_dim), "values so far"};
+  }
   MeanKernel(const KernelSpec&, const Options&, Generator&) {}
   AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
     Tensor padding;

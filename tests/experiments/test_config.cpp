@@ -34,7 +34,7 @@ const char* const kEveryKey[] = {
     "task: {name: mqar, symbols: 20, pairs: 5, queries: 3, sequence_length: 40, random_filler: false, held_out_fraction: 0.2}\n"
     "model: {kind: causal_lm, d_model: 32, n_heads: 8, n_layers: 3, ff_hidden: 48, norm: post, activation: relu, dropout: 0.1,\n"
     "        bias: false, positional: rotary, init_from: weights, tie_embeddings: true,\n"
-    "        attention: {name: performer, options: {features: 32}}}\n"
+    "        attention: {name: performer, options: {features: 32}, short_conv: 4}}\n"
     "train: {steps: 77, batch_size: 6, grad_clip: 0.5, eval_interval: 7, eval_batches: 3, final_eval_batches: 5,\n"
     "        checkpoint_interval: 11,\n"
     "        optimizer: {name: adamw, lr: 0.003, beta1: 0.8, beta2: 0.99, eps: 1.0e-7, weight_decay: 0.1,\n"

@@ -32,6 +32,10 @@ class LinearKernel : public AttentionKernel {
     return s;
   }
 
+  static StateSize state_size(const KernelSpec& spec, const Options&) {
+    const double d = static_cast<double>(spec.head_dim);
+    return {static_cast<double>(spec.n_heads) * d * (d + 1), 0, "S = sum phi(k) v^T and z = sum phi(k), per head"};
+  }
   LinearKernel(const KernelSpec&, const Options& config, Generator&) : config_(config) {}
 
   AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {

@@ -80,6 +80,10 @@ class PerformerKernel : public AttentionKernel {
            4 * 4 * static_cast<double>(batch) * static_cast<double>(spec.n_heads) * static_cast<double>(spec.max_len) * m;
   }
 
+  static StateSize state_size(const KernelSpec& spec, const Options& o) {
+    const double d = static_cast<double>(spec.head_dim), m = static_cast<double>(o.features);
+    return {static_cast<double>(spec.n_heads) * m * (d + 1), 0, "sum phi(k) v^T and sum phi(k) over m features, per head"};
+  }
   PerformerKernel(const KernelSpec& spec, const Options& config, Generator& gen)
       : config_(config), head_dim_(spec.head_dim), gen_(gen.split()) {
     draw_features();

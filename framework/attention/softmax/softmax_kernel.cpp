@@ -1,6 +1,8 @@
 // The `softmax` kernel: scaled dot-product attention, softmax(Q K^T / sqrt(D)) V (Vaswani et al. 2017),
-// with causal masking, key padding masks (a query whose keys are all masked gets zeros, never NaN) and
-// dropout on the attention weights in training.
+// with causal masking, key padding masks (a query whose keys are all masked gets zeros, never NaN),
+// ALiBi's bias and dropout on the attention weights in training. And `sliding_window`: the same softmax
+// over the w keys before each query (and the w after it, when bidirectional) plus its own, as in
+// Longformer's and Mistral's local attention, O(T w) in the blocked op.
 //
 // Legend: B batch, H heads, Tq query tokens, Tk key tokens, D head dim.
 #include <cmath>
@@ -11,11 +13,44 @@
 namespace attnlab {
 namespace {
 
+// softmax(scale q k^T + bias) v within `window` (0: every key), through the fused op; with dropout in
+// training, composed (the weights are then formed).
+AttentionResult banded_softmax(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context, double scale,
+                               std::size_t window, double dropout_p, bool training, Generator& gen) {
+  const std::size_t batch = q.size(0), tk = k.size(-2);
+  Tensor padding;  // [B, 1, 1, Tk]
+  if (context.key_padding_mask.defined()) {
+    check_key_padding_mask(context.key_padding_mask, batch, tk);
+    padding = reshape(context.key_padding_mask, {static_cast<std::int64_t>(batch), 1, 1, static_cast<std::int64_t>(tk)});
+  }
+  const ScoreBand band{window, context.alibi_slopes};
+  AttentionResult result;
+  if (dropout_p == 0 || !training) {
+    // One fused op: its backward recomputes the weights rather than keeping [B, H, Tq, Tk] per layer.
+    Tensor weights;
+    result.output = softmax_attention(q, k, v, scale, padding, context.causal, context.need_pattern ? &weights : nullptr, band);
+    if (context.need_pattern) result.pattern = weights;
+    return result;
+  }
+  const std::size_t tq = q.size(-2);
+  Tensor scores = matmul(q, k, false, true);  // [B, H, Tq, Tk]
+  double s = scale;
+  if (!band.alibi_slopes.empty()) scores = scores * scale + alibi_bias(band.alibi_slopes, tq, tk, q.dtype()), s = 1.0;
+  const Tensor weights = scaled_masked_softmax(scores, s, band_mask(padding, tq, tk, window), context.causal);
+  result.output = matmul(dropout(weights, dropout_p, true, gen), v);  // [B, H, Tq, D]
+  if (context.need_pattern) result.pattern = weights.detach();
+  return result;
+}
+
 class SoftmaxKernel : public AttentionKernel {
  public:
   static constexpr const char* kName = "softmax";
   static constexpr const char* kDescription = "scaled dot-product attention, softmax(QK^T/sqrt(d))V; O(n^2) time, O(n d) memory";
-  static KernelCapabilities declared_capabilities() { return {}; }
+  static KernelCapabilities declared_capabilities() {
+    KernelCapabilities c;
+    c.alibi = true;
+    return c;
+  }
   struct Options {
     double dropout = 0.0;  // probability of zeroing an attention weight (training only)
     double scale = 0.0;    // 0: 1 / sqrt(D)
@@ -26,32 +61,57 @@ class SoftmaxKernel : public AttentionKernel {
     s.field("scale", &Options::scale, "score scale; 0 means 1/sqrt(head_dim)", Range::at_least(0.0));
     return s;
   }
-
+  static StateSize state_size(const KernelSpec& spec, const Options&) {
+    return {0, 2.0 * static_cast<double>(spec.n_heads * spec.head_dim), "keys and values of every token so far"};
+  }
   SoftmaxKernel(const KernelSpec& spec, const Options& config, Generator& gen) : config_(config), gen_(gen.split()) {
     scale_ = config.scale > 0 ? config.scale : 1.0 / std::sqrt(static_cast<double>(spec.head_dim));
     register_generator("rng", &gen_);
   }
 
   AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
-    const std::size_t batch = q.size(0), tk = k.size(-2);
-    Tensor padding;  // [B, 1, 1, Tk]
-    if (context.key_padding_mask.defined()) {
-      check_key_padding_mask(context.key_padding_mask, batch, tk);
-      padding = reshape(context.key_padding_mask, {static_cast<std::int64_t>(batch), 1, 1, static_cast<std::int64_t>(tk)});
-    }
-    AttentionResult result;
-    if (config_.dropout == 0 || !is_training()) {
-      // One fused op: its backward recomputes the weights rather than keeping [B, H, Tq, Tk] per layer.
-      Tensor weights;
-      result.output = softmax_attention(q, k, v, scale_, padding, context.causal, context.need_pattern ? &weights : nullptr);
-      if (context.need_pattern) result.pattern = weights;
-      return result;
-    }
-    const Tensor scores = matmul(q, k, false, true);                                      // [B, H, Tq, Tk]
-    const Tensor weights = scaled_masked_softmax(scores, scale_, padding, context.causal); // [B, H, Tq, Tk]
-    result.output = matmul(dropout(weights, config_.dropout, true, gen_), v);             // [B, H, Tq, D]
-    if (context.need_pattern) result.pattern = weights.detach();
-    return result;
+    return banded_softmax(q, k, v, context, scale_, 0, config_.dropout, is_training(), gen_);
+  }
+
+ private:
+  Options config_;
+  double scale_;
+  Generator gen_;
+};
+
+class SlidingWindowKernel : public AttentionKernel {
+ public:
+  static constexpr const char* kName = "sliding_window";
+  static constexpr const char* kDescription =
+      "softmax over the w keys before (and after, bidirectional) each query and its own (local attention, Beltagy et al. 2020); "
+      "O(n w d) time, O(n d) memory";
+  static KernelCapabilities declared_capabilities() {
+    KernelCapabilities c;
+    c.alibi = true;
+    c.cross_attention = false;  // a window is a distance within one sequence
+    return c;
+  }
+  struct Options {
+    std::size_t window = 16;  // w: keys on each side a query sees
+    double dropout = 0.0;
+  };
+  static Schema<Options> options_schema() {
+    Schema<Options> s;
+    s.field("window", &Options::window, "w: a query sees the w keys before it (and the w after it, bidirectional) and its own",
+            Range::at_least(1));
+    s.field("dropout", &Options::dropout, "dropout on the attention weights (training only)", Range::closed_open(0.0, 1.0));
+    return s;
+  }
+  static StateSize state_size(const KernelSpec& spec, const Options& o) {
+    return {2.0 * static_cast<double>(spec.n_heads * spec.head_dim * o.window), 0, "keys and values of the last w tokens"};
+  }
+  SlidingWindowKernel(const KernelSpec& spec, const Options& config, Generator& gen)
+      : config_(config), scale_(1.0 / std::sqrt(static_cast<double>(spec.head_dim))), gen_(gen.split()) {
+    register_generator("rng", &gen_);
+  }
+
+  AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
+    return banded_softmax(q, k, v, context, scale_, config_.window, config_.dropout, is_training(), gen_);
   }
 
  private:
@@ -63,5 +123,6 @@ class SoftmaxKernel : public AttentionKernel {
 }  // namespace
 
 ATTNLAB_REGISTER_KERNEL(SoftmaxKernel);
+ATTNLAB_REGISTER_KERNEL(SlidingWindowKernel);
 
 }  // namespace attnlab
