@@ -12,7 +12,8 @@
 namespace attnlab::bench {
 namespace {
 
-// The kernel name and options for a benchmark variant ("causal" is softmax with a causal mask).
+// The kernel name and options for a benchmark variant ("causal" is softmax with a causal mask; kernels that
+// are causal only run causal).
 struct Variant {
   std::string kernel;
   bool causal = false;
@@ -22,12 +23,12 @@ struct Variant {
 Variant resolve(const std::string& name, const AttentionBenchOptions& o) {
   Variant v;
   v.kernel = name == "causal" ? "softmax" : name;
-  v.causal = name == "causal";
   if (!KernelRegistry::instance().contains(v.kernel)) {
     std::string known = "causal";
     for (const auto& k : KernelRegistry::instance().names()) known += ", " + k;
     throw std::invalid_argument("bench attention: variant '" + name + "' is not among [" + known + "]");
   }
+  v.causal = name == "causal" || !KernelRegistry::instance().find(v.kernel).capabilities.bidirectional;
   // A kernel that projects the sequence to a fixed length declares that length as its option proj_dim;
   // its maximum length is the benchmark's n (KernelSpec.max_len).
   for (const KeyDoc& option : KernelRegistry::instance().find(v.kernel).options)
@@ -53,10 +54,14 @@ int run_attention_bench(const AttentionBenchOptions& o) {
       Tensor q = randn({o.batch, o.heads, n, o.dhead}, gen).set_requires_grad(true);
       Tensor k = randn({o.batch, o.heads, n, o.dhead}, gen).set_requires_grad(true);
       Tensor v = randn({o.batch, o.heads, n, o.dhead}, gen).set_requires_grad(true);
+      AttentionContext context{variant.causal, Tensor(), false};
+      // Kernels that compute gates from the layer input read one of the model's width, H x D.
+      if (kernel->capabilities().reads_input) context.input = randn({o.batch, n, o.heads * o.dhead}, gen).set_requires_grad(true);
       auto step = [&] {
-        for (Tensor* t : {&q, &k, &v}) t->zero_grad();
+        for (Tensor* t : {&q, &k, &v, &context.input})
+          if (t->defined()) t->zero_grad();
         kernel->zero_grad();
-        sum(kernel->forward(q, k, v, AttentionContext{variant.causal, Tensor(), false}).output).backward();
+        sum(kernel->forward(q, k, v, context).output).backward();
       };
       step();
       std::size_t reps = 0;

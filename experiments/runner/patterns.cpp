@@ -20,10 +20,15 @@ double monotonicity(const std::vector<double>& centroids) {
   return concordant + discordant > 0 ? (concordant - discordant) / (concordant + discordant) : 0.0;
 }
 
-double row_mass(const double* row, std::size_t k) {
+// The row as a distribution over keys, |p_j| / sum |p_j| (the row itself when it is one already), in
+// `buffer`; null for a row without mass (a padded or fully masked query).
+const double* as_distribution(const double* row, std::size_t k, std::vector<double>& buffer) {
   double mass = 0;
-  for (std::size_t j = 0; j < k; ++j) mass += row[j];
-  return mass;
+  for (std::size_t j = 0; j < k; ++j) mass += std::abs(row[j]);
+  if (!(mass > 0)) return nullptr;
+  buffer.resize(k);
+  for (std::size_t j = 0; j < k; ++j) buffer[j] = std::abs(row[j]) / mass;
+  return buffer.data();
 }
 
 // Entropy and centroid of a row, and its distance from key position i.
@@ -52,12 +57,12 @@ HeadMetrics head_metrics(const double* p, std::size_t q, std::size_t k, const st
   HeadMetrics m;
   if (real_k == 0 || real_k > k) real_k = k;
   std::size_t rows = 0, previous_rows = 0, induction_rows = 0;
-  std::vector<double> centroids;
+  std::vector<double> centroids, buffer;
   const std::size_t shift = k >= q ? k - q : 0;  // query i is key position i + shift (causal alignment)
   for (std::size_t r = 0; r < q; ++r) {
-    const double* row = p + r * k;
     const std::size_t i = r + shift;
-    if (i >= real_k || row_mass(row, k) <= 0) continue;  // a padded or fully masked query
+    const double* row = i < real_k ? as_distribution(p + r * k, k, buffer) : nullptr;
+    if (!row) continue;  // a padded or fully masked query
     ++rows;
     add_row(row, k, i, m, centroids);
     m.diagonal += row[i];
@@ -98,10 +103,10 @@ HeadMetrics cross_metrics(const double* p, std::size_t q, std::size_t k, std::si
   real_q = std::min(real_q, q);
   real_k = std::min(real_k, k);
   std::size_t rows = 0, aligned = 0;
-  std::vector<double> centroids;
+  std::vector<double> centroids, buffer;
   for (std::size_t i = 0; i < real_q; ++i) {
-    const double* row = p + i * k;
-    if (row_mass(row, k) <= 0) continue;
+    const double* row = as_distribution(p + i * k, k, buffer);
+    if (!row) continue;
     ++rows;
     add_row(row, k, i, m, centroids);
     if (i < real_k) {  // a target position with a source position to align to

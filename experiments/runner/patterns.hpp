@@ -1,7 +1,9 @@
-// What each attention head learned: per-head metrics of a pattern [queries, keys] (rows sum to one, or
-// are all zero for fully masked queries), averaged over the rows that have mass. Padding the model masks
-// is left out: queries past the real length do not count, and the real key length places the
-// anti-diagonal.
+// What each attention head learned: per-head metrics of a pattern [queries, keys], averaged over the rows
+// that have mass. Each row is read as a distribution over keys, |p_ij| / sum_j |p_ij|: for softmax-family
+// kernels (rows sum to one, or are all zero for fully masked queries) that is the row itself; for the
+// signed, unnormalised mixing of recurrent kernels and Linformer it says where the mixing weight lies,
+// whatever its sign. Padding the model masks is left out: queries past the real length do not count, and
+// the real key length places the anti-diagonal.
 //   entropy         -sum p log p (nats): 0 for a head that looks at one key, log(k) for a uniform one
 //   mean_distance   sum p |i - j|: how far a head looks (cross-attention: from the diagonal)
 //   diagonal        p(i, i): attending to itself (cross-attention: target position i to source position

@@ -5,7 +5,8 @@
 // zeroed before the projection. Not causal: a projection mixes every position into every projected one.
 //
 // The pattern is the effective token-to-token mixing of values, P F [Tq, T] (P the attention over the
-// projected positions), with each row divided by its sum so that rows sum to one like every kernel's.
+// projected positions): output = P F V exactly. F is learned and signed, so the rows do not sum to one
+// (the kernel declares no normalised pattern).
 //
 // Legend: B batch, H heads, Tq query tokens, T key tokens, k projected length, D head dim.
 #include <cmath>
@@ -27,6 +28,7 @@ class LinformerKernel : public AttentionKernel {
     KernelCapabilities c;
     c.causal = false;
     c.fixed_max_length = true;
+    c.normalised_pattern = false;
     return c;
   }
   struct Options {
@@ -100,8 +102,7 @@ class LinformerKernel : public AttentionKernel {
       NoGradGuard no_grad;
       Tensor mixing = matmul(weights, f);  // [B, H, Tq, T]
       if (keep.defined()) mixing = mixing * transpose(keep, 2, 3);  // padded values are zero: so is their weight
-      const Tensor total = sum(mixing, -1, true);
-      result.pattern = mixing / where(total.to(DType::boolean), total, ones({}, total.dtype()));
+      result.pattern = mixing;
     }
     return result;
   }

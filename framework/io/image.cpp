@@ -32,6 +32,33 @@ void viridis(double t, unsigned char* rgb) {
   for (int c = 0; c < 3; ++c) rgb[c] = static_cast<unsigned char>(stops[i][c] + f * (stops[i + 1][c] - stops[i][c]));
 }
 
+PatternScale pattern_scale(const double* pattern, std::size_t n) {
+  PatternScale scale;
+  double largest = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(pattern[i])) continue;
+    largest = std::max(largest, std::fabs(pattern[i]));
+    if (pattern[i] < 0) scale.signed_values = true;
+  }
+  // Weights of a distribution keep the absolute scale [0, 1]; other mixing is scaled by its largest magnitude.
+  scale.magnitude = scale.signed_values || largest > 1 ? largest : 1.0;
+  if (scale.magnitude == 0) scale.magnitude = 1;
+  return scale;
+}
+
+void pattern_colour(double v, const PatternScale& scale, unsigned char* rgb) {
+  if (!std::isfinite(v)) {
+    rgb[0] = rgb[1] = rgb[2] = 190;
+    return;
+  }
+  const double t = std::sqrt(std::fabs(v) / scale.magnitude);
+  if (scale.signed_values) {
+    diverging(v < 0 ? -t : t, rgb);
+  } else {
+    viridis(t, rgb);
+  }
+}
+
 void write_pattern_png(const std::string& path, const Tensor& patterns) {
   if (patterns.dim() != 4) throw std::invalid_argument("write_pattern_png: expected [layers, heads, queries, keys], got " + shape_str(patterns.shape()));
   const std::size_t layers = patterns.size(0), heads = patterns.size(1), tq = patterns.size(2), tk = patterns.size(3);
@@ -43,10 +70,12 @@ void write_pattern_png(const std::string& path, const Tensor& patterns) {
   for (std::size_t l = 0; l < layers; ++l)
     for (std::size_t h = 0; h < heads; ++h) {
       const std::size_t x0 = gap + h * (cell_w + gap), y0 = gap + l * (cell_h + gap);
+      const double* panel = v.data() + (l * heads + h) * tq * tk;
+      const PatternScale colours = pattern_scale(panel, tq * tk);
       for (std::size_t i = 0; i < tq; ++i)
         for (std::size_t j = 0; j < tk; ++j) {
           unsigned char rgb[3];
-          viridis(std::sqrt(std::max(0.0, v[((l * heads + h) * tq + i) * tk + j])), rgb);
+          pattern_colour(panel[i * tk + j], colours, rgb);
           for (std::size_t dy = 0; dy < scale; ++dy)
             for (std::size_t dx = 0; dx < scale; ++dx) {
               unsigned char* px = image.data() + ((y0 + i * scale + dy) * width + x0 + j * scale + dx) * 3;
@@ -59,7 +88,8 @@ void write_pattern_png(const std::string& path, const Tensor& patterns) {
 
 std::string encode_pattern_png(const double* pattern, std::size_t rows, std::size_t cols) {
   std::vector<unsigned char> image(rows * cols * 3);
-  for (std::size_t i = 0; i < rows * cols; ++i) viridis(std::sqrt(std::max(0.0, pattern[i])), image.data() + 3 * i);
+  const PatternScale colours = pattern_scale(pattern, rows * cols);
+  for (std::size_t i = 0; i < rows * cols; ++i) pattern_colour(pattern[i], colours, image.data() + 3 * i);
   return encode_rgb_png(image, cols, rows);
 }
 

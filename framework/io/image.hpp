@@ -8,12 +8,22 @@
 
 namespace attnlab {
 
-// patterns [layers, heads, queries, keys] (values in [0, 1]) as one PNG: a row of heads per layer, each
-// pattern drawn with square cells (queries down, keys across) on the viridis colour scale of sqrt(value),
-// so that small weights stay visible. Throws on a write failure.
+// How a pattern's cells are coloured: a pattern of weights in [0, 1] (softmax-family kernels) on viridis
+// of sqrt(value), so that small weights stay visible; a signed one (the mixing of recurrent kernels,
+// Linformer) on the diverging scale of sign x sqrt(|value| / m), blue negative, red positive, m its
+// largest magnitude; an unsigned one beyond 1 on viridis of sqrt(value / m).
+struct PatternScale {
+  bool signed_values = false;
+  double magnitude = 1;
+};
+PatternScale pattern_scale(const double* pattern, std::size_t n);
+void pattern_colour(double v, const PatternScale& scale, unsigned char* rgb);
+
+// patterns [layers, heads, queries, keys] as one PNG: a row of heads per layer, each pattern drawn with
+// square cells (queries down, keys across), coloured as above per pattern. Throws on a write failure.
 void write_pattern_png(const std::string& path, const Tensor& patterns);
 
-// One pattern (rows x cols, row-major) as PNG bytes, a pixel per cell, same colour scale; for reports
+// One pattern (rows x cols, row-major) as PNG bytes, a pixel per cell, coloured as above; for reports
 // that embed it and draw their own axes.
 std::string encode_pattern_png(const double* pattern, std::size_t rows, std::size_t cols);
 

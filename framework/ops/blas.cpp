@@ -74,4 +74,16 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const d
               static_cast<int>(ldc));
 }
 
+void unit_lower_solve(bool transpose, std::size_t m, std::size_t n, const float* l, std::size_t ldl, float* b, std::size_t ldb) {
+  if (m == 0 || n == 0) return;
+  cblas_strsm(CblasRowMajor, CblasLeft, CblasLower, transpose ? CblasTrans : CblasNoTrans, CblasUnit, static_cast<int>(m),
+              static_cast<int>(n), 1.0f, l, static_cast<int>(ldl), b, static_cast<int>(ldb));
+}
+
+void unit_lower_solve(bool transpose, std::size_t m, std::size_t n, const double* l, std::size_t ldl, double* b, std::size_t ldb) {
+  if (m == 0 || n == 0) return;
+  cblas_dtrsm(CblasRowMajor, CblasLeft, CblasLower, transpose ? CblasTrans : CblasNoTrans, CblasUnit, static_cast<int>(m),
+              static_cast<int>(n), 1.0, l, static_cast<int>(ldl), b, static_cast<int>(ldb));
+}
+
 }  // namespace attnlab

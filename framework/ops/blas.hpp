@@ -32,4 +32,9 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const f
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const double* a, std::size_t lda,
           const double* b, std::size_t ldb, double* c, std::size_t ldc, double beta = 0.0);
 
+// Solves op(L) X = B in place: B [m, n] (row-major, leading dimension ldb) becomes X, for L [m, m] unit
+// lower triangular (its diagonal and upper part are not read); op(L) = L^T when `transpose`. cblas_?trsm.
+void unit_lower_solve(bool transpose, std::size_t m, std::size_t n, const float* l, std::size_t ldl, float* b, std::size_t ldb);
+void unit_lower_solve(bool transpose, std::size_t m, std::size_t n, const double* l, std::size_t ldl, double* b, std::size_t ldb);
+
 }  // namespace attnlab

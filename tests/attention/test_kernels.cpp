@@ -1,9 +1,10 @@
 // The registry-driven kernel suite: every registered attention kernel is checked here by name, so a new
-// kernel is tested as soon as it registers. Properties: shapes, rows of the pattern sum to one, no leak
-// from future tokens under causal masking, padded keys ignored, float64 gradcheck over q, k, v and the
-// kernel's own parameters, causal and not, with and without padding; and for kernels that declare
-// cross-attention, the same with queries and keys of different lengths (and a clear error for those that
-// do not).
+// kernel is tested as soon as it registers. Properties: shapes, the output is the pattern times the
+// values, rows of the pattern sum to one (kernels that declare a normalised pattern), no leak from future
+// tokens under causal masking, padded keys ignored, float64 gradcheck over q, k, v, the layer input
+// (kernels that read it) and the kernel's own parameters, causal and not, with and without padding and
+// ALiBi; and for kernels that declare cross-attention, the same with queries and keys of different
+// lengths (and a clear error for those that do not).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -47,6 +48,15 @@ class KernelSuite : public ::testing::TestWithParam<std::string> {
     if (info().capabilities.causal) modes.push_back(true);
     return modes;
   }
+  // The context of a call: the layer input [B, tq, H D] (the same for every call) for kernels that read it.
+  AttentionContext context(bool causal, const Tensor& padding, bool pattern, std::size_t tq = kT, DType dtype = DType::float32) const {
+    AttentionContext c{causal, padding, pattern};
+    if (info().capabilities.reads_input) {
+      Generator gen(11);
+      c.input = randn({kB, tq, kH * kD}, gen, dtype);
+    }
+    return c;
+  }
   // Cross-attention is unmasked attention across two sequences: it needs both capabilities.
   bool supports_cross() const { return info().capabilities.cross_attention && info().capabilities.bidirectional; }
 };
@@ -56,15 +66,32 @@ TEST_P(KernelSuite, ShapesAndPatternRowsSumToOne) {
     auto kernel = build(GetParam(), causal);
     Generator gen(1);
     const Tensor q = randn({kB, kH, kT, kD}, gen), k = randn({kB, kH, kT, kD}, gen), v = randn({kB, kH, kT, kD}, gen);
-    const AttentionResult r = kernel->forward(q, k, v, AttentionContext{causal, Tensor(), info().capabilities.pattern});
+    const AttentionResult r = kernel->forward(q, k, v, context(causal, Tensor(), info().capabilities.pattern));
     EXPECT_EQ(r.output.shape(), (Shape{kB, kH, kT, kD}));
     if (!info().capabilities.pattern) continue;
     ASSERT_EQ(r.pattern.shape(), (Shape{kB, kH, kT, kT}));
-    for (double s : sum(r.pattern, -1).to_vector()) EXPECT_NEAR(s, 1.0, 1e-5) << "causal " << causal;
+    if (info().capabilities.normalised_pattern) {
+      for (double s : sum(r.pattern, -1).to_vector()) EXPECT_NEAR(s, 1.0, 1e-5) << "causal " << causal;
+    }
     if (causal) {
       for (std::size_t i = 0; i < kT; ++i)
         for (std::size_t j = i + 1; j < kT; ++j) EXPECT_EQ(r.pattern.at({0, 1, i, j}), 0.0);
     }
+  }
+}
+
+TEST_P(KernelSuite, OutputIsThePatternTimesTheValues) {
+  // The contract's meaning of "pattern": the effective mixing, output = pattern x values (float64, eval).
+  if (!info().capabilities.pattern) GTEST_SKIP() << GetParam() << " returns no pattern";
+  for (bool causal : causal_modes()) {
+    auto kernel = build(GetParam(), causal);
+    kernel->to(DType::float64);
+    kernel->eval();
+    Generator gen(9);
+    const Tensor q = randn({kB, kH, kT, kD}, gen, DType::float64), k = randn({kB, kH, kT, kD}, gen, DType::float64),
+                 v = randn({kB, kH, kT, kD}, gen, DType::float64);
+    const AttentionResult r = kernel->forward(q, k, v, context(causal, Tensor(), true, kT, DType::float64));
+    testing::expect_values(matmul(r.pattern, v), r.output.to_vector(), 1e-4);
   }
 }
 
@@ -75,11 +102,11 @@ TEST_P(KernelSuite, CausalOutputsDoNotSeeTheFuture) {
   const Tensor q = randn({kB, kH, kT, kD}, gen, DType::float64), k = randn({kB, kH, kT, kD}, gen, DType::float64),
                v = randn({kB, kH, kT, kD}, gen, DType::float64);
   kernel->to(DType::float64);
-  const Tensor before = kernel->forward(q, k, v, AttentionContext{true, Tensor(), false}).output;
+  const Tensor before = kernel->forward(q, k, v, context(true, Tensor(), false, kT, DType::float64)).output;
   Tensor k2 = k.clone(), v2 = v.clone(), q2 = q.clone();
   for (std::size_t c = 0; c < kD; ++c)
     for (Tensor* t : {&k2, &v2, &q2}) t->data<double>()[(kT - 2) * kD + c] += 5.0;  // batch 0, head 0, token T-2
-  const Tensor after = kernel->forward(q2, k2, v2, AttentionContext{true, Tensor(), false}).output;
+  const Tensor after = kernel->forward(q2, k2, v2, context(true, Tensor(), false, kT, DType::float64)).output;
   for (std::size_t t = 0; t + 2 < kT; ++t)
     for (std::size_t c = 0; c < kD; ++c) EXPECT_EQ(before.at({0, 0, t, c}), after.at({0, 0, t, c})) << "token " << t;
 }
@@ -95,7 +122,7 @@ TEST_P(KernelSuite, PaddedKeysAreIgnored) {
     std::vector<bool> pad(kB * kT, false);
     pad[1] = pad[kT - 1] = true;  // batch 0: keys 1 and T-1
     const Tensor padding = from_mask(pad, {kB, kT});
-    const AttentionResult r = kernel->forward(q, k, v, AttentionContext{causal, padding, info().capabilities.pattern});
+    const AttentionResult r = kernel->forward(q, k, v, context(causal, padding, info().capabilities.pattern, kT, DType::float64));
     // Changing padded keys and values changes nothing.
     Tensor k2 = k.clone(), v2 = v.clone();
     for (std::size_t h = 0; h < kH; ++h)
@@ -104,7 +131,7 @@ TEST_P(KernelSuite, PaddedKeysAreIgnored) {
           k2.data<double>()[(h * kT + t) * kD + c] += 3.0;
           v2.data<double>()[(h * kT + t) * kD + c] -= 3.0;
         }
-    const Tensor r2 = kernel->forward(q, k2, v2, AttentionContext{causal, padding, false}).output;
+    const Tensor r2 = kernel->forward(q, k2, v2, context(causal, padding, false, kT, DType::float64)).output;
     const auto a = r.output.to_vector(), b = r2.to_vector();
     for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-12);
     if (info().capabilities.pattern) {
@@ -119,10 +146,11 @@ TEST_P(KernelSuite, CrossAttentionShapesAndPatternRowsSumToOne) {
   for (const auto& [tq, tk] : kCrossShapes) {
     Generator gen(4);
     const Tensor q = randn({kB, kH, tq, kD}, gen), k = randn({kB, kH, tk, kD}, gen), v = randn({kB, kH, tk, kD}, gen);
-    const AttentionResult r = kernel->forward(q, k, v, AttentionContext{false, Tensor(), info().capabilities.pattern});
+    const AttentionResult r = kernel->forward(q, k, v, context(false, Tensor(), info().capabilities.pattern, tq));
     EXPECT_EQ(r.output.shape(), (Shape{kB, kH, tq, kD})) << "Tq " << tq << ", Tk " << tk;
     if (!info().capabilities.pattern) continue;
     ASSERT_EQ(r.pattern.shape(), (Shape{kB, kH, tq, tk})) << "Tq " << tq << ", Tk " << tk;
+    if (!info().capabilities.normalised_pattern) continue;
     for (double s : sum(r.pattern, -1).to_vector()) EXPECT_NEAR(s, 1.0, 1e-5) << "Tq " << tq << ", Tk " << tk;
   }
 }
@@ -139,8 +167,8 @@ TEST_P(KernelSuite, CrossAttentionRowsEqualTheSquareCall) {
     Generator gen(5);
     const Tensor queries = randn({kB, kH, std::max(tq, tk), kD}, gen, DType::float64);
     const Tensor k = randn({kB, kH, tk, kD}, gen, DType::float64), v = randn({kB, kH, tk, kD}, gen, DType::float64);
-    const Tensor cross = kernel->forward(slice(queries, 2, 0, static_cast<I>(tq)), k, v, AttentionContext{}).output;
-    const Tensor square = kernel->forward(slice(queries, 2, 0, static_cast<I>(tk)), k, v, AttentionContext{}).output;
+    const Tensor cross = kernel->forward(slice(queries, 2, 0, static_cast<I>(tq)), k, v, context(false, Tensor(), false, tq, DType::float64)).output;
+    const Tensor square = kernel->forward(slice(queries, 2, 0, static_cast<I>(tk)), k, v, context(false, Tensor(), false, tk, DType::float64)).output;
     for (std::size_t b = 0; b < kB; ++b)
       for (std::size_t h = 0; h < kH; ++h)
         for (std::size_t i = 0; i < std::min(tq, tk); ++i)
@@ -162,7 +190,7 @@ TEST_P(KernelSuite, CrossAttentionIgnoresPaddedKeys) {
     std::vector<bool> pad(kB * tk, false);
     for (std::size_t key : padded_keys) pad[key] = true;
     const Tensor padding = from_mask(pad, {kB, tk});
-    const AttentionResult r = kernel->forward(q, k, v, AttentionContext{false, padding, info().capabilities.pattern});
+    const AttentionResult r = kernel->forward(q, k, v, context(false, padding, info().capabilities.pattern, tq, DType::float64));
     // Changing padded keys and values changes nothing.
     Tensor k2 = k.clone(), v2 = v.clone();
     for (std::size_t key : padded_keys) {
@@ -173,7 +201,7 @@ TEST_P(KernelSuite, CrossAttentionIgnoresPaddedKeys) {
           v2.data<double>()[((b * kH + h) * tk + t) * kD + c] -= 3.0;
         }
     }
-    const Tensor r2 = kernel->forward(q, k2, v2, AttentionContext{false, padding, false}).output;
+    const Tensor r2 = kernel->forward(q, k2, v2, context(false, padding, false, tq, DType::float64)).output;
     const auto a = r.output.to_vector(), b = r2.to_vector();
     ASSERT_EQ(a.size(), b.size());
     for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-12) << "Tq " << tq << ", Tk " << tk;
@@ -234,7 +262,8 @@ INSTANTIATE_TEST_SUITE_P(Registry, KernelSuite, ::testing::ValuesIn(registered_k
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 TEST(KernelRegistry, HoldsEveryBuiltInKernel) {
-  for (const char* name : {"softmax", "linear", "sparse", "performer", "linformer", "cosine"}) EXPECT_TRUE(KernelRegistry::instance().contains(name)) << name;
+  for (const char* name : {"softmax", "linear", "sparse", "performer", "linformer", "cosine", "sliding_window", "delta", "gated_delta", "decay"})
+    EXPECT_TRUE(KernelRegistry::instance().contains(name)) << name;
 }
 
 TEST(KernelRegistry, UnknownNameListsWhatExists) {

@@ -34,7 +34,7 @@ Tensor alibi_bias(const std::vector<double>& slopes, std::size_t tq, std::size_t
     for (std::size_t i = 0; i < tq; ++i)
       for (std::size_t j = 0; j < tk; ++j)
         bias[(h * tq + i) * tk + j] = -slopes[h] * static_cast<double>(std::llabs(static_cast<std::int64_t>(i) + shift - static_cast<std::int64_t>(j)));
-  return from_vector(bias, {slopes.size(), tq, tk}).to(dtype);
+  return from_vector(bias, {slopes.size(), tq, tk}, dtype);
 }
 
 namespace {

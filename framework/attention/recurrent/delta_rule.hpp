@@ -1,0 +1,29 @@
+// The gated delta rule as one op, trained in chunks: the recurrence behind the `delta`, `gated_delta`
+// and `decay` kernels (recurrent/recurrent_kernels.cpp). Per head, with a state S [Dk, Dv] from zero,
+//   S_t = alpha_t S_{t-1} + k_t u_t^T,   u_t = beta_t (v_t - alpha_t S_{t-1}^T k_t),   o_t = S_t^T q_t,
+// which is DeltaNet's delta rule (Yang et al. 2024; alpha = 1), Gated DeltaNet's (Yang et al. 2025), and,
+// without the delta correction (u_t = v_t), linear attention with a decaying state: RetNet's retention
+// (fixed alpha per head) and the scalar gate of GLA and Mamba-2 (alpha_t from the input).
+//
+// Chunked form (the WY / UT transform): within a chunk of C tokens, with g_i = alpha_1 ... alpha_i the
+// decay from the chunk's start and Gamma_ij = g_i / g_j,
+//   (I + diag(beta) strict_lower(K K^T . Gamma)) U = diag(beta) (V - diag(g) K S)     (a triangular solve)
+//   O = diag(g) Q S + lower(Q K^T . Gamma) U,      S <- g_C S + K^T diag(g_C / g) U,
+// so the work is BLAS products of [C, C], [C, D] and [D, D] blocks, and between chunks one state. The
+// forward keeps the state at each chunk's start and U (O(T D) per head when C >= D); the backward runs
+// the chunks in reverse with the state's gradient, solving the transposed system once per chunk.
+//
+// Legend: B batch, H heads, T tokens, C chunk, Dk key dim, Dv value dim.
+#pragma once
+
+#include "framework/ops/ops.hpp"
+
+namespace attnlab {
+
+// q, k [B, H, T, Dk], v [B, H, T, Dv]; beta [B, H, T] (undefined: u_t = v_t, no delta correction);
+// log_alpha [B, H, T], log alpha_t <= 0 (undefined: alpha = 1). Returns o [B, H, T, Dv], differentiable in
+// all five. float32 or float64; `chunk` tokens per chunk (any T; the last chunk may be shorter).
+Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& log_alpha,
+                        std::size_t chunk = 64);
+
+}  // namespace attnlab

@@ -1,0 +1,259 @@
+// Recurrent kernels with a data-dependent write or forget, all through the chunked gated delta rule
+// (recurrent/delta_rule.hpp), causal only:
+//   delta        DeltaNet (Yang et al. 2024): S_t = S_{t-1} + beta_t k_t (v_t - S_{t-1}^T k_t)^T, o_t = S_t^T q_t,
+//                q and k L2-normalised, beta_t = sigmoid(w_h . x_t + b_h) from the layer input.
+//   gated_delta  Gated DeltaNet (Yang et al. 2025): the same with a decay alpha_t applied to the state before
+//                the write, Mamba-2's gate alpha_t = exp(-exp(a_h) softplus(w_h . x_t + dt_h)).
+//   decay        linear attention with a decaying state, S_t = alpha S_{t-1} + k_t v_t^T, q scaled by
+//                1/sqrt(D): fixed per head as RetNet's retention (gamma_h = 1 - 2^(-5-h), Sun et al. 2023) or
+//                from the input as the scalar gate of GLA and Mamba-2 (Yang et al. 2023; Dao and Gu 2024).
+// Each normalises its output per head by its root mean square (option output_norm, on by default, as
+// flash-linear-attention's o_norm and RetNet's group norm; the norm's gain would be absorbed by the
+// output projection, so it has none). Padded keys write nothing and decay nothing.
+//
+// Their pattern is the effective mixing o_i = sum_j A_ij v_j, signed and unnormalised (rows do not sum
+// to one): the output is linear in v for given q, k and gates, so A is the op applied to v = I (columns of
+// padded keys zero), its rows scaled as the output norm scales them.
+//
+// Legend: B batch, H heads, T tokens, C layer width, D head dim.
+#include <cmath>
+
+#include "framework/attention/kernel.hpp"
+#include "framework/attention/recurrent/delta_rule.hpp"
+#include "framework/nn/layers.hpp"
+
+namespace attnlab {
+namespace {
+
+using I = std::int64_t;
+
+enum class DecayGate { fixed, data };
+
+// Options the three kernels share.
+struct RecurrentOptions {
+  std::size_t chunk = 64;   // tokens per chunk of the chunked form
+  bool output_norm = true;  // RMS-normalise each head's output
+  DecayGate gate = DecayGate::fixed;  // decay only
+};
+
+void add_common_options(Schema<RecurrentOptions>& s) {
+  s.field("chunk", &RecurrentOptions::chunk, "tokens per chunk of the chunked (WY) form; changes speed, not values", Range::at_least(1));
+  s.field("output_norm", &RecurrentOptions::output_norm, "normalise each head's output by its root mean square (no gain)");
+}
+
+// x / sqrt(sum x^2 + eps) over the last axis.
+Tensor l2_normalise(const Tensor& x) { return mul(x, pow(add(sum(x * x, -1, true), 1e-6), -0.5)); }
+// 1 / sqrt(mean x^2 + eps) over the last axis, [..., 1].
+Tensor inverse_rms(const Tensor& x) { return pow(add(mean(x * x, -1, true), 1e-6), -0.5); }
+// log(1 + e^z) without overflow: relu(z) + log(1 + e^-|z|).
+Tensor softplus(const Tensor& z) {
+  const Tensor r = relu(z);
+  return r + log(add(exp(z - r - r), 1.0));
+}
+
+Tensor identity(std::size_t n, DType dtype) {
+  std::vector<double> values(n * n, 0.0);
+  for (std::size_t i = 0; i < n; ++i) values[i * n + i] = 1.0;
+  return from_vector(values, {n, n}, dtype);
+}
+
+// [B, T, H] -> [B, H, T]
+Tensor heads_first(const Tensor& x) { return permute(x, {0, 2, 1}); }
+
+// The keep mask [B, 1, T, 1] (1 for real keys) or undefined without padding.
+Tensor keep_mask(const AttentionContext& context, std::size_t batch, std::size_t t, DType dtype) {
+  if (!context.key_padding_mask.defined()) return Tensor();
+  check_key_padding_mask(context.key_padding_mask, batch, t);
+  return where(reshape(context.key_padding_mask, {static_cast<I>(batch), 1, static_cast<I>(t), 1}), zeros({}, dtype), ones({}, dtype));
+}
+
+// Mamba-2's decay gate: log alpha_t = -exp(a_h) softplus(w_h . x_t + dt_h), per head. Init as Mamba-2:
+// exp(a_h) uniform in [1, 16], softplus(dt_h) log-uniform in [0.001, 0.1].
+class DecayGateModule : public Module {
+ public:
+  DecayGateModule(std::size_t width, std::size_t heads, Generator& gen) {
+    proj = register_module("proj", std::make_shared<Linear>(width, heads, false, gen));
+    NoGradGuard no_grad;
+    std::vector<double> a(heads), dt(heads);
+    for (std::size_t h = 0; h < heads; ++h) {
+      a[h] = std::log(1.0 + 15.0 * gen.next_double());
+      const double step = std::exp(std::log(0.001) + (std::log(0.1) - std::log(0.001)) * gen.next_double());
+      dt[h] = step + std::log(-std::expm1(-step));  // softplus^-1(step)
+    }
+    a_log = register_parameter("a_log", from_vector(a, {heads}), ParamKind::bias);
+    dt_bias = register_parameter("dt_bias", from_vector(dt, {heads}), ParamKind::bias);
+  }
+  // x [B, T, C] -> log alpha [B, H, T]
+  Tensor forward(const Tensor& x) const { return heads_first(neg(exp(a_log)) * softplus(proj->forward(x) + dt_bias)); }
+  std::shared_ptr<Linear> proj;
+  Tensor a_log, dt_bias;
+};
+
+// What the three kernels share: the recurrence's call, padding, output norm and pattern.
+class RecurrentKernel : public AttentionKernel {
+ public:
+  static KernelCapabilities declared_capabilities() {
+    KernelCapabilities c;
+    c.bidirectional = false;
+    c.cross_attention = false;
+    c.normalised_pattern = false;
+    c.reads_input = true;
+    return c;
+  }
+  static StateSize state_size(const KernelSpec& spec, const RecurrentOptions&) {
+    const double d = static_cast<double>(spec.head_dim);
+    return {static_cast<double>(spec.n_heads) * d * d, 0, "S, a D x D state per head"};
+  }
+
+ protected:
+  explicit RecurrentKernel(const RecurrentOptions& options) : options_(options) {}
+  // q, k as the recurrence reads them, beta [B, H, T] (undefined: no delta correction), log alpha
+  // [B, H, T] (undefined: no decay), from the layer input x [B, T, C].
+  struct Inputs {
+    Tensor q, k, beta, log_alpha;
+  };
+  virtual Inputs prepare(const Tensor& q, const Tensor& k, const Tensor& x) const = 0;
+
+ public:
+  AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
+    const std::size_t batch = q.size(0), t = q.size(2);
+    if (!context.causal || k.size(2) != t || v.size(2) != t) {
+      throw std::invalid_argument(name() + ": a causal recurrence over one sequence (self-attention, causal mask)");
+    }
+    if (!context.input.defined() || context.input.dim() != 3 || context.input.size(0) != batch || context.input.size(1) != t) {
+      throw std::invalid_argument(name() + ": needs the layer input [B, T, C] in the attention context, got " +
+                                  (context.input.defined() ? shape_str(context.input.shape()) : std::string("none")));
+    }
+    Inputs in = prepare(q, k, context.input);
+    Tensor values = v;
+    const Tensor keep = keep_mask(context, batch, t, q.dtype());
+    if (keep.defined()) {  // padded keys write nothing and decay nothing
+      in.k = in.k * keep;
+      values = values * keep;
+      if (in.log_alpha.defined()) in.log_alpha = in.log_alpha * reshape(keep, {static_cast<I>(batch), 1, static_cast<I>(t)});
+    }
+    const Tensor raw = gated_delta_rule(in.q, in.k, values, in.beta, in.log_alpha, options_.chunk);  // [B, H, T, D]
+    AttentionResult result;
+    result.output = options_.output_norm ? raw * inverse_rms(raw) : raw;
+    if (context.need_pattern) {
+      NoGradGuard no_grad;
+      Tensor unit = broadcast_to(identity(t, q.dtype()), {batch, q.size(1), t, t});
+      if (keep.defined()) unit = unit * reshape(keep, {static_cast<I>(batch), 1, 1, static_cast<I>(t)});
+      const Tensor mixing = gated_delta_rule(in.q.detach(), in.k.detach(), unit, in.beta.defined() ? in.beta.detach() : Tensor(),
+                                             in.log_alpha.defined() ? in.log_alpha.detach() : Tensor(), options_.chunk);
+      result.pattern = options_.output_norm ? mixing * inverse_rms(raw.detach()) : mixing;
+    }
+    return result;
+  }
+
+ protected:
+  RecurrentOptions options_;
+};
+
+// beta_t = sigmoid(w_h . x_t + b_h): [B, H, T]
+class WriteStrength : public Module {
+ public:
+  WriteStrength(std::size_t width, std::size_t heads, Generator& gen) {
+    proj = register_module("proj", std::make_shared<Linear>(width, heads, true, gen));
+  }
+  Tensor forward(const Tensor& x) const { return heads_first(sigmoid(proj->forward(x))); }
+  std::shared_ptr<Linear> proj;
+};
+
+class DeltaKernel : public RecurrentKernel {
+ public:
+  static constexpr const char* kName = "delta";
+  static constexpr const char* kDescription =
+      "DeltaNet's delta rule S_t = S_{t-1} + beta_t k_t (v_t - S_{t-1}^T k_t)^T, L2-normalised q, k, beta from the input "
+      "(Yang et al. 2024); chunked, O(n (C + d) d) time, O(n d) memory; causal";
+  using Options = RecurrentOptions;
+  static Schema<Options> options_schema() {
+    Schema<Options> s;
+    add_common_options(s);
+    return s;
+  }
+  DeltaKernel(const KernelSpec& spec, const Options& options, Generator& gen) : RecurrentKernel(options) {
+    beta = register_module("beta", std::make_shared<WriteStrength>(spec.width(), spec.n_heads, gen));
+  }
+  std::shared_ptr<WriteStrength> beta;
+
+ protected:
+  Inputs prepare(const Tensor& q, const Tensor& k, const Tensor& x) const override {
+    return {l2_normalise(q), l2_normalise(k), beta->forward(x), Tensor()};
+  }
+};
+
+class GatedDeltaKernel : public RecurrentKernel {
+ public:
+  static constexpr const char* kName = "gated_delta";
+  static constexpr const char* kDescription =
+      "Gated DeltaNet: the delta rule with a decay alpha_t of the state (Mamba-2's gate) before each write (Yang et al. 2025); "
+      "chunked, O(n (C + d) d) time, O(n d) memory; causal";
+  using Options = RecurrentOptions;
+  static Schema<Options> options_schema() {
+    Schema<Options> s;
+    add_common_options(s);
+    return s;
+  }
+  GatedDeltaKernel(const KernelSpec& spec, const Options& options, Generator& gen) : RecurrentKernel(options) {
+    beta = register_module("beta", std::make_shared<WriteStrength>(spec.width(), spec.n_heads, gen));
+    decay = register_module("decay", std::make_shared<DecayGateModule>(spec.width(), spec.n_heads, gen));
+  }
+  std::shared_ptr<WriteStrength> beta;
+  std::shared_ptr<DecayGateModule> decay;
+
+ protected:
+  Inputs prepare(const Tensor& q, const Tensor& k, const Tensor& x) const override {
+    return {l2_normalise(q), l2_normalise(k), beta->forward(x), decay->forward(x)};
+  }
+};
+
+class DecayKernel : public RecurrentKernel {
+ public:
+  static constexpr const char* kName = "decay";
+  static constexpr const char* kDescription =
+      "linear attention with a decaying state S_t = alpha S_{t-1} + k_t v_t^T: fixed per head (RetNet) or from the input "
+      "(GLA's and Mamba-2's scalar gate); chunked, O(n (C + d) d) time, O(n d) memory; causal";
+  using Options = RecurrentOptions;
+  static Schema<Options> options_schema() {
+    static const EnumNames<DecayGate> gates{{"fixed", DecayGate::fixed}, {"data", DecayGate::data}};
+    Schema<Options> s;
+    add_common_options(s);
+    s.choice("gate", &Options::gate, gates,
+             "`fixed`: RetNet's gamma_h = 1 - 2^(-5-h); `data`: alpha_t from the layer input (Mamba-2's gate)");
+    return s;
+  }
+  DecayKernel(const KernelSpec& spec, const Options& options, Generator& gen)
+      : RecurrentKernel(options), scale_(1.0 / std::sqrt(static_cast<double>(spec.head_dim))) {
+    if (options.gate == DecayGate::data) {
+      decay = register_module("decay", std::make_shared<DecayGateModule>(spec.width(), spec.n_heads, gen));
+    } else {
+      log_gamma_.resize(spec.n_heads);  // kept in double: a float32 buffer would round gamma for float64 runs
+      for (std::size_t h = 0; h < spec.n_heads; ++h) log_gamma_[h] = std::log1p(-std::pow(2.0, -5.0 - static_cast<double>(h)));
+    }
+  }
+  std::shared_ptr<DecayGateModule> decay;
+
+ protected:
+  Inputs prepare(const Tensor& q, const Tensor& k, const Tensor& x) const override {
+    Tensor log_alpha;
+    if (decay) {
+      log_alpha = decay->forward(x);
+    } else {
+      log_alpha = broadcast_to(from_vector(log_gamma_, {log_gamma_.size(), 1}, q.dtype()), {q.size(0), q.size(1), q.size(2)});
+    }
+    return {mul(q, scale_), k, Tensor(), log_alpha};
+  }
+
+ private:
+  double scale_;
+  std::vector<double> log_gamma_;  // fixed decay: log gamma_h per head
+};
+
+}  // namespace
+
+ATTNLAB_REGISTER_KERNEL(DeltaKernel);
+ATTNLAB_REGISTER_KERNEL(GatedDeltaKernel);
+ATTNLAB_REGISTER_KERNEL(DecayKernel);
+
+}  // namespace attnlab

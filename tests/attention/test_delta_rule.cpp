@@ -1,0 +1,165 @@
+// The chunked gated delta rule against its definition, the token-by-token recurrence (composed from
+// autograd ops here), in float64: values and gradients of all five inputs, across chunk boundaries, with
+// and without the delta correction and the decay. And the recurrent kernels' own facts: RetNet's fixed
+// decays, beta in (0, 1) from the layer input, a signed pattern.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "framework/attention/kernel.hpp"
+#include "framework/attention/recurrent/delta_rule.hpp"
+#include "tests/test_util.hpp"
+
+namespace attnlab {
+namespace {
+
+using I = std::int64_t;
+constexpr std::size_t kB = 2, kH = 2, kT = 11, kDk = 3, kDv = 4;
+
+// S_t = alpha_t S_{t-1} + k_t u_t^T, u_t = beta_t (v_t - alpha_t S_{t-1}^T k_t) (u_t = v_t without beta),
+// o_t = S_t^T q_t, one token at a time.
+Tensor recurrence(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& log_alpha) {
+  const I b = static_cast<I>(q.size(0)), h = static_cast<I>(q.size(1));
+  Tensor state = zeros({q.size(0), q.size(1), q.size(3), v.size(3)}, DType::float64);
+  std::vector<Tensor> outputs;
+  for (I t = 0; t < static_cast<I>(q.size(2)); ++t) {
+    const Tensor qt = slice(q, 2, t, t + 1), kt = slice(k, 2, t, t + 1), vt = slice(v, 2, t, t + 1);  // [B, H, 1, D]
+    const Tensor decayed = log_alpha.defined() ? state * reshape(exp(slice(log_alpha, 2, t, t + 1)), {b, h, 1, 1}) : state;
+    Tensor u = vt;
+    if (beta.defined()) u = (vt - matmul(kt, decayed)) * reshape(slice(beta, 2, t, t + 1), {b, h, 1, 1});
+    state = decayed + matmul(kt, u, true, false);  // k_t u_t^T
+    outputs.push_back(matmul(qt, state));
+  }
+  return concat(outputs, 2);
+}
+
+struct Case {
+  bool delta, gated;
+  std::size_t chunk;
+};
+
+class DeltaRule : public ::testing::TestWithParam<Case> {};
+
+TEST_P(DeltaRule, ChunkedEqualsTheTokenByTokenRecurrenceInValuesAndGradients) {
+  const Case c = GetParam();
+  const Tensor q = testing::param({kB, kH, kT, kDk}, 1, 0.5), k = testing::param({kB, kH, kT, kDk}, 2, 0.5),
+               v = testing::param({kB, kH, kT, kDv}, 3);
+  const Tensor beta = c.delta ? testing::param_uniform({kB, kH, kT}, 4, 0.05, 0.95) : Tensor();
+  const Tensor log_alpha = c.gated ? testing::param_uniform({kB, kH, kT}, 5, -0.7, -0.01) : Tensor();
+  std::vector<Tensor> inputs{q, k, v};
+  if (c.delta) inputs.push_back(beta);
+  if (c.gated) inputs.push_back(log_alpha);
+  const Tensor weights = testing::param({kB, kH, kT, kDv}, 6);  // a loss that weighs every output differently
+  const Tensor chunked = gated_delta_rule(q, k, v, beta, log_alpha, c.chunk);
+  const Tensor reference = recurrence(q, k, v, beta, log_alpha);
+  testing::expect_values(chunked, reference.to_vector(), 1e-12);
+  const auto grads_of = [&](const Tensor& out) {
+    for (Tensor& t : inputs) t.zero_grad();
+    sum(out * weights).backward();
+    std::vector<std::vector<double>> grads;
+    for (const Tensor& t : inputs) grads.push_back(t.grad().to_vector());
+    return grads;
+  };
+  const auto got = grads_of(gated_delta_rule(q, k, v, beta, log_alpha, c.chunk)), want = grads_of(recurrence(q, k, v, beta, log_alpha));
+  for (std::size_t i = 0; i < got.size(); ++i)
+    for (std::size_t j = 0; j < got[i].size(); ++j) EXPECT_NEAR(got[i][j], want[i][j], 1e-12) << "input " << i << ", element " << j;
+}
+
+TEST_P(DeltaRule, Gradcheck) {
+  const Case c = GetParam();
+  std::vector<Tensor> inputs{testing::param({1, kH, kT, kDk}, 7, 0.5), testing::param({1, kH, kT, kDk}, 8, 0.5),
+                             testing::param({1, kH, kT, kDv}, 9)};
+  if (c.delta) inputs.push_back(testing::param_uniform({1, kH, kT}, 10, 0.05, 0.95));
+  if (c.gated) inputs.push_back(testing::param_uniform({1, kH, kT}, 11, -0.7, -0.01));
+  EXPECT_TRUE(testing::gradcheck_passes(
+      [&](const std::vector<Tensor>& in) {
+        return gated_delta_rule(in[0], in[1], in[2], c.delta ? in[3] : Tensor(), c.gated ? in[c.delta ? 4 : 3] : Tensor(), c.chunk);
+      },
+      inputs));
+}
+
+// Chunks of 4 and 3 over 11 tokens (a short last chunk), one chunk of all of them, and single tokens.
+INSTANTIATE_TEST_SUITE_P(Modes, DeltaRule,
+                         ::testing::Values(Case{true, true, 4}, Case{true, false, 3}, Case{false, true, 4}, Case{false, false, 3},
+                                           Case{true, true, 64}, Case{true, true, 1}),
+                         [](const ::testing::TestParamInfo<Case>& p) {
+                           return std::string(p.param.delta ? "delta" : "plain") + (p.param.gated ? "_gated" : "") + "_chunk" +
+                                  std::to_string(p.param.chunk);
+                         });
+
+TEST(DeltaRule, FloatMatchesDouble) {
+  const Tensor q = testing::param({1, 2, 150, 8}, 12, 0.3), k = testing::param({1, 2, 150, 8}, 13, 0.3), v = testing::param({1, 2, 150, 8}, 14);
+  const Tensor beta = testing::param_uniform({1, 2, 150}, 15, 0.1, 0.9), la = testing::param_uniform({1, 2, 150}, 16, -0.2, -0.01);
+  const Tensor exact = gated_delta_rule(q, k, v, beta, la, 64);
+  const Tensor single = gated_delta_rule(q.to(DType::float32), k.to(DType::float32), v.to(DType::float32), beta.to(DType::float32),
+                                         la.to(DType::float32), 64);
+  testing::expect_values(single, exact.to_vector(), 1e-4);
+}
+
+TEST(DeltaRule, BadShapesAreNamed) {
+  const Tensor q = zeros({1, 2, 5, 4}, DType::float64);
+  try {
+    gated_delta_rule(q, q, q, zeros({1, 2, 4}, DType::float64), Tensor());
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("beta and log_alpha must be [B, H, T]"), std::string::npos) << e.what();
+  }
+}
+
+// The decay kernel without output norm mixes v_j into o_i with (q_i . k_j / sqrt(D)) gamma_h^(i - j),
+// RetNet's gamma_h = 1 - 2^(-5 - h).
+TEST(RecurrentKernels, FixedDecayIsRetNetsGammaPerHead) {
+  Generator gen(0);
+  constexpr std::size_t h = 3, t = 6, d = 4;
+  auto kernel = make_kernel("decay", KernelSpec{h, d, t, true}, YAML::Load("{output_norm: false}"), gen);
+  kernel->to(DType::float64);
+  const Tensor q = testing::param({1, h, t, d}, 1), k = testing::param({1, h, t, d}, 2), v = testing::param({1, h, t, d}, 3);
+  AttentionContext context{true, Tensor(), true};
+  context.input = testing::param({1, t, h * d}, 4);
+  const Tensor pattern = kernel->forward(q, k, v, context).pattern;
+  const Tensor scores = matmul(q, k, false, true);
+  for (std::size_t head = 0; head < h; ++head) {
+    const double gamma = 1.0 - std::pow(2.0, -5.0 - static_cast<double>(head));
+    for (std::size_t i = 0; i < t; ++i)
+      for (std::size_t j = 0; j < t; ++j) {
+        const double want = j > i ? 0.0 : scores.at({0, head, i, j}) / std::sqrt(double(d)) * std::pow(gamma, double(i - j));
+        EXPECT_NEAR(pattern.at({0, head, i, j}), want, 1e-12) << "head " << head << ", " << i << " <- " << j;
+      }
+  }
+}
+
+// DeltaNet's pattern is signed: the delta rule subtracts what a key already retrieves.
+TEST(RecurrentKernels, DeltaPatternsAreSignedAndCausal) {
+  Generator gen(1);
+  auto kernel = make_kernel("delta", KernelSpec{2, 4, 8, true}, YAML::Node(), gen);
+  kernel->to(DType::float64);
+  const Tensor q = testing::param({1, 2, 8, 4}, 5), k = testing::param({1, 2, 8, 4}, 6), v = testing::param({1, 2, 8, 4}, 7);
+  AttentionContext context{true, Tensor(), true};
+  context.input = testing::param({1, 8, 8}, 8);
+  const Tensor pattern = kernel->forward(q, k, v, context).pattern;
+  bool negative = false;
+  for (std::size_t h = 0; h < 2; ++h)
+    for (std::size_t i = 0; i < 8; ++i)
+      for (std::size_t j = 0; j < 8; ++j) {
+        if (j > i) EXPECT_EQ(pattern.at({0, h, i, j}), 0.0);
+        negative = negative || pattern.at({0, h, i, j}) < 0;
+      }
+  EXPECT_TRUE(negative);
+  EXPECT_FALSE(kernel->capabilities().normalised_pattern);
+}
+
+TEST(RecurrentKernels, RefuseBidirectionalAndMissingInput) {
+  Generator gen(2);
+  EXPECT_THROW(make_kernel("delta", KernelSpec{2, 4, 8, false}, YAML::Node(), gen), std::invalid_argument);
+  auto kernel = make_kernel("gated_delta", KernelSpec{2, 4, 8, true}, YAML::Node(), gen);
+  const Tensor x = zeros({1, 2, 8, 4});
+  try {
+    kernel->forward(x, x, x, AttentionContext{true});
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("gated_delta: needs the layer input [B, T, C]"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace attnlab
