@@ -87,6 +87,15 @@ INSTANTIATE_TEST_SUITE_P(Modes, DeltaRule,
                                   std::to_string(p.param.chunk);
                          });
 
+// Decays strong enough that g_i = alpha_1 ... alpha_i underflows within a chunk take the exp path for
+// Gamma (log g below -600 in double); the values still equal the recurrence.
+TEST(DeltaRule, StrongDecaysEqualTheRecurrence) {
+  const Tensor q = testing::param({1, 2, 9, 3}, 17), k = testing::param({1, 2, 9, 3}, 18), v = testing::param({1, 2, 9, 4}, 19);
+  const Tensor beta = testing::param_uniform({1, 2, 9}, 20, 0.1, 0.9), la = testing::param_uniform({1, 2, 9}, 21, -120.0, -80.0);
+  testing::expect_values(gated_delta_rule(q, k, v, beta, la, 9), recurrence(q, k, v, beta, la).to_vector(), 1e-12);
+  testing::expect_values(gated_delta_rule(q, k, v, Tensor(), la, 9), recurrence(q, k, v, Tensor(), la).to_vector(), 1e-12);
+}
+
 TEST(DeltaRule, FloatMatchesDouble) {
   const Tensor q = testing::param({1, 2, 150, 8}, 12, 0.3), k = testing::param({1, 2, 150, 8}, 13, 0.3), v = testing::param({1, 2, 150, 8}, 14);
   const Tensor beta = testing::param_uniform({1, 2, 150}, 15, 0.1, 0.9), la = testing::param_uniform({1, 2, 150}, 16, -0.2, -0.01);

@@ -214,3 +214,48 @@ TEST(MultiHeadAttentionGradcheck, ThroughAReplacedActivation) {
 
 }  // namespace
 }  // namespace attnlab
+
+namespace attnlab {
+namespace {
+
+// The short causal convolution: y[t, c] = sum_j w[c, j] x[t - K + 1 + j, c], written out.
+TEST(ShortConv, EqualsItsDefinitionAndPassesGradcheck) {
+  const Tensor x = testing::param({2, 7, 5}, 1), w = testing::param({5, 3}, 2);
+  const Tensor y = causal_depthwise_conv(x, w);
+  std::vector<double> want(2 * 7 * 5, 0.0);
+  for (std::size_t b = 0; b < 2; ++b)
+    for (std::size_t t = 0; t < 7; ++t)
+      for (std::size_t c = 0; c < 5; ++c)
+        for (std::size_t j = 0; j < 3; ++j)
+          if (t + j >= 2) want[(b * 7 + t) * 5 + c] += w.at({c, j}) * x.at({b, t + j - 2, c});
+  testing::expect_values(y, want, 1e-12);
+  EXPECT_TRUE(testing::gradcheck_passes([](const std::vector<Tensor>& in) { return causal_depthwise_conv(in[0], in[1]); }, {x, w}));
+  EXPECT_THROW(causal_depthwise_conv(x, testing::param({4, 3}, 3)), std::invalid_argument);
+}
+
+// With the convolution on q, k, v, every kernel's module stays causal, and the weights are its parameters.
+TEST(ShortConv, MultiHeadAttentionWithItSeesNoFutureToken) {
+  for (const char* name : {"softmax", "delta"}) {
+    Generator gen(4);
+    auto kernel = make_kernel(name, KernelSpec{2, 4, 16, true}, YAML::Node(), gen);
+    auto mha = std::make_shared<MultiHeadAttention>(8, 2, kernel, true, gen, nullptr, nullptr, AttentionSetup{4, false});
+    mha->to(DType::float64);
+    ASSERT_TRUE(mha->short_conv);
+    EXPECT_EQ(mha->short_conv->weight.shape(), (Shape{24, 4}));
+    const Tensor x = testing::param({1, 9, 8}, 5);
+    const Tensor before = mha->self_attention(x, AttentionContext{true});
+    Tensor changed = x.detach().clone();
+    for (std::size_t c = 0; c < 8; ++c) changed.data<double>()[7 * 8 + c] += 3.0;  // token 7
+    const Tensor after = mha->self_attention(changed, AttentionContext{true});
+    for (std::size_t t = 0; t < 7; ++t)
+      for (std::size_t c = 0; c < 8; ++c) EXPECT_EQ(before.at({0, t, c}), after.at({0, t, c})) << name << " token " << t;
+    EXPECT_NE(before.at({0, 7, 0}), after.at({0, 7, 0})) << name;
+    EXPECT_TRUE(testing::gradcheck_passes(
+        [&](const std::vector<Tensor>& in) { return mha->self_attention(in[0], AttentionContext{true}); },
+        with_parameters({testing::param({1, 5, 8}, 6)}, *mha)))
+        << name;
+  }
+}
+
+}  // namespace
+}  // namespace attnlab

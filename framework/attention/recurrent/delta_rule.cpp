@@ -18,6 +18,7 @@
 
 #include "framework/ops/blas.hpp"
 #include "framework/ops/parallel.hpp"
+#include "framework/ops/row_kernels.hpp"
 
 namespace attnlab {
 namespace {
@@ -44,33 +45,52 @@ HeadInputs<T> head_inputs(const Tensor& q, const Tensor& k, const Tensor& v, con
 // Buffers of one worker, reused over chunks and heads.
 template <class T>
 struct Scratch {
-  std::vector<T> l, g, c, p, m, x, du, nd, nk, state;
+  std::vector<T> l, neg_l, g, c, gamma, p, m, x, du, nd, nk, state;
   explicit Scratch(const RuleDims& d)
-      : l(d.chunk), g(d.chunk), c(d.chunk), p(d.chunk * d.chunk), m(d.chunk * d.chunk), x(d.chunk * d.chunk),
-        du(d.chunk * d.dv), nd(d.chunk * d.dv), nk(d.chunk * d.dk), state(d.dk * d.dv) {}
+      : l(d.chunk), neg_l(d.chunk), g(d.chunk), c(d.chunk), gamma(d.chunk * d.chunk), p(d.chunk * d.chunk), m(d.chunk * d.chunk),
+        x(d.chunk * d.chunk), du(d.chunk * d.dv), nd(d.chunk * d.dv), nk(d.chunk * d.dk), state(d.dk * d.dv) {}
 };
 
-// The chunk's cumulative log decay l_i, g_i = exp(l_i) and c_i = exp(l_{n-1} - l_i); 0, 1, 1 ungated.
+// The chunk's cumulative log decay l_i, g_i = exp(l_i), c_i = exp(l_{n-1} - l_i) and, when gated,
+// Gamma_ij = exp(l_i - l_j) for j <= i; 0, 1, 1 ungated. Gamma is g_i / g_j while g stays far from
+// underflow (l > -60 in float, -600 in double), else one vectorised exp per entry (strong decays).
 template <class T>
 void chunk_gates(const T* log_alpha, std::size_t n, Scratch<T>& s) {
   T total = 0;
   for (std::size_t i = 0; i < n; ++i) {
     total += log_alpha ? log_alpha[i] : T(0);
     s.l[i] = total;
+    s.neg_l[i] = -total;
     s.g[i] = std::exp(total);
   }
   for (std::size_t i = 0; i < n; ++i) s.c[i] = std::exp(s.l[n - 1] - s.l[i]);
+  if (!log_alpha) return;
+  const T floor = sizeof(T) == 4 ? T(-60) : T(-600);
+  if (s.l[n - 1] > floor) {
+    for (std::size_t j = 0; j < n; ++j) s.neg_l[j] = T(1) / s.g[j];  // 1 / g_j
+    for (std::size_t i = 0; i < n; ++i) {
+      T* row = s.gamma.data() + i * n;
+      const T gi = s.g[i];
+#pragma omp simd
+      for (std::size_t j = 0; j <= i; ++j) row[j] = gi * s.neg_l[j];
+    }
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i) rowops::exp_shifted(s.neg_l.data(), s.gamma.data() + i * n, i + 1, s.neg_l[i]);  // exp(l_i - l_j)
 }
 
-// m [n, n] (leading dimension n) times Gamma_ij = exp(l_i - l_j) on and below the diagonal (strictly below
-// when `strict`), zero elsewhere.
+// m [n, n] (leading dimension n) times Gamma on and below the diagonal (strictly below when `strict`),
+// zero elsewhere.
 template <class T>
-void decay_lower(T* m, std::size_t n, const T* l, bool strict, bool gated) {
+void decay_lower(T* m, std::size_t n, const Scratch<T>& s, bool strict, bool gated) {
   for (std::size_t i = 0; i < n; ++i) {
     T* row = m + i * n;
+    const T* gamma = s.gamma.data() + i * n;
     const std::size_t end = strict ? i : i + 1;
-    if (gated)
-      for (std::size_t j = 0; j < end; ++j) row[j] *= std::exp(l[i] - l[j]);
+    if (gated) {
+#pragma omp simd
+      for (std::size_t j = 0; j < end; ++j) row[j] *= gamma[j];
+    }
     std::fill(row + end, row + n, T(0));
   }
 }
@@ -79,7 +99,7 @@ void decay_lower(T* m, std::size_t n, const T* l, bool strict, bool gated) {
 template <class T>
 void delta_system(const T* k, const T* beta, std::size_t n, const RuleDims& d, Scratch<T>& s) {
   gemm(false, true, n, n, d.dk, k, d.dk, k, d.dk, s.m.data(), n);
-  decay_lower(s.m.data(), n, s.l.data(), true, d.gated);
+  decay_lower(s.m.data(), n, s, true, d.gated);
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t j = 0; j < n; ++j) s.x[i * n + j] = beta[i] * s.m[i * n + j];
 }
@@ -100,7 +120,7 @@ void forward_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, s
     std::copy(v, v + n * d.dv, u);
   }
   gemm(false, true, n, n, d.dk, q, d.dk, k, d.dk, s.p.data(), n);
-  decay_lower(s.p.data(), n, s.l.data(), false, d.gated);                   // P
+  decay_lower(s.p.data(), n, s, false, d.gated);                   // P
   gemm(false, false, n, d.dv, d.dk, q, d.dk, state, d.dv, out, d.dv);       // Q S
   for (std::size_t i = 0; i < n; ++i)
     for (std::size_t e = 0; e < d.dv; ++e) out[i * d.dv + e] *= s.g[i];
@@ -134,24 +154,30 @@ void backward_delta(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, 
   T* db = s.du.data();
   unit_lower_solve(true, n, d.dv, s.x.data(), n, db, d.dv);          // dB = (I + A)^-T dU
   gemm(false, true, n, n, d.dv, db, d.dv, u, d.dv, s.p.data(), n);   // -dA = dB U^T
+  std::fill(s.nd.begin(), s.nd.begin() + static_cast<std::ptrdiff_t>(n), T(0));  // column sums of dM . M
   for (std::size_t i = 0; i < n; ++i) {
-    T dbeta = 0;
-    for (std::size_t j = 0; j < n; ++j) {
-      const std::size_t ij = i * n + j;
-      if (j >= i) {
-        s.x[ij] = 0;
-        continue;
-      }
-      const T da = -s.p[ij], dm = beta[i] * da;
-      dbeta += da * s.m[ij];
-      if (d.gated) {
-        dl[i] += dm * s.m[ij];
-        dl[j] -= dm * s.m[ij];
-      }
-      s.x[ij] = d.gated ? dm * std::exp(s.l[i] - s.l[j]) : dm;  // X
+    const T* mi = s.m.data() + i * n;
+    const T* gamma = s.gamma.data() + i * n;
+    T* pi = s.p.data() + i * n;
+    T* xi = s.x.data() + i * n;
+    T* column = s.nd.data();
+    T dbeta = 0, row = 0;
+    const T b = beta[i];
+#pragma omp simd reduction(+ : dbeta, row)
+    for (std::size_t j = 0; j < i; ++j) {
+      const T da = -pi[j], dm = b * da;
+      dbeta += da * mi[j];
+      const T share = dm * mi[j];
+      row += share;
+      column[j] += share;
+      xi[j] = d.gated ? dm * gamma[j] : dm;  // X
     }
+    std::fill(xi + i, xi + n, T(0));
     gr.dbeta[i] = dbeta;
+    if (d.gated) dl[i] += row;
   }
+  if (d.gated)
+    for (std::size_t j = 0; j < n; ++j) dl[j] -= s.nd[j];
   gemm(false, false, n, d.dk, n, s.x.data(), n, k, d.dk, gr.dk, d.dk, T(1));  // dK += X K
   gemm(true, false, n, d.dk, n, s.x.data(), n, k, d.dk, gr.dk, d.dk, T(1));   // dK += X^T K
   gemm(false, false, n, d.dv, d.dk, k, d.dk, state, d.dv, s.nd.data(), d.dv);  // K S
@@ -185,7 +211,7 @@ void backward_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, 
   std::vector<T> dl(n, T(0));
   const std::size_t last = n - 1;
   gemm(false, true, n, n, d.dk, q, d.dk, k, d.dk, s.p.data(), n);
-  decay_lower(s.p.data(), n, s.l.data(), false, d.gated);                         // P
+  decay_lower(s.p.data(), n, s, false, d.gated);                         // P
   gemm(true, false, n, d.dv, n, s.p.data(), n, gr.go, d.dv, s.du.data(), d.dv);   // dU = P^T dO
   gemm(false, false, n, d.dv, d.dk, k, d.dk, ds, d.dv, s.nd.data(), d.dv);        // K dS
   for (std::size_t j = 0; j < n; ++j) {
@@ -195,20 +221,25 @@ void backward_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, 
     dl[j] -= s.c[j] * dc;
   }
   gemm(false, true, n, n, d.dv, gr.go, d.dv, u, d.dv, s.x.data(), n);  // dP = dO U^T
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t j = 0; j < n; ++j) {
-      T& dp = s.x[i * n + j];
-      if (j > i) {
-        dp = 0;
-        continue;
-      }
-      if (d.gated) {
-        const T share = dp * s.p[i * n + j];
-        dl[i] += share;
-        dl[j] -= share;
-        dp *= std::exp(s.l[i] - s.l[j]);
-      }
+  std::fill(s.nk.begin(), s.nk.begin() + static_cast<std::ptrdiff_t>(n), T(0));  // column sums of dP . P
+  for (std::size_t i = 0; i < n; ++i) {
+    T* dp = s.x.data() + i * n;
+    std::fill(dp + i + 1, dp + n, T(0));
+    if (!d.gated) continue;
+    const T *pi = s.p.data() + i * n, *gamma = s.gamma.data() + i * n;
+    T* column = s.nk.data();
+    T row = 0;
+#pragma omp simd reduction(+ : row)
+    for (std::size_t j = 0; j <= i; ++j) {
+      const T share = dp[j] * pi[j];
+      row += share;
+      column[j] += share;
+      dp[j] *= gamma[j];
     }
+    dl[i] += row;
+  }
+  if (d.gated)
+    for (std::size_t j = 0; j < n; ++j) dl[j] -= s.nk[j];
   gemm(false, false, n, d.dk, n, s.x.data(), n, k, d.dk, gr.dq, d.dk);  // dQ = dP' K
   gemm(true, false, n, d.dk, n, s.x.data(), n, q, d.dk, gr.dk, d.dk);   // dK = dP'^T Q
   gemm(false, true, n, d.dk, d.dv, gr.go, d.dv, state, d.dv, s.nk.data(), d.dk);  // dO S^T
