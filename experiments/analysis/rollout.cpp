@@ -21,10 +21,12 @@ const char* head_fusion_name(HeadFusion fusion) { return fusion == HeadFusion::m
 
 namespace {
 
-// One layer's heads [H, T, T] fused into [T, T].
+// One layer's heads [H, T, T] fused into [T, T]. Signed mixing (Linformer's) enters through its
+// magnitude, as the pattern metrics read it: rollout composes how much each token draws on each other.
 std::vector<double> fuse(const Tensor& layer, HeadFusion fusion) {
   const std::size_t heads = layer.size(0), cells = layer.size(1) * layer.size(2);
-  const std::vector<double> v = layer.to_vector();
+  std::vector<double> v = layer.to_vector();
+  for (double& x : v) x = std::fabs(x);
   std::vector<double> fused(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(cells));
   for (std::size_t h = 1; h < heads; ++h)
     for (std::size_t i = 0; i < cells; ++i) {

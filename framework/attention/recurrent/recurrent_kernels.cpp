@@ -37,11 +37,6 @@ struct RecurrentOptions {
   DecayGate gate = DecayGate::fixed;  // decay only
 };
 
-void add_common_options(Schema<RecurrentOptions>& s) {
-  s.field("chunk", &RecurrentOptions::chunk, "tokens per chunk of the chunked (WY) form; changes speed, not values", Range::at_least(1));
-  s.field("output_norm", &RecurrentOptions::output_norm, "normalise each head's output by its root mean square (no gain)");
-}
-
 // y = x / sqrt(sum(x^2) / divisor + eps) over the last axis, as one op (L2 normalisation with divisor 1,
 // RMS normalisation with divisor D): five composed ops on [B, H, T, D] were a sixth of a gated step.
 // Backward: dx = r dy - (r^3 / divisor) x (x . dy), r the row's factor. `factors`, when given, receives
@@ -138,6 +133,14 @@ class RecurrentKernel : public AttentionKernel {
     c.reads_input = true;
     return c;
   }
+  // The options every one of them reads (decay adds its gate).
+  using Options = RecurrentOptions;
+  static Schema<Options> options_schema() {
+    Schema<Options> s;
+    s.field("chunk", &Options::chunk, "tokens per chunk of the chunked (WY) form; changes speed, not values", Range::at_least(1));
+    s.field("output_norm", &Options::output_norm, "normalise each head's output by its root mean square (no gain)");
+    return s;
+  }
   static StateSize state_size(const KernelSpec& spec, const RecurrentOptions&) {
     const double d = static_cast<double>(spec.head_dim);
     return {static_cast<double>(spec.n_heads) * d * d, 0, "S, a D x D state per head"};
@@ -205,12 +208,6 @@ class DeltaKernel : public RecurrentKernel {
   static constexpr const char* kDescription =
       "DeltaNet's delta rule S_t = S_{t-1} + beta_t k_t (v_t - S_{t-1}^T k_t)^T, L2-normalised q, k, beta from the input "
       "(Yang et al. 2024); chunked, O(n (C + d) d) time, O(n d) memory; causal";
-  using Options = RecurrentOptions;
-  static Schema<Options> options_schema() {
-    Schema<Options> s;
-    add_common_options(s);
-    return s;
-  }
   DeltaKernel(const KernelSpec& spec, const Options& options, Generator& gen) : RecurrentKernel(options) {
     beta = register_module("beta", std::make_shared<WriteStrength>(spec.width(), spec.n_heads, gen));
   }
@@ -228,12 +225,6 @@ class GatedDeltaKernel : public RecurrentKernel {
   static constexpr const char* kDescription =
       "Gated DeltaNet: the delta rule with a decay alpha_t of the state (Mamba-2's gate) before each write (Yang et al. 2025); "
       "chunked, O(n (C + d) d) time, O(n d) memory; causal";
-  using Options = RecurrentOptions;
-  static Schema<Options> options_schema() {
-    Schema<Options> s;
-    add_common_options(s);
-    return s;
-  }
   GatedDeltaKernel(const KernelSpec& spec, const Options& options, Generator& gen) : RecurrentKernel(options) {
     beta = register_module("beta", std::make_shared<WriteStrength>(spec.width(), spec.n_heads, gen));
     decay = register_module("decay", std::make_shared<DecayGateModule>(spec.width(), spec.n_heads, gen));
@@ -253,11 +244,9 @@ class DecayKernel : public RecurrentKernel {
   static constexpr const char* kDescription =
       "linear attention with a decaying state S_t = alpha S_{t-1} + k_t v_t^T: fixed per head (RetNet) or from the input "
       "(GLA's and Mamba-2's scalar gate); chunked, O(n (C + d) d) time, O(n d) memory; causal";
-  using Options = RecurrentOptions;
   static Schema<Options> options_schema() {
     static const EnumNames<DecayGate> gates{{"fixed", DecayGate::fixed}, {"data", DecayGate::data}};
-    Schema<Options> s;
-    add_common_options(s);
+    Schema<Options> s = RecurrentKernel::options_schema();
     s.choice("gate", &Options::gate, gates,
              "`fixed`: RetNet's gamma_h = 1 - 2^(-5-h); `data`: alpha_t from the layer input (Mamba-2's gate)");
     return s;
