@@ -110,5 +110,19 @@ TEST(PatternMetrics, CrossAttentionAlignments) {
   EXPECT_DOUBLE_EQ(m.monotonicity, -1.0);
 }
 
+// Signed, unnormalised mixing (recurrent kernels, Linformer) is read through its magnitude: a row scaled
+// or with its signs flipped says the same about where the head looks.
+TEST(PatternMetrics, SignedRowsAreReadThroughTheirMagnitude) {
+  std::vector<double> soft(3 * 3, 0.0), mixed(3 * 3, 0.0);
+  const double rows[3][3] = {{1, 0, 0}, {0.25, 0.75, 0}, {0.5, 0.25, 0.25}};
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 3; ++j) {
+      soft[i * 3 + j] = rows[i][j];
+      mixed[i * 3 + j] = (j % 2 ? -3.0 : 3.0) * rows[i][j];  // scaled by 3, every other key negative
+    }
+  const HeadMetrics a = head_metrics(soft.data(), 3, 3, {}), b = head_metrics(mixed.data(), 3, 3, {});
+  for (const auto& [name, member] : head_metric_fields()) EXPECT_NEAR(a.*member, b.*member, 1e-12) << name;
+}
+
 }  // namespace
 }  // namespace attnlab

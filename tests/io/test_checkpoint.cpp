@@ -119,3 +119,32 @@ TEST(PatternPng, WritesAGridOfHeadsPerLayer) {
 
 }  // namespace
 }  // namespace attnlab
+
+namespace attnlab {
+namespace {
+
+// Distributions keep the absolute [0, 1] viridis scale; signed mixing goes on the diverging scale of its
+// largest magnitude (negative blue, zero white, positive red).
+TEST(PatternPng, SignedPatternsUseTheDivergingScale) {
+  const std::vector<double> weights{0.0, 0.5, 1.0, 0.25};
+  PatternScale s = pattern_scale(weights.data(), weights.size());
+  EXPECT_FALSE(s.signed_values);
+  EXPECT_EQ(s.magnitude, 1.0);
+  const std::vector<double> mixing{-2.0, 0.0, 1.0, 0.5};
+  s = pattern_scale(mixing.data(), mixing.size());
+  EXPECT_TRUE(s.signed_values);
+  EXPECT_EQ(s.magnitude, 2.0);
+  unsigned char negative[3], zero[3], positive[3], want[3];
+  pattern_colour(-2.0, s, negative);
+  pattern_colour(0.0, s, zero);
+  pattern_colour(2.0, s, positive);
+  diverging(-1.0, want);
+  EXPECT_EQ(std::vector<int>(negative, negative + 3), std::vector<int>(want, want + 3));
+  diverging(0.0, want);
+  EXPECT_EQ(std::vector<int>(zero, zero + 3), std::vector<int>(want, want + 3));
+  diverging(1.0, want);
+  EXPECT_EQ(std::vector<int>(positive, positive + 3), std::vector<int>(want, want + 3));
+}
+
+}  // namespace
+}  // namespace attnlab
