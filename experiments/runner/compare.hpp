@@ -13,10 +13,17 @@
 //   dir: runs                      # where the comparison folder goes (default runs)
 //   analyze: true                  # also run `attnlab analyze` on every finished run (default false);
 //                                  # the summary and report then set each variant's analysis side by side
+//   grid:                          # axes crossed with the variants and seeds (optional): a run per
+//     model.d_model: [64, 128]     # (variant, grid point, seed), in runs/<variant>/d_model-64/lr-0.001/seed_<s>
+//     train.optimizer.lr: [1e-3, 3e-3]
+//   select: {over: train.optimizer.lr, by: token_accuracy}   # report each variant (at each point of the
+//                                  # other axes) at its best value of one axis: mean final `by` over seeds
 //
-// The folder holds runs/<variant>/seed_<s>/ (ordinary run folders, each with its report.html),
+// The folder holds runs/<variant>/seed_<s>/ (ordinary run folders, each with its report.html; with a grid,
+// one folder level per axis between),
 // runs/<variant>/seed_<s>.yaml (the resolved config each was started from) and .log (its output),
-// summary.csv, summary.md, runs.csv and report.html. Every variant is resolved and validated before
+// summary.csv, summary.md, runs.csv and report.html (with a grid also summary_all.csv, a row per grid
+// point; when the rows differ in attention state size the report plots the metric against it). Every variant is resolved and validated before
 // anything runs; errors point at the comparison file. Runs are child processes of this binary, `jobs` at
 // a time with `threads` threads each. Running the same command again resumes: finished runs (those with
 // summary.json) are kept, interrupted ones continue from their last.ckpt, and a run whose resolved config

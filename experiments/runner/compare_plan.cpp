@@ -1,17 +1,13 @@
 #include "experiments/runner/compare_plan.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
-#include <optional>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <set>
-#include <sstream>
 
 #include "experiments/runner/config.hpp"
-#include "experiments/runner/file_fields.hpp"
 #include "experiments/runner/metrics_log.hpp"
-#include "experiments/runner/report.hpp"
 #include "experiments/runner/run_folder.hpp"
 #include "framework/io/atomic_file.hpp"
 #include "framework/io/config_node.hpp"
@@ -33,6 +29,12 @@ std::string flow(const YAML::Node& value) {
 // Keys the comparison sets for each of its runs: a run's seed, its folder's name and the folder it is in.
 bool set_per_run(const std::string& key) { return key == "seed" || key == "name" || key == "log.dir" || key == "log"; }
 
+// Where a value is written in the comparison file, and what writes it, for errors about its run's config.
+std::string origin_of(const ConfigNode& node, const YAML::Node& at, const std::string& what) {
+  const YAML::Mark m = at.Mark();
+  return node.source().file() + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1) + ": " + what;
+}
+
 // A mapping of dotted keys to values, as overrides described by their position in the comparison file.
 std::vector<std::pair<std::string, std::string>> read_overrides(const ConfigNode& node, const std::string& key, const std::string& who) {
   const YAML::Node map = node.node()[key];
@@ -45,10 +47,7 @@ std::vector<std::pair<std::string, std::string>> read_overrides(const ConfigNode
     if (set_per_run(name)) {
       node.fail_at(kv.first, who + ": '" + name + "' is set by the comparison for each run (use seeds: and name:)");
     }
-    const YAML::Mark m = kv.first.Mark();
-    const std::string origin = node.source().file() + ":" + std::to_string(m.line + 1) + ":" + std::to_string(m.column + 1) + ": " +
-                               who + " sets `" + name + ": " + flow(kv.second) + "`";
-    out.emplace_back(name + "=" + flow(kv.second), origin);
+    out.emplace_back(name + "=" + flow(kv.second), origin_of(node, kv.first, who + " sets `" + name + ": " + flow(kv.second) + "`"));
   }
   return out;
 }
@@ -95,12 +94,100 @@ void read_variants(const ConfigNode& node, CompareSpec& spec) {
   }
 }
 
+// `grid: {KEY: [v1, v2, ...], ...}`: each key a config key no variant or `set` assigns, each value a
+// scalar that can name a folder.
+void read_grid(const ConfigNode& node, CompareSpec& spec) {
+  const YAML::Node grid = node.node()["grid"];
+  if (!grid.IsDefined() || grid.IsNull()) return;
+  if (!grid.IsMap() || grid.size() == 0)
+    node.fail("grid", "'grid' must map config keys to lists of values, e.g. grid: {model.d_model: [64, 128], train.optimizer.lr: [1e-3, 3e-3]}");
+  std::map<std::string, int> leaves;
+  for (const auto& kv : grid) {
+    const std::string key = kv.first.Scalar();
+    if (set_per_run(key)) node.fail_at(kv.first, "grid: '" + key + "' is set by the comparison for each run (use seeds: and name:)");
+    if (!kv.second.IsSequence() || kv.second.size() == 0)
+      node.fail_at(kv.second, "grid: '" + key + "' must list the values it takes, e.g. " + key + ": [1e-3, 3e-3]");
+    GridAxis axis;
+    axis.key = key;
+    axis.label = key.substr(key.rfind('.') + 1);
+    for (const YAML::Node& value : kv.second) {
+      if (!value.IsScalar()) node.fail_at(value, "grid: the values of '" + key + "' must be single values (numbers, names), not lists or mappings");
+      const std::string text = flow(value);
+      if (std::count(axis.values.begin(), axis.values.end(), text)) node.fail_at(value, "grid: '" + key + "' lists " + text + " twice");
+      const std::string problem = folder_name_problem(axis.label + "-" + text);
+      if (!problem.empty()) node.fail_at(value, "grid: the value " + text + " of '" + key + "' names its runs' folder, but " + problem);
+      axis.values.push_back(text);
+      axis.origins.push_back(origin_of(node, value, "grid sets `" + key + ": " + text + "`"));
+    }
+    ++leaves[axis.label];
+    spec.grid.push_back(axis);
+  }
+  for (GridAxis& axis : spec.grid)
+    if (leaves[axis.label] > 1) axis.label = axis.key;  // two axes end alike (a.window, b.window): name them whole
+  const auto clash = [&](const std::vector<std::pair<std::string, std::string>>& overrides) {
+    for (const auto& [assignment, origin] : overrides)
+      for (const GridAxis& axis : spec.grid)
+        if (assignment.substr(0, assignment.find('=')) == axis.key)
+          throw ConfigError::at_origin(origin, "the grid varies '" + axis.key + "' too; set it in one place");
+  };
+  clash(spec.common);
+  for (const CompareVariant& v : spec.variants) clash(v.overrides);
+}
+
+// `select: {over: KEY, by: METRIC}`, KEY one of the grid's axes.
+void read_select(const ConfigNode& node, CompareSpec& spec) {
+  const YAML::Node select = node.node()["select"];
+  if (!select.IsDefined() || select.IsNull()) return;
+  if (!select.IsMap()) node.fail("select", "'select' must be a mapping, e.g. select: {over: train.optimizer.lr, by: token_accuracy}");
+  ConfigNode map(select, "select", node.source_ptr());
+  const std::string over = map.get<std::string>("over", "");
+  if (spec.grid.empty()) node.fail("select", "'select' picks a value of a grid axis for each variant, but there is no grid:");
+  std::string axes;
+  CompareSelect out;
+  out.axis = spec.grid.size();
+  for (std::size_t a = 0; a < spec.grid.size(); ++a) {
+    axes += (a ? ", " : "") + spec.grid[a].key;
+    if (spec.grid[a].key == over) out.axis = a;
+  }
+  if (out.axis == spec.grid.size()) map.fail("over", "'over' must name one of the grid's axes (" + axes + "), not '" + over + "'");
+  out.by = map.get_choice("by", spec.metric, {"token_accuracy", "exact_match", "loss"});
+  map.finish();
+  spec.select = out;
+}
+
 // The base config's path, resolved against the comparison file's folder.
 std::string base_path(const CompareSpec& spec) { return (fs::path(spec.file).parent_path() / spec.base).string(); }
 
 }  // namespace
 
 std::string CompareSpec::folder() const { return (fs::path(dir) / name).string(); }
+
+std::vector<std::vector<std::size_t>> CompareSpec::points() const {
+  std::vector<std::vector<std::size_t>> out = {{}};
+  for (const GridAxis& axis : grid) {
+    std::vector<std::vector<std::size_t>> next;
+    for (const auto& point : out)
+      for (std::size_t i = 0; i < axis.values.size(); ++i) {
+        next.push_back(point);
+        next.back().push_back(i);
+      }
+    out = next;
+  }
+  return out;
+}
+
+std::string CompareSpec::point_folder(const std::vector<std::size_t>& point) const {
+  std::string out;
+  for (std::size_t a = 0; a < grid.size(); ++a) out += (a ? "/" : "") + grid[a].label + "-" + grid[a].values[point[a]];
+  return out;
+}
+
+std::string CompareSpec::point_label(const std::vector<std::size_t>& point, std::size_t skip) const {
+  std::string out;
+  for (std::size_t a = 0; a < grid.size(); ++a)
+    if (a != skip) out += (out.empty() ? "" : " ") + grid[a].label + "=" + grid[a].values[point[a]];
+  return out;
+}
 
 CompareSpec read_compare_spec(const std::string& path) {
   CompareSpec spec;
@@ -122,9 +209,13 @@ CompareSpec read_compare_spec(const std::string& path) {
   node.allow("seeds");
   node.allow("set");
   node.allow("variants");
+  node.allow("grid");
+  node.allow("select");
   spec.seeds = read_seeds(node);
   spec.common = read_overrides(node, "set", "'set'");
   read_variants(node, spec);
+  read_grid(node, spec);
+  read_select(node, spec);
   node.finish();
   return spec;
 }
@@ -146,42 +237,63 @@ void check_same_run(const CompareSpec& spec, const CompareVariant& variant, cons
                         ": " + differences + "); set a new name: for the comparison, or remove the folder to start again");
 }
 
+// "(its overrides)", or "(base)" for a variant that changes nothing.
+std::string described(const CompareVariant& v) { return v.overrides.empty() ? v.description : "(" + v.description + ")"; }
+
+// A variant's config at one grid point: the base, then `set`, the variant's overrides, the point's values
+// and the command line's; errors name the comparison file (or the command line).
+ExperimentConfig variant_config(const CompareSpec& spec, const CompareVariant& variant, const std::vector<std::size_t>& point,
+                                const std::vector<std::string>& extra, const std::string& base, const std::string& base_text) {
+  std::vector<std::pair<std::string, std::string>> overrides = spec.common;
+  overrides.insert(overrides.end(), variant.overrides.begin(), variant.overrides.end());
+  for (std::size_t a = 0; a < spec.grid.size(); ++a)
+    overrides.emplace_back(spec.grid[a].key + "=" + spec.grid[a].values[point[a]], spec.grid[a].origins[point[a]]);
+  for (const std::string& e : extra) {
+    const std::string key = e.substr(0, e.find('='));
+    if (set_per_run(key)) {
+      throw ConfigError::at_origin("command-line override `" + e + "`",
+                                   "the comparison sets seed, name and log.dir for each run; choose the seeds with seeds: and the "
+                                   "folder with name: and dir: in " + spec.file + " (its runs go to " + spec.folder() + ")");
+    }
+    for (const GridAxis& axis : spec.grid)
+      if (key == axis.key)
+        throw ConfigError::at_origin("command-line override `" + e + "`", "the grid of " + spec.file + " varies '" + key +
+                                                                             "'; change its values there (the runs' folders are named by them)");
+    overrides.emplace_back(e, "");
+  }
+  try {
+    return parse_config(base_text, base, overrides);
+  } catch (const ConfigError& e) {
+    if (!e.origin().empty()) throw;  // already names the comparison file's line, or the command line
+    const std::string at = spec.grid.empty() ? "" : " at " + spec.point_label(point);
+    throw ConfigError(spec.file, variant.mark.line + 1, variant.mark.column + 1,
+                      "variant '" + variant.name + "' " + described(variant) + at + ": " + e.what());
+  }
+}
+
 std::vector<PlannedRun> plan_comparison(const CompareSpec& spec, const std::vector<std::string>& extra, bool against_existing) {
   const std::string base = base_path(spec), base_text = read_config_text(base), dir = spec.folder();
   std::vector<PlannedRun> plan;
   for (std::size_t v = 0; v < spec.variants.size(); ++v) {
     const CompareVariant& variant = spec.variants[v];
-    std::vector<std::pair<std::string, std::string>> overrides = spec.common;
-    overrides.insert(overrides.end(), variant.overrides.begin(), variant.overrides.end());
-    for (const std::string& e : extra) {
-      if (set_per_run(e.substr(0, e.find('=')))) {
-        throw ConfigError::at_origin("command-line override `" + e + "`",
-                                     "the comparison sets seed, name and log.dir for each run; choose the seeds with seeds: and the "
-                                     "folder with name: and dir: in " + spec.file + " (its runs go to " + dir + ")");
+    for (const std::vector<std::size_t>& point : spec.points()) {
+      ExperimentConfig config = variant_config(spec, variant, point, extra, base, base_text);
+      const std::string folder = "runs/" + variant.name + (spec.grid.empty() ? "" : "/" + spec.point_folder(point));
+      for (std::uint64_t seed : spec.seeds) {
+        PlannedRun p;
+        p.variant = v;
+        p.point = point;
+        p.seed = seed;
+        p.rel = folder + "/seed_" + std::to_string(seed);
+        p.run_dir = dir + "/" + p.rel;
+        p.config_file = p.run_dir + ".yaml";
+        config.seed = seed;
+        config.name = "seed_" + std::to_string(seed);
+        config.log.dir = dir + "/" + folder;
+        p.config_yaml = config_to_yaml(config);
+        if (against_existing && fs::exists(p.config_file)) check_same_run(spec, variant, p, config);
+        plan.push_back(p);
       }
-      overrides.emplace_back(e, "");
-    }
-    const YAML::Mark mark = variant.mark;
-    ExperimentConfig config;
-    try {
-      config = parse_config(base_text, base, overrides);
-    } catch (const ConfigError& e) {
-      if (!e.origin().empty()) throw;  // already names the comparison file's line, or the command line
-      throw ConfigError(spec.file, mark.line + 1, mark.column + 1, "variant '" + variant.name + "' (" + variant.description + "): " + e.what());
-    }
-    for (std::uint64_t seed : spec.seeds) {
-      PlannedRun p;
-      p.variant = v;
-      p.seed = seed;
-      p.rel = "runs/" + variant.name + "/seed_" + std::to_string(seed);
-      p.run_dir = dir + "/" + p.rel;
-      p.config_file = p.run_dir + ".yaml";
-      config.seed = seed;
-      config.name = "seed_" + std::to_string(seed);
-      config.log.dir = dir + "/runs/" + variant.name;
-      p.config_yaml = config_to_yaml(config);
-      if (against_existing && fs::exists(p.config_file)) check_same_run(spec, variant, p, config);
-      plan.push_back(p);
     }
   }
   return plan;
@@ -196,127 +308,6 @@ std::string run_status(const PlannedRun& p) {
 bool needs_running(const PlannedRun& p) {
   const std::string status = run_status(p);
   return status != "finished" && status != "diverged";
-}
-
-// ---- the summary ----
-
-namespace {
-
-struct Stats {
-  double mean = NAN, std = NAN;
-};
-Stats stats(const std::vector<double>& v) {
-  Stats s;
-  if (v.empty()) return s;
-  double sum = 0;
-  for (double x : v) sum += x;
-  s.mean = sum / static_cast<double>(v.size());
-  if (v.size() > 1) {
-    double sq = 0;
-    for (double x : v) sq += (x - s.mean) * (x - s.mean);
-    s.std = std::sqrt(sq / static_cast<double>(v.size() - 1));
-  }
-  return s;
-}
-
-std::string num(double v, const char* format = "%.6g") {
-  if (std::isnan(v)) return "";
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, format, v);
-  return buffer;
-}
-
-// One finished run's figures.
-struct RunFigures {
-  double final_metric = NAN, best_metric = NAN, final_loss = NAN, seconds = NAN, tokens_per_s = NAN, peak_mb = NAN, params = NAN;
-};
-
-RunFigures figures(const RunRecord& run, const std::string& metric) {
-  RunFigures f;
-  const auto curve = run.eval_curve(metric);
-  f.final_metric = run.final_value(metric);
-  for (const auto& p : curve)
-    f.best_metric = std::isnan(f.best_metric) ? p.second : metric == "loss" ? std::min(f.best_metric, p.second) : std::max(f.best_metric, p.second);
-  f.final_loss = run.final_value("loss");
-  if (run.summary) {
-    f.seconds = run.summary->train_seconds, f.tokens_per_s = run.summary->tokens_per_s;
-    f.peak_mb = run.summary->peak_rss_mb, f.params = static_cast<double>(run.summary->params);
-  }
-  return f;
-}
-
-// A variant's finished runs, summarised, with its rows of runs.csv.
-struct VariantFigures {
-  std::vector<double> final_metric, best_metric, loss, seconds, rate;
-  double peak = NAN, params = NAN;
-  ComparisonVariant report;
-};
-
-VariantFigures variant_figures(const CompareSpec& spec, const std::vector<PlannedRun>& plan, std::size_t v, std::ostream& runs_csv) {
-  VariantFigures out;
-  out.report = ComparisonVariant{spec.variants[v].name, spec.variants[v].description, {}};
-  for (const PlannedRun& p : plan) {
-    if (p.variant != v) continue;
-    const std::string status = run_status(p);
-    runs_csv << csv_field(spec.variants[v].name) << "," << p.seed << "," << p.rel << "," << status;
-    if (status != "finished") {
-      runs_csv << ",,,,,,,\n";
-      continue;
-    }
-    const RunFigures f = figures(read_run(p.run_dir), spec.metric);
-    out.report.run_dirs.push_back(p.rel);
-    out.final_metric.push_back(f.final_metric), out.best_metric.push_back(f.best_metric), out.loss.push_back(f.final_loss);
-    out.seconds.push_back(f.seconds), out.rate.push_back(f.tokens_per_s);
-    out.peak = std::isnan(out.peak) ? f.peak_mb : std::max(out.peak, f.peak_mb);
-    out.params = f.params;
-    runs_csv << "," << num(f.final_metric) << "," << num(f.best_metric) << "," << num(f.final_loss) << "," << num(f.seconds) << ","
-             << num(f.tokens_per_s) << "," << num(f.peak_mb) << "," << num(f.params, "%.0f") << "\n";
-  }
-  return out;
-}
-
-}  // namespace
-
-void write_comparison_summary(const CompareSpec& spec, const std::vector<PlannedRun>& plan) {
-  const std::string dir = spec.folder(), m = spec.metric;
-  const bool percent = m != "loss";
-  auto shown = [&](double v) { return std::isnan(v) ? std::string("-") : percent ? num(100 * v, "%.2f%%") : num(v, "%.4f"); };
-  std::ostringstream csv, runs_csv, md, table;
-  csv << "variant,seeds,final_" << m << "_mean,final_" << m << "_std,best_" << m << "_mean,best_" << m
-      << "_std,final_eval_loss_mean,train_seconds_mean,tokens_per_s_mean,peak_rss_mb_max,params,overrides\n";
-  runs_csv << "variant,seed,run,status,final_" << m << ",best_" << m << ",final_eval_loss,train_seconds,tokens_per_s,peak_rss_mb,params\n";
-  const std::string columns[] = {"variant", "seeds", "final " + m + " (mean ± std)", "best " + m, "final held-out loss", "train time (s)",
-                                 "tokens/s", "peak memory (MiB)", "parameters", "overrides"};
-  md << "|";
-  table << "<table><tr>";
-  for (const std::string& c : columns) md << " " << c << " |", table << "<th>" << c << "</th>";
-  md << "\n|---|---|---|---|---|---|---|---|---|---|\n";
-  table << "</tr>";
-  std::vector<ComparisonVariant> report_variants;
-  for (std::size_t v = 0; v < spec.variants.size(); ++v) {
-    const VariantFigures f = variant_figures(spec, plan, v, runs_csv);
-    const Stats fm = stats(f.final_metric), bm = stats(f.best_metric), l = stats(f.loss), s = stats(f.seconds), r = stats(f.rate);
-    const CompareVariant& variant = spec.variants[v];
-    csv << csv_field(variant.name) << "," << f.final_metric.size() << "," << num(fm.mean) << "," << num(fm.std) << "," << num(bm.mean)
-        << "," << num(bm.std) << "," << num(l.mean) << "," << num(s.mean) << "," << num(r.mean) << "," << num(f.peak) << ","
-        << num(f.params, "%.0f") << "," << csv_field(variant.description) << "\n";
-    const std::string spread = std::isnan(fm.std) ? "" : " ± " + (percent ? num(100 * fm.std, "%.2f") : num(fm.std, "%.4f"));
-    const std::string cells[] = {std::to_string(f.final_metric.size()) + "/" + std::to_string(spec.seeds.size()), shown(fm.mean) + spread,
-                                 shown(bm.mean), num(l.mean, "%.4f"), num(s.mean, "%.1f"), num(r.mean, "%.0f"), num(f.peak, "%.0f"),
-                                 num(f.params, "%.0f")};
-    md << "| " << variant.name;
-    table << "<tr><td>" << variant.name << "</td>";
-    for (const std::string& c : cells) md << " | " << c, table << "<td>" << c << "</td>";
-    md << " | `" << variant.description << "` |\n";
-    table << "<td style=\"text-align:left\"><code>" << variant.description << "</code></td></tr>";
-    report_variants.push_back(f.report);
-  }
-  table << "</table>";
-  write_file_atomically(dir + "/summary.csv", csv.str());
-  write_file_atomically(dir + "/runs.csv", runs_csv.str());
-  write_file_atomically(dir + "/summary.md", "# " + spec.name + "\n\nBase: `" + spec.base + "`; seeds: " + std::to_string(spec.seeds.size()) +
-                                                 "; metric: " + m + " on the held-out split (final = at the last step).\n\n" + md.str());
-  write_comparison_report(dir, spec.name, m, report_variants, table.str());
 }
 
 }  // namespace attnlab

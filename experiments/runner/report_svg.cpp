@@ -33,26 +33,31 @@ std::string tick_label(double v) {
 
 // Where a chart's data falls on the canvas.
 struct Frame {
-  double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;  // y in log10 when log_y
+  double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;  // in log10 when log_x, log_y
   double left = 52, top = 24, plot_w = 0, plot_h = 0;
-  bool log_y = false;
+  bool log_x = false, log_y = false;
   bool empty() const { return !std::isfinite(x0); }
-  double px(double x) const { return left + (x - x0) / (x1 - x0) * plot_w; }
+  double px(double x) const { return left + ((log_x ? std::log10(x) : x) - x0) / (x1 - x0) * plot_w; }
   double py(double y) const { return top + (1 - ((log_y ? std::log10(y) : y) - y0) / (y1 - y0)) * plot_h; }
-  bool drawable(double y) const { return std::isfinite(y) && (!log_y || y > 0); }
+  bool drawable(double x, double y) const { return std::isfinite(x) && std::isfinite(y) && (!log_x || x > 0) && (!log_y || y > 0); }
 };
 
-Frame frame_for(const std::vector<Series>& series, YScale scale, int width, int height) {
+Frame frame_for(const std::vector<Series>& series, YScale scale, int width, int height, bool log_x) {
   Frame f;
   f.log_y = scale == YScale::log;
+  f.log_x = log_x;
   for (const Series& s : series)
     for (const auto& [x, y] : s.points) {
-      if (!f.drawable(y)) continue;
-      const double v = f.log_y ? std::log10(y) : y;
-      f.x0 = std::min(f.x0, x), f.x1 = std::max(f.x1, x), f.y0 = std::min(f.y0, v), f.y1 = std::max(f.y1, v);
+      if (!f.drawable(x, y)) continue;
+      const double u = f.log_x ? std::log10(x) : x, v = f.log_y ? std::log10(y) : y;
+      f.x0 = std::min(f.x0, u), f.x1 = std::max(f.x1, u), f.y0 = std::min(f.y0, v), f.y1 = std::max(f.y1, v);
     }
   if (f.empty()) return f;
   if (f.x1 == f.x0) f.x0 -= 1, f.x1 += 1;
+  if (f.log_x) {
+    const double pad = (f.x1 - f.x0) * 0.04;
+    f.x0 -= pad, f.x1 += pad;
+  }
   if (scale == YScale::unit) f.y0 = std::min(f.y0, 0.0), f.y1 = std::max(f.y1, 1.0);
   if (scale == YScale::signed_unit) f.y0 = std::min(f.y0, -1.0), f.y1 = std::max(f.y1, 1.0);
   if (f.y1 == f.y0) f.y0 -= 0.5, f.y1 += 0.5;
@@ -69,43 +74,50 @@ void grid_line(std::ostringstream& svg, const Frame& f, double y, const std::str
       << "\" stroke=\"#eee\"/><text x=\"" << f.left - 4 << "\" y=\"" << y + 4 << "\" text-anchor=\"end\">" << label << "</text>";
 }
 
-void draw_axes(std::ostringstream& svg, const Frame& f, int height) {
-  svg << "<rect x=\"" << f.left << "\" y=\"" << f.top << "\" width=\"" << f.plot_w << "\" height=\"" << f.plot_h
-      << "\" fill=\"none\" stroke=\"#999\"/>";
-  for (double t : ticks(f.x0, f.x1)) {
-    svg << "<line x1=\"" << f.px(t) << "\" x2=\"" << f.px(t) << "\" y1=\"" << f.top + f.plot_h << "\" y2=\"" << f.top + f.plot_h + 4
-        << "\" stroke=\"#999\"/><text x=\"" << f.px(t) << "\" y=\"" << f.top + f.plot_h + 15 << "\" text-anchor=\"middle\">"
-        << tick_label(t) << "</text>";
+// Tick positions over [low, high] (log10 units when `log`) with their values: round values, or on a log
+// scale powers of ten, and 2 and 5 times them when the range spans less than about two decades.
+std::vector<std::pair<double, double>> axis_ticks(double low, double high, bool log) {
+  std::vector<std::pair<double, double>> out;
+  if (!log) {
+    for (double t : ticks(low, high)) out.emplace_back(t, t);
+    return out;
   }
-  svg << "<text x=\"" << f.left + f.plot_w / 2 << "\" y=\"" << height - 4 << "\" text-anchor=\"middle\" fill=\"#555\">step</text>";
-  const auto canvas_y = [&](double v) { return f.top + (1 - (v - f.y0) / (f.y1 - f.y0)) * f.plot_h; };
-  if (!f.log_y) {
-    for (double t : ticks(f.y0, f.y1)) grid_line(svg, f, canvas_y(t), tick_label(t));
-    return;
-  }
-  // Powers of ten, and 2 and 5 times them when the range spans less than about two decades.
-  const std::vector<double> mantissas = f.y1 - f.y0 < 2 ? std::vector<double>{1, 2, 5} : std::vector<double>{1};
-  for (double e = std::floor(f.y0); e <= f.y1; ++e)
+  const std::vector<double> mantissas = high - low < 2 ? std::vector<double>{1, 2, 5} : std::vector<double>{1};
+  for (double e = std::floor(low); e <= high; ++e)
     for (double m : mantissas) {
       const double v = std::log10(m) + e;
-      if (v >= f.y0 && v <= f.y1) grid_line(svg, f, canvas_y(v), tick_label(m * std::pow(10, e)));
+      if (v >= low && v <= high) out.emplace_back(v, m * std::pow(10, e));
     }
+  return out;
+}
+
+void draw_axes(std::ostringstream& svg, const Frame& f, int height, const std::string& x_label) {
+  svg << "<rect x=\"" << f.left << "\" y=\"" << f.top << "\" width=\"" << f.plot_w << "\" height=\"" << f.plot_h
+      << "\" fill=\"none\" stroke=\"#999\"/>";
+  for (const auto& [at, value] : axis_ticks(f.x0, f.x1, f.log_x)) {
+    const double x = f.left + (at - f.x0) / (f.x1 - f.x0) * f.plot_w;
+    svg << "<line x1=\"" << x << "\" x2=\"" << x << "\" y1=\"" << f.top + f.plot_h << "\" y2=\"" << f.top + f.plot_h + 4
+        << "\" stroke=\"#999\"/><text x=\"" << x << "\" y=\"" << f.top + f.plot_h + 15 << "\" text-anchor=\"middle\">"
+        << tick_label(value) << "</text>";
+  }
+  svg << "<text x=\"" << f.left + f.plot_w / 2 << "\" y=\"" << height - 4 << "\" text-anchor=\"middle\" fill=\"#555\">"
+      << escape(x_label) << "</text>";
+  for (const auto& [at, value] : axis_ticks(f.y0, f.y1, f.log_y))
+    grid_line(svg, f, f.top + (1 - (at - f.y0) / (f.y1 - f.y0)) * f.plot_h, tick_label(value));
 }
 
 void draw_series(std::ostringstream& svg, const Frame& f, const Series& s) {
-  std::ostringstream path;
+  std::ostringstream path, dots;
   std::size_t drawn = 0;
   for (const auto& [x, y] : s.points) {
-    if (!f.drawable(y)) continue;
+    if (!f.drawable(x, y)) continue;
     path << (drawn++ ? " L" : "M") << f.px(x) << " " << f.py(y);
+    dots << "<circle cx=\"" << f.px(x) << "\" cy=\"" << f.py(y) << "\" r=\"2.5\" fill=\"" << s.colour << "\"/>";
   }
   if (drawn == 0) return;
   svg << "<path d=\"" << path.str() << "\" fill=\"none\" stroke=\"" << s.colour << "\" stroke-width=\"1.6\""
       << (s.dashed ? " stroke-dasharray=\"5 3\"" : "") << "><title>" << escape(s.name) << "</title></path>";
-  if (drawn == 1) {
-    svg << "<circle cx=\"" << f.px(s.points.back().first) << "\" cy=\"" << f.py(s.points.back().second) << "\" r=\"2.5\" fill=\""
-        << s.colour << "\"/>";
-  }
+  if (drawn == 1 || s.markers) svg << dots.str();
 }
 
 void draw_legend(std::ostringstream& svg, const std::vector<Series>& series, int width, int height, std::size_t columns) {
@@ -179,7 +191,8 @@ std::string base64(const std::string& bytes) {
   return out;
 }
 
-std::string line_chart(const std::string& title, const std::vector<Series>& series, YScale scale, int width, int height) {
+std::string line_chart(const std::string& title, const std::vector<Series>& series, YScale scale, int width, int height,
+                       const XAxis& x_axis) {
   std::size_t longest = 0;
   for (const Series& s : series) longest = std::max(longest, s.name.size());
   const std::size_t columns = std::clamp<std::size_t>(static_cast<std::size_t>((width - 20) / (longest * 6.5 + 34)), 1, 4);
@@ -189,12 +202,12 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
   svg << "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << total_height
       << "\" viewBox=\"0 0 " << width << " " << total_height << "\" font-family=\"sans-serif\" font-size=\"11\">"
       << "<text x=\"" << width / 2 << "\" y=\"15\" text-anchor=\"middle\" font-weight=\"bold\">" << escape(title) << "</text>";
-  const Frame f = frame_for(series, scale, width, height);
+  const Frame f = frame_for(series, scale, width, height, x_axis.log);
   if (f.empty()) {
     svg << "<text x=\"" << width / 2 << "\" y=\"" << height / 2 << "\" text-anchor=\"middle\" fill=\"#777\">no data yet</text></svg>";
     return svg.str();
   }
-  draw_axes(svg, f, height);
+  draw_axes(svg, f, height, x_axis.label);
   for (const Series& s : series) draw_series(svg, f, s);
   if (legend_rows) draw_legend(svg, series, width, height, columns);
   svg << "</svg>";

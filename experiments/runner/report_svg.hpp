@@ -14,6 +14,7 @@ struct Series {
   std::vector<std::pair<double, double>> points;  // (step, value); non-finite values are skipped
   std::string colour;
   bool dashed = false;
+  bool markers = false;  // a dot at every point (for few points, such as a metric against state size)
 };
 
 enum class YScale { linear, log, unit, signed_unit };  // unit: linear over [0, 1] (accuracies); signed_unit: over [-1, 1]
@@ -26,9 +27,15 @@ std::string escape(const std::string& s);
 std::string fmt(const char* format, double v);
 std::string base64(const std::string& bytes);
 
-// A line chart over steps; a legend below when there is more than one series.
+// What the x values are: steps by default; `log` spaces them by decades (a state size, a width).
+struct XAxis {
+  std::string label = "step";
+  bool log = false;
+};
+
+// A line chart; a legend below when there is more than one series.
 std::string line_chart(const std::string& title, const std::vector<Series>& series, YScale scale = YScale::linear,
-                       int width = 460, int height = 260);
+                       int width = 460, int height = 260, const XAxis& x_axis = {});
 // The sqrt colour scale of the heatmaps, 0 to 1.
 std::string colour_bar();
 // One pattern [tq, tk] as an SVG panel: the key tokens across the top, the query tokens down the left.

@@ -2,7 +2,8 @@
 # End to end: `attnlab compare` on a tiny comparison (two variants x two seeds, two at a time) writes
 # every run, summary.csv/md, runs.csv and report.html; every file a report references exists; the same
 # command again reruns nothing; a changed config is refused; a bad comparison file fails with
-# file:line:column before anything is written; an interrupted comparison resumes.
+# file:line:column before anything is written; an interrupted comparison resumes; a grid sweep with
+# `select` reports each variant at its best learning rate and plots the metric against state size.
 # Usage: compare_cli.sh ATTNLAB_BINARY SOURCE_DIR WORK_DIR
 set -uo pipefail
 attnlab=$1 source=$2 work=$3
@@ -121,6 +122,46 @@ grep -q "DIVERGED runs/linear/seed_0" "$work/diverge.log" || { cat "$work/diverg
 grep -q "^linear,0,runs/linear/seed_0,diverged" "$work/out/diverge/runs.csv" || fail "runs.csv does not mark the diverged run"
 "$attnlab" compare "$work/diverge.yaml" > "$work/diverge-again.log" 2>&1
 grep -q "4 of 4 runs already done" "$work/diverge-again.log" || fail "a diverged run was retried"
+
+# A sweep: 2 variants x a grid of 2 widths x 2 learning rates x 1 seed, each variant reported at its best
+# learning rate per width; widths change the state size, so the report plots the metric against it.
+cat > "$work/sweep.yaml" <<YAML
+name: sweep
+base: base.yaml
+seeds: [0]
+set: {train.steps: 8, train.batch_size: 4, train.eval_interval: 4, train.eval_batches: 1, log.interval: 4, log.patterns: false,
+      train.schedule: {kind: constant, warmup_steps: 0}, model.n_layers: 1, model.n_heads: 2}
+variants:
+  softmax: {}
+  linear: {model.attention.name: linear}
+grid:
+  model.d_model: [8, 16]
+  train.optimizer.lr: [1e-3, 3e-2]
+select: {over: train.optimizer.lr, by: loss}
+dir: $work/out
+YAML
+sweep=$work/out/sweep
+"$attnlab" compare "$work/sweep.yaml" --jobs 2 > "$work/sweep.log" 2>&1 || { cat "$work/sweep.log"; fail "the sweep did not finish"; }
+grep -q "2 variants x 4 grid points x 1 seeds; 0 of 8 runs already done" "$work/sweep.log" || { cat "$work/sweep.log"; fail "the sweep's plan is not announced"; }
+for v in softmax linear; do
+  for d in 8 16; do
+    for lr in 1e-3 3e-2; do [ -s "$sweep/runs/$v/d_model-$d/lr-$lr/seed_0/summary.json" ] || fail "run $v d_model $d lr $lr did not finish"; done
+  done
+done
+[ "$(tail -n +2 "$sweep/summary_all.csv" | wc -l)" = 8 ] || { cat "$sweep/summary_all.csv"; fail "summary_all.csv lacks a row per grid point"; }
+[ "$(tail -n +2 "$sweep/summary.csv" | wc -l)" = 4 ] || { cat "$sweep/summary.csv"; fail "summary.csv lacks a row per variant and width"; }
+head -n 1 "$sweep/summary.csv" | grep -q '^variant,d_model,lr,seeds,.*,state_size,select_loss_mean,overrides$' || fail "summary.csv's columns"
+# Each selected row's held-out loss is the lowest of its variant and width (columns: 1 variant, 2 d_model, 3 lr, 15 select_loss_mean).
+awk -F, 'NR == FNR { if (FNR > 1) best[$1 "," $2] = $15; next }
+         FNR > 1 && $15 + 0 < best[$1 "," $2] + 0 { print "not the best: " $0; bad = 1 } END { exit bad }' \
+  "$sweep/summary.csv" "$sweep/summary_all.csv" || fail "select did not keep the lowest loss"
+[ "$(cut -d, -f1,2 "$sweep/summary.csv" | tail -n +2 | sort -u | wc -l)" = 4 ] || fail "a variant and width is selected twice or not at all"
+grep -q '^| softmax | 8 | [0-9e.-]* | 1/1 |' "$sweep/summary.md" && grep -q 'lr (best of 2)' "$sweep/summary.md" || { cat "$sweep/summary.md"; fail "summary.md does not show the chosen lr"; }
+# State sizes: softmax keeps its keys and values (grows with the width), linear a d x d state per head.
+[ "$(awk -F, 'NR > 1 { print $14 }' "$sweep/summary.csv" | sort -u | wc -l)" = 4 ] || fail "the rows do not differ in state size"
+grep -q 'token_accuracy against state size</text>' "$sweep/report.html" || fail "the report has no plot against state size"
+check_references "$sweep/report.html"
+"$attnlab" compare "$work/sweep.yaml" > "$work/sweep-again.log" 2>&1 && grep -q "8 of 8 runs already done" "$work/sweep-again.log" || fail "a finished sweep reran"
 
 echo "$failures failures"
 [ "$failures" = 0 ]
