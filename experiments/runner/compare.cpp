@@ -175,9 +175,9 @@ int run_comparison(const std::string& config_path, const CompareOptions& options
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int jobs = std::max(1, options.jobs), threads = options.threads > 0 ? options.threads : std::max(1, cores / jobs);
   const std::string grid = spec.grid.empty() ? "" : " x " + std::to_string(spec.points().size()) + " grid points";
-  std::printf("attnlab compare: %s, %zu variants%s x %zu seeds; %zu of %zu runs already done; %d at a time, %d thread%s each\n",
-              spec.folder().c_str(), spec.variants.size(), grid.c_str(), spec.seeds.size(), plan.size() - training, plan.size(), jobs,
-              threads, threads == 1 ? "" : "s");
+  std::printf("attnlab compare: %s, %zu variant%s%s x %zu seed%s; %zu of %zu runs already done; %d at a time, %d thread%s each\n",
+              spec.folder().c_str(), spec.variants.size(), spec.variants.size() == 1 ? "" : "s", grid.c_str(), spec.seeds.size(),
+              spec.seeds.size() == 1 ? "" : "s", plan.size() - training, plan.size(), jobs, threads, threads == 1 ? "" : "s");
   std::fflush(stdout);
   StopSignals stop(false);  // no restart: a signal wakes the wait below
   RunPool pool(spec, plan.size(), jobs, threads);

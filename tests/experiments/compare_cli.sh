@@ -142,7 +142,7 @@ dir: $work/out
 YAML
 sweep=$work/out/sweep
 "$attnlab" compare "$work/sweep.yaml" --jobs 2 > "$work/sweep.log" 2>&1 || { cat "$work/sweep.log"; fail "the sweep did not finish"; }
-grep -q "2 variants x 4 grid points x 1 seeds; 0 of 8 runs already done" "$work/sweep.log" || { cat "$work/sweep.log"; fail "the sweep's plan is not announced"; }
+grep -q "2 variants x 4 grid points x 1 seed; 0 of 8 runs already done" "$work/sweep.log" || { cat "$work/sweep.log"; fail "the sweep's plan is not announced"; }
 for v in softmax linear; do
   for d in 8 16; do
     for lr in 1e-3 3e-2; do [ -s "$sweep/runs/$v/d_model-$d/lr-$lr/seed_0/summary.json" ] || fail "run $v d_model $d lr $lr did not finish"; done
