@@ -155,6 +155,46 @@ std::string state_plot(const CompareSpec& spec, const std::vector<const Cell*>& 
                             {"state size (numbers per sequence)", true});
 }
 
+// summary.csv (the shown rows) and summary_all.csv (every cell): the same columns.
+std::string summary_csv(const CompareSpec& spec, const std::vector<const Cell*>& rows) {
+  const std::string m = spec.metric, by = spec.select ? spec.select->by : m;
+  std::ostringstream csv;
+  csv << "variant";
+  for (const GridAxis& a : spec.grid) csv << "," << csv_field(a.label);
+  csv << ",seeds,final_" << m << "_mean,final_" << m << "_std,best_" << m << "_mean,best_" << m << "_std,final_eval_loss_mean,train_seconds_mean,"
+      << "tokens_per_s_mean,peak_rss_mb_max,params,state_size";
+  if (spec.select) csv << ",select_" << by << "_mean";
+  csv << ",overrides\n";
+  for (const Cell* c : rows) {
+    const Stats fm = stats(c->final_metric), bm = stats(c->best_metric);
+    csv << csv_field(spec.variants[c->variant].name);
+    for (std::size_t a = 0; a < spec.grid.size(); ++a) csv << "," << csv_field(spec.grid[a].values[c->point[a]]);
+    csv << "," << c->final_metric.size() << "," << num(fm.mean) << "," << num(fm.std) << "," << num(bm.mean) << "," << num(bm.std) << ","
+        << num(stats(c->loss).mean) << "," << num(stats(c->seconds).mean) << "," << num(stats(c->rate).mean) << "," << num(c->peak) << ","
+        << num(c->params, "%.0f") << "," << num(c->state, "%.0f");
+    if (spec.select) csv << "," << num(stats(c->by).mean);
+    csv << "," << csv_field(spec.variants[c->variant].description) << "\n";
+  }
+  return csv.str();
+}
+
+// The sentence above the summary table: base, seeds, metric, grid and selection.
+std::string summary_intro(const CompareSpec& spec) {
+  std::string intro = "Base: `" + spec.base + "`; seeds: " + std::to_string(spec.seeds.size()) + "; metric: " + spec.metric +
+                      " on the held-out split (final = at the last step).";
+  if (!spec.grid.empty()) {
+    intro += " Grid:";
+    for (const GridAxis& a : spec.grid) intro += " " + a.key + " (" + std::to_string(a.values.size()) + " values)";
+    intro += ", crossed with the variants; every grid point's row is in summary_all.csv.";
+  }
+  if (spec.select) {
+    const std::string& by = spec.select->by;
+    intro += " Each row is the variant at the " + spec.grid[spec.select->axis].key + " whose runs' mean final " + by + " is " +
+             (by == "loss" ? "lowest" : "highest") + ".";
+  }
+  return intro;
+}
+
 }  // namespace
 
 void write_comparison_summary(const CompareSpec& spec, const std::vector<PlannedRun>& plan) {
@@ -169,30 +209,9 @@ void write_comparison_summary(const CompareSpec& spec, const std::vector<Planned
   const std::vector<Cell> cells = read_cells(spec, plan, by, runs_csv);
   const std::vector<const Cell*> shown = shown_cells(spec, cells);
 
-  // summary.csv (the shown rows) and summary_all.csv (every cell), the same columns.
-  auto csv_header = [&] {
-    std::string h = "variant";
-    for (const GridAxis& a : spec.grid) h += "," + csv_field(a.label);
-    h += ",seeds,final_" + m + "_mean,final_" + m + "_std,best_" + m + "_mean,best_" + m + "_std,final_eval_loss_mean,train_seconds_mean,"
-         "tokens_per_s_mean,peak_rss_mb_max,params,state_size";
-    if (spec.select) h += ",select_" + by + "_mean";
-    return h + ",overrides\n";
-  };
-  auto csv_row = [&](const Cell& c) {
-    const Stats fm = stats(c.final_metric), bm = stats(c.best_metric);
-    std::ostringstream row;
-    row << csv_field(spec.variants[c.variant].name);
-    for (std::size_t a = 0; a < spec.grid.size(); ++a) row << "," << csv_field(spec.grid[a].values[c.point[a]]);
-    row << "," << c.final_metric.size() << "," << num(fm.mean) << "," << num(fm.std) << "," << num(bm.mean) << "," << num(bm.std) << ","
-        << num(stats(c.loss).mean) << "," << num(stats(c.seconds).mean) << "," << num(stats(c.rate).mean) << "," << num(c.peak) << ","
-        << num(c.params, "%.0f") << "," << num(c.state, "%.0f");
-    if (spec.select) row << "," << num(stats(c.by).mean);
-    row << "," << csv_field(spec.variants[c.variant].description) << "\n";
-    return row.str();
-  };
-  std::string csv = csv_header(), all_csv = csv_header();
-  for (const Cell* c : shown) csv += csv_row(*c);
-  for (const Cell& c : cells) all_csv += csv_row(c);
+  std::vector<const Cell*> all;
+  for (const Cell& c : cells) all.push_back(&c);
+  const std::string csv = summary_csv(spec, shown), all_csv = summary_csv(spec, all);
 
   // summary.md and the report's table: the shown rows.
   std::vector<std::string> columns = {"variant"};
@@ -231,15 +250,7 @@ void write_comparison_summary(const CompareSpec& spec, const std::vector<Planned
     report_variants.push_back(ComparisonVariant{name, variant.description, c->run_dirs});
   }
   table << "</table>";
-  std::string intro = "Base: `" + spec.base + "`; seeds: " + std::to_string(spec.seeds.size()) + "; metric: " + m +
-                      " on the held-out split (final = at the last step).";
-  if (!spec.grid.empty()) {
-    intro += " Grid:";
-    for (const GridAxis& a : spec.grid) intro += " " + a.key + " (" + std::to_string(a.values.size()) + " values)";
-    intro += ", crossed with the variants; every grid point's row is in summary_all.csv.";
-  }
-  if (spec.select)
-    intro += " Each row is the variant at the " + spec.grid[skip].key + " whose runs' mean final " + by + " is " + (by == "loss" ? "lowest" : "highest") + ".";
+  const std::string intro = summary_intro(spec);
   write_file_atomically(dir + "/summary.csv", csv);
   if (!spec.grid.empty()) write_file_atomically(dir + "/summary_all.csv", all_csv);
   write_file_atomically(dir + "/runs.csv", runs_csv.str());

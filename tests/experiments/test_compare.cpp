@@ -4,7 +4,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <string>
+
+#include <unistd.h>
 
 #include "experiments/runner/compare_plan.hpp"
 #include "experiments/runner/config.hpp"
@@ -15,9 +18,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A comparison file beside a copy of configs/mqar.yaml in a fresh folder; returns its path.
+// A comparison file beside a copy of configs/mqar.yaml in a fresh folder of this process's own (ctest runs
+// the cases of one suite in parallel processes); returns its path.
 std::string write_comparison(const std::string& test, const std::string& text) {
-  const fs::path dir = fs::temp_directory_path() / ("attnlab_compare_" + test);
+  const fs::path dir = fs::temp_directory_path() / ("attnlab_compare_" + test + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   fs::copy_file(std::string(ATTNLAB_SOURCE_DIR) + "/configs/mqar.yaml", dir / "base.yaml");
@@ -96,6 +100,9 @@ struct BadSweep {
   const char* where;    // line:column in cmp.yaml
   const char* message;  // a fragment of the message
 };
+
+// ctest lists each case by this, not by the struct's bytes.
+void PrintTo(const BadSweep& b, std::ostream* os) { *os << "error at " << b.where; }
 
 class BadSweeps : public ::testing::TestWithParam<BadSweep> {};
 
