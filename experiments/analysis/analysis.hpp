@@ -55,6 +55,7 @@ struct PartBlocks {
   std::string part;                      // as Model::AttentionPart::name
   std::vector<std::string> blocks;       // "blocks.0.", ...
   std::string attention;                 // "attn" | "cross_attn"
+  bool feed_forward = true;              // the blocks have an MLP (hook_mlp_out); model.feed_forward: false has none
 };
 std::vector<PartBlocks> part_blocks(const Model& model);
 

@@ -47,18 +47,21 @@ Tensor through_frozen_norm(const Tensor& component, const Tensor& scale, const L
 struct Components {
   std::vector<std::string> blocks, attentions;
   std::size_t heads = 0;
+  bool feed_forward = true;
   std::vector<std::string> names;
   std::vector<int> head_of;  // per component: the index in `attentions` when it is a head's result, else -1
   Components(const Model& model, std::vector<std::string> stack) : blocks(std::move(stack)), attentions{"attn"}, heads(model.n_heads()) {
-    for (const PartBlocks& p : part_blocks(model))
+    for (const PartBlocks& p : part_blocks(model)) {
       if (p.attention == "cross_attn") attentions.push_back("cross_attn");
+      if (!p.blocks.empty() && p.blocks[0] == blocks[0]) feed_forward = p.feed_forward;
+    }
     add("embed", -1);
     for (std::size_t l = 0; l < blocks.size(); ++l) {
       for (std::size_t a = 0; a < attentions.size(); ++a) {
         for (std::size_t h = 0; h < heads; ++h) add(std::to_string(l) + "." + attentions[a] + "." + std::to_string(h), static_cast<int>(a));
         add(std::to_string(l) + "." + attentions[a] + ".bias", -1);
       }
-      add(std::to_string(l) + ".mlp", -1);
+      if (feed_forward) add(std::to_string(l) + ".mlp", -1);
     }
   }
   void add(std::string name, int attention) {
@@ -71,7 +74,7 @@ struct Components {
     r.cache = {blocks[0] + "hook_resid_pre", blocks.back() + "hook_resid_post"};
     for (const std::string& b : blocks) {
       for (const std::string& a : attentions) r.cache.insert(r.cache.end(), {b + a + ".hook_result", b + out_hook(a)});
-      r.cache.push_back(b + "hook_mlp_out");
+      if (feed_forward) r.cache.push_back(b + "hook_mlp_out");
     }
     return r;
   }
@@ -89,7 +92,7 @@ struct Components {
         }
         parts.push_back(cache.at(b + out_hook(a)) - summed);  // the output projection's bias
       }
-      parts.push_back(cache.at(b + "hook_mlp_out"));
+      if (feed_forward) parts.push_back(cache.at(b + "hook_mlp_out"));
     }
     return parts;
   }

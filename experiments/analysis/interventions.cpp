@@ -137,6 +137,14 @@ std::vector<PartBlocks> part_blocks(const Model& model) {
       b.blocks.push_back(hook.substr(0, dot + 1));
       b.attention = hook.substr(dot + 1, end - dot - 1);
     }
+    if (!b.blocks.empty()) {
+      // Its first block's feed-forward weight, under whatever the model names the stack's owner ("body.").
+      const std::string ff = b.blocks[0] + "ff.fc1.weight";
+      const auto params = model.named_parameters();
+      b.feed_forward = std::any_of(params.begin(), params.end(), [&](const auto& p) {
+        return p.name.size() >= ff.size() && p.name.compare(p.name.size() - ff.size(), ff.size(), ff) == 0;
+      });
+    }
     parts.push_back(b);
   }
   return parts;
@@ -178,7 +186,7 @@ void layer_ablation(const AnalysisInputs& in, AnalysisResult& out) {
       const std::string row = (part.part.empty() ? "" : part.part + " ") + std::to_string(l);
       points.push_back({row, part.blocks[l] + "hook_attn_out"});
       if (part.part == "decoder") points.push_back({row, part.blocks[l] + "hook_cross_attn_out"});
-      points.push_back({row, part.blocks[l] + "hook_mlp_out"});
+      if (part.feed_forward) points.push_back({row, part.blocks[l] + "hook_mlp_out"});
     }
   }
   const auto output = [](const std::string& hook) { return hook.substr(hook.rfind(".hook_") + 6); };  // attn_out, cross_attn_out, mlp_out

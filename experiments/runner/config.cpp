@@ -112,6 +112,9 @@ Schema<ModelConfig> model_schema() {
   s.field<std::size_t>("n_heads", stack(&EncoderConfig::n_heads), "attention heads; must divide d_model", Range::at_least(1));
   s.field<std::size_t>("n_layers", stack(&EncoderConfig::n_layers), "transformer blocks", Range::at_least(1));
   s.field<std::size_t>("ff_hidden", stack(&EncoderConfig::ff_hidden), "feed-forward width; 0 means 4 d_model");
+  s.field<bool>("feed_forward", stack(&EncoderConfig::feed_forward),
+                "`false`: blocks of attention alone, no feed-forward (Zoology's MQAR models, whose state mixer is the identity; "
+                "TransformerLens's attn_only)");
   s.choice<NormPlacement>("norm", stack(&EncoderConfig::norm), norm_placement_names(), "`pre` (GPT-2) or `post` (original Transformer)");
   s.choice<Activation>("activation", stack(&EncoderConfig::activation), activation_names(), "the feed-forward activation");
   s.field<double>("dropout", stack(&EncoderConfig::dropout), "dropout on residual branches", Range::closed_open(0.0, 1.0));

@@ -66,7 +66,7 @@ MemoryEstimate estimate_memory(const ExperimentConfig& c) {
   const EncoderConfig& e = c.model.encoder;
   const double t = static_cast<double>(attention_length(c)), b = static_cast<double>(c.train.batch_size);
   const double width = static_cast<double>(e.d_model), layers = static_cast<double>(e.n_layers);
-  const double hidden = static_cast<double>(e.hidden()), heads = static_cast<double>(e.n_heads);
+  const double hidden = e.feed_forward ? static_cast<double>(e.hidden()) : 0.0, heads = static_cast<double>(e.n_heads);
   const double vocab = static_cast<double>(shape.vocab_size), classes = static_cast<double>(shape.num_classes);
   const double pixels = static_cast<double>(shape.channels * shape.height * shape.width);
   const double patch = static_cast<double>(shape.channels * c.model.patch_size * c.model.patch_size);

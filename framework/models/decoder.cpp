@@ -23,9 +23,11 @@ DecoderLayer::DecoderLayer(const EncoderConfig& self, const EncoderConfig& cross
   auto cross_kernel = make_kernel(cross.attention, cross_spec, KernelOptions(cross.attention_options.node()), gen);
   cross_attn = register_module("cross_attn", std::make_shared<MultiHeadAttention>(self.d_model, self.n_heads, cross_kernel, self.bias,
                                                                                   gen, pre ? norm2 : nullptr));
-  norm3 = norm("norm3");
-  ff = register_module("ff", std::make_shared<FeedForward>(self.d_model, self.hidden(), self.activation, self.dropout, gen, self.bias,
-                                                           pre ? norm3 : nullptr));
+  if (self.feed_forward) {
+    norm3 = norm("norm3");
+    ff = register_module("ff", std::make_shared<FeedForward>(self.d_model, self.hidden(), self.activation, self.dropout, gen, self.bias,
+                                                             pre ? norm3 : nullptr));
+  }
   drop = register_module("drop", std::make_shared<Dropout>(self.dropout, gen));
 }
 
@@ -37,12 +39,14 @@ Tensor DecoderLayer::forward(const Tensor& input, const Tensor& memory, const At
     // x + SelfAttn(LN(x)), + CrossAttn(LN(h), memory), + FF(LN(h)); the norms live inside the modules.
     const Tensor h = hooks("hook_resid_mid", x + a);
     const Tensor c = hooks("hook_cross_attn_out", drop->forward(cross_attn->cross_attention(h, memory, cross_context, hooks.child("cross_attn"))));
+    if (!ff) return hooks("hook_resid_post", h + c);
     const Tensor h2 = hooks("hook_resid_mid_cross", h + c);
     return hooks("hook_resid_post", h2 + hooks("hook_mlp_out", ff->forward(h2)));
   }
   // LN(x + SelfAttn(x)), LN(h + CrossAttn(h, memory)), LN(h + FF(h))
   const Tensor h = hooks("hook_resid_mid", norm1->forward(x + a));
   const Tensor c = hooks("hook_cross_attn_out", drop->forward(cross_attn->cross_attention(h, memory, cross_context, hooks.child("cross_attn"))));
+  if (!ff) return hooks("hook_resid_post", norm2->forward(h + c));
   const Tensor h2 = hooks("hook_resid_mid_cross", norm2->forward(h + c));
   return hooks("hook_resid_post", norm3->forward(h2 + hooks("hook_mlp_out", ff->forward(h2))));
 }

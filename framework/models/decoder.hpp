@@ -12,6 +12,8 @@
 //   hook_resid_mid_cross   the residual stream after cross-attention (post-norm: after its norm)
 //   hook_mlp_out           the feed-forward block's output
 //   hook_resid_post        the layer's output
+// (without a feed-forward, model.feed_forward: false, no hook_mlp_out and no norm3: hook_resid_post is
+// hook_resid_mid_cross)
 // and the attentions' own under "blocks.<i>.attn." (self) and "blocks.<i>.cross_attn." (cross; its
 // hook_pattern is [B, H, T, S]: a row per target position, a column per source position), plus the
 // stack's "ln_final.hook_normalized" (pre-norm only).

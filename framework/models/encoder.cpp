@@ -31,15 +31,18 @@ EncoderLayer::EncoderLayer(const EncoderConfig& config, Generator& gen, std::sha
   attn = register_module("attn", std::make_shared<MultiHeadAttention>(config.d_model, config.n_heads, kernel, config.bias, gen,
                                                                       pre ? norm1 : nullptr, std::move(rotary),
                                                                       config.attention_setup()));
-  norm2 = register_module("norm2", std::make_shared<LayerNorm>(config.d_model, 1e-5, true, config.bias));
-  ff = register_module("ff", std::make_shared<FeedForward>(config.d_model, config.hidden(), config.activation, config.dropout,
-                                                           gen, config.bias, pre ? norm2 : nullptr));
+  if (config.feed_forward) {
+    norm2 = register_module("norm2", std::make_shared<LayerNorm>(config.d_model, 1e-5, true, config.bias));
+    ff = register_module("ff", std::make_shared<FeedForward>(config.d_model, config.hidden(), config.activation, config.dropout,
+                                                             gen, config.bias, pre ? norm2 : nullptr));
+  }
   drop = register_module("drop", std::make_shared<Dropout>(config.dropout, gen));
 }
 
 Tensor EncoderLayer::forward(const Tensor& input, const AttentionContext& context, const HookScope& hooks) {
   const Tensor x = hooks("hook_resid_pre", input);
   const Tensor a = hooks("hook_attn_out", drop->forward(attn->self_attention(x, context, hooks.child("attn"))));
+  if (!ff) return hooks("hook_resid_post", placement_ == NormPlacement::pre ? x + a : norm1->forward(x + a));
   if (placement_ == NormPlacement::pre) {
     // x + Attn(LN(x)), then + FF(LN(x)); the norms live inside attn and ff.
     const Tensor h = hooks("hook_resid_mid", x + a);

@@ -8,6 +8,8 @@
 //   hook_resid_mid   the residual stream between attention and MLP (post-norm: after its norm)
 //   hook_mlp_out     the feed-forward block's output, added to the residual stream
 //   hook_resid_post  the block's output (post-norm: after its norm)
+// A block without a feed-forward (model.feed_forward: false) has neither hook_resid_mid nor hook_mlp_out,
+// as TransformerLens's attn_only blocks.
 // and the stack's "ln_final.hook_normalized", the final norm's output (pre-norm only).
 //
 // Legend: B batch, T tokens, C model width, H heads.
@@ -38,6 +40,7 @@ struct EncoderConfig {
   std::size_t n_heads = 4;
   std::size_t n_layers = 2;
   std::size_t ff_hidden = 0;  // 0: 4 * d_model
+  bool feed_forward = true;   // false: blocks of attention alone (Zoology's MQAR models, TransformerLens's attn_only)
   std::size_t max_len = 256;  // the longest sequence the stack will see (set from the data by the model kinds)
   NormPlacement norm = NormPlacement::pre;
   Activation activation = Activation::gelu;

@@ -215,6 +215,30 @@ TEST(Analysis, EveryKernelIsAnalysed) {
   }
 }
 
+// Blocks of attention alone (model.feed_forward: false) have no MLP to ablate or attribute: the layer
+// table has only the attention column, and the attributions still add up to the logit.
+TEST(Analysis, AttentionOnlyModelsHaveNoMlpComponents) {
+  PreviousTokenSource data;
+  ModelConfig config;
+  config.kind = "causal_lm";
+  config.encoder.d_model = 16, config.encoder.n_heads = 2, config.encoder.n_layers = 2, config.encoder.feed_forward = false;
+  DataShape shape = data.shape();
+  shape.num_classes = kVocab;
+  Generator gen(5);
+  const std::shared_ptr<Model> model = make_model(config, shape, gen);
+  AnalysisInputs in{*model, data, held_out_examples(data, 32, 16, 1)};
+  AnalysisResult r;
+  layer_ablation(in, r);
+  logit_attribution(in, r);
+  const auto table = std::find_if(r.tables.begin(), r.tables.end(), [](const AnalysisTable& t) { return t.name == "ablation_layers_zero_loss"; });
+  ASSERT_NE(table, r.tables.end());
+  EXPECT_EQ(table->cols, (std::vector<std::string>{"attn_out"}));
+  for (const AnalysisTable& t : r.tables)
+    for (const auto* labels : {&t.rows, &t.cols})
+      for (const std::string& label : *labels) EXPECT_EQ(label.find("mlp"), std::string::npos) << t.name;
+  EXPECT_NEAR(r.facts.at("attribution.unexplained"), 0.0, 1e-3);
+}
+
 TEST(Analysis, SummaryRoundTripsWithItsUndefinedCells) {
   const std::string dir = testing::TempDir() + "/analysis_round_trip/analysis";
   std::filesystem::create_directories(dir);

@@ -42,7 +42,7 @@ const char* const kEveryKey[] = {
     "        schedule: {kind: warmup_linear, warmup_steps: 5, decay_steps: 70, min_lr: 1.0e-5}}\n"
     "log: {dir: elsewhere, interval: 9, patterns: false, pattern_interval: 13, probes: 2}\n",
     "task: {name: induction, length: 12, symbols: 15, gap: 3}\nmodel: {kind: causal_lm}\n",
-    "task: {name: majority, length: 5, symbols: 3}\nmodel: {kind: sequence_classifier, pooling: cls}\n",
+    "task: {name: majority, length: 5, symbols: 3}\nmodel: {kind: sequence_classifier, pooling: cls, feed_forward: false}\n",
     "task: {name: quadrants, image_size: 8}\nmodel: {kind: vit, patch_size: 2}\n",
     "task: {name: char_text, path: text.txt, block_size: 16, train_fraction: 0.8}\nmodel: {kind: causal_lm}\n",
     "task: {name: fashion_mnist, path: fmnist, flip: true, shift: 2}\nmodel: {kind: vit, patch_size: 7}\n",

@@ -144,5 +144,35 @@ TEST(Encoder, TheResidualStreamFlowsFromBlockToBlock) {
   }
 }
 
+TEST(Encoder, WithoutFeedForwardBlocksAreAttentionAlone) {
+  // model.feed_forward: false (Zoology's MQAR blocks): no ff, no norm2, no hook_mlp_out; resid_post =
+  // resid_pre + attn_out (pre-norm) or norm1(resid_pre + attn_out) (post-norm).
+  for (NormPlacement norm : {NormPlacement::pre, NormPlacement::post}) {
+    EncoderConfig c = tiny(true, norm);
+    c.feed_forward = false;
+    Generator gen(7);
+    Encoder enc(c, gen);
+    enc.to(DType::float64);
+    for (const auto& p : enc.named_parameters()) {
+      EXPECT_EQ(p.name.find(".ff."), std::string::npos) << p.name;
+      EXPECT_EQ(p.name.find(".norm2."), std::string::npos) << p.name;
+    }
+    const std::size_t d = 4;  // per layer: norm1 (2 C), qkv (3 C^2 + 3 C), proj (C^2 + C); pre-norm: the final norm (2 C)
+    EXPECT_EQ(enc.parameter_count(), 2 * (2 * d + 4 * d * d + 4 * d) + (norm == NormPlacement::pre ? 2 * d : 0));
+    HookRequest request;
+    request.cache = {"blocks.*.hook_*"};
+    ActivationHooks hooks(request);
+    enc.forward(randn({2, 4, 4}, gen, DType::float64), Tensor(), HookScope(&hooks, ""));
+    const auto cache = hooks.take_cache();
+    EXPECT_EQ(cache.count("blocks.0.hook_mlp_out"), 0u);
+    EXPECT_EQ(cache.count("blocks.0.hook_resid_mid"), 0u);
+    const Tensor sum = cache.at("blocks.1.hook_resid_pre") + cache.at("blocks.1.hook_attn_out");
+    testing::expect_values(norm == NormPlacement::pre ? sum : enc.blocks[1]->norm1->forward(sum),
+                           cache.at("blocks.1.hook_resid_post").to_vector(), 1e-14);
+    EXPECT_TRUE(testing::gradcheck_passes([&](const auto& in) { return enc.forward(in[0]); },
+                                          with_parameters({testing::param({2, 3, 4}, 1)}, enc)));
+  }
+}
+
 }  // namespace
 }  // namespace attnlab

@@ -49,14 +49,17 @@ Batch batch(Tensor source, Tensor source_mask, Tensor decoder_input, Tensor deco
 }
 
 TEST(DecoderLayerGradcheck, PreAndPostNormWithPaddingOnBothSides) {
-  for (NormPlacement norm : {NormPlacement::pre, NormPlacement::post}) {
+  for (const auto& [norm, feed_forward] : {std::pair{NormPlacement::pre, true}, {NormPlacement::post, true}, {NormPlacement::pre, false},
+                                           {NormPlacement::post, false}}) {
     EncoderConfig self;
     self.d_model = 4, self.n_heads = 2, self.ff_hidden = 6, self.max_len = 4, self.causal = true, self.norm = norm;
+    self.feed_forward = feed_forward;
     EncoderConfig cross = self;
     cross.causal = false;
     cross.max_len = 5;
     Generator gen(1);
     DecoderLayer layer(self, cross, gen);
+    EXPECT_EQ(static_cast<bool>(layer.ff), feed_forward);
     layer.to(DType::float64);
     const Tensor x = testing::param({2, 4, 4}, 2), memory = testing::param({2, 5, 4}, 3);
     const Tensor target_pad = from_mask({false, false, false, false, false, false, true, true}, {2, 4});
@@ -64,7 +67,7 @@ TEST(DecoderLayerGradcheck, PreAndPostNormWithPaddingOnBothSides) {
     const AttentionContext self_context{true, target_pad, false}, cross_context{false, source_pad, false};
     EXPECT_TRUE(testing::gradcheck_passes([&](const auto& in) { return layer.forward(in[0], in[1], self_context, cross_context); },
                                           testing::with_parameters({x, memory}, layer)))
-        << norm_placement_name(norm);
+        << norm_placement_name(norm) << (feed_forward ? "" : " without feed-forward");
   }
 }
 
