@@ -1,27 +1,25 @@
 #include "framework/ops/parallel.hpp"
 
-#include <omp.h>
+#include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 
 #include "framework/ops/blas.hpp"
 
 namespace attnlab {
-namespace {
-int g_threads = 1;
-}
 
 void set_num_threads(int threads) {
-  g_threads = std::max(1, threads);
-  omp_set_num_threads(g_threads);
+  ThreadPool::instance().resize(std::max(1, threads));
   set_blas_threads(1);
 }
 
-int num_threads() { return g_threads; }
+int num_threads() { return ThreadPool::instance().threads(); }
 
-namespace detail {
-bool in_parallel_region() { return omp_in_parallel(); }
-int parallel_threads() { return g_threads; }
-}  // namespace detail
+int available_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+}
 
 }  // namespace attnlab
