@@ -6,6 +6,8 @@
 
 #include <cstdio>
 #include <exception>
+#include <stdexcept>
+#include <string>
 
 #include "experiments/analysis/analysis.hpp"
 #include "experiments/bench/bench_attention.hpp"
@@ -15,6 +17,7 @@
 #include "experiments/runner/report.hpp"
 #include "experiments/runner/run_commands.hpp"
 #include "experiments/runner/train.hpp"
+#include "framework/distributed/communicator.hpp"
 #include "framework/io/config_node.hpp"
 #include "framework/ops/blas.hpp"
 #include "framework/ops/parallel.hpp"
@@ -226,6 +229,28 @@ int dispatch(Commands& c) {
   return 0;
 }
 
+// Under an MPI launcher (framework/distributed/communicator.hpp): train, compare and bench gpt run on
+// every rank and initialise MPI; any other command is refused with more than one process, rather than
+// run N times into the same files. Without a launcher nothing here touches MPI.
+void start_mpi(const Commands& c, int* argc, char*** argv) {
+  namespace dist = attnlab::dist;
+  if (*c.train || *c.compare || *c.gpt) return dist::Communicator::init(argc, argv);
+  if (dist::launched_world_size() > 1) {
+    throw std::invalid_argument("this command runs on one process, but mpirun started " + std::to_string(dist::launched_world_size()) +
+                                "; run it without mpirun (under mpirun: train, compare and bench gpt)");
+  }
+}
+
+// An error's message; under mpirun it names the rank and ends every rank of the job (MPI_Abort), which
+// would otherwise wait for this one forever.
+int fail(const std::string& message) {
+  const attnlab::dist::Communicator& world = attnlab::dist::Communicator::world();
+  if (world.distributed()) attnlab::dist::Communicator::abort("attnlab (" + world.who() + "): " + message, 2);
+  std::fprintf(stderr, "attnlab: %s\n", message.c_str());
+  attnlab::dist::Communicator::finalize();  // mpirun -np 1: a world of one ends as a plain process does
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -237,11 +262,13 @@ int main(int argc, char** argv) {
   add_tool_commands(app, commands);
   CLI11_PARSE(app, argc, argv);
   try {
-    return dispatch(commands);
+    start_mpi(commands, &argc, &argv);
+    const int status = dispatch(commands);
+    attnlab::dist::Communicator::finalize();
+    return status;
   } catch (const attnlab::ConfigError& e) {
-    std::fprintf(stderr, "attnlab: config error: %s\n", e.what());
+    return fail(std::string("config error: ") + e.what());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "attnlab: %s\n", e.what());
+    return fail(e.what());
   }
-  return 2;
 }

@@ -19,6 +19,7 @@ packages=(
   libgtest-dev                        # tests
   libbenchmark-dev                    # op benchmarks
   python3-matplotlib python3-numpy    # scripts/plot_run.py figures
+  libopenmpi-dev openmpi-bin          # data-parallel training, distributed comparisons (mpirun)
 )
 
 missing=()

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "experiments/runner/data_parallel.hpp"
 #include "experiments/runner/process_stats.hpp"
 #include "framework/models/text_models.hpp"
 #include "framework/ops/blas.hpp"
@@ -33,35 +34,55 @@ int run_gpt_bench(const GptBenchOptions& o) {
   adam.lr = 1e-3;
   AdamW optimizer(model.named_parameters(), adam);
 
+  // Under mpirun: data parallel, --batch the global batch, each rank's rows [r B / N, (r + 1) B / N).
+  const dist::Communicator& comm = dist::Communicator::world();
+  check_even_split(o.batch, "--batch", comm);
+  DataParallel parallel(comm, model);
+  const std::size_t rows = o.batch / static_cast<std::size_t>(comm.size()), first = rows * static_cast<std::size_t>(comm.rank());
   Generator data(1);
   std::vector<std::int64_t> ids(o.batch * o.block), targets(o.batch * o.block);
   auto step = [&] {
     for (auto& id : ids) id = static_cast<std::int64_t>(data.next_below(o.vocab));
     for (std::size_t b = 0; b < o.batch; ++b)  // targets: the sequence rolled left by one (torch.roll(idx, -1, 1))
       for (std::size_t t = 0; t < o.block; ++t) targets[b * o.block + t] = ids[b * o.block + (t + 1) % o.block];
-    Tensor loss = model.loss(from_indices(ids, {o.batch, o.block}), from_indices(targets, {o.batch, o.block}));
+    const auto mine = [&](const std::vector<std::int64_t>& v) {
+      return from_indices(std::vector<std::int64_t>(v.begin() + static_cast<std::ptrdiff_t>(first * o.block),
+                                                    v.begin() + static_cast<std::ptrdiff_t>((first + rows) * o.block)),
+                          {rows, o.block});
+    };
+    Tensor loss = model.loss(mine(ids), mine(targets));
+    if (parallel.active()) loss = mul(loss, 1.0 / comm.size());  // every token is scored: the ranks' means weigh alike
     loss.backward();
+    parallel.reduce({});
     optimizer.step();
     optimizer.zero_grad();  // free the gradients now (as nanoGPT does): the next forward runs without them
     return loss.item();
   };
   for (std::size_t i = 0; i < o.warmup; ++i) step();
   Storage::reset_peak_bytes();
+  const double warmup_allreduce_s = parallel.reducer().seconds();
   const auto start = std::chrono::steady_clock::now();
   for (std::size_t i = 0; i < o.steps; ++i) step();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double step_s = seconds / static_cast<double>(std::max<std::size_t>(o.steps, 1));
-  const nlohmann::ordered_json line{{"impl", "attnlab"},
-                                    {"threads", o.threads},
-                                    {"params", model.parameter_count()},
-                                    {"step_ms", step_s * 1e3},
-                                    {"tokens_per_s", static_cast<double>(o.batch * o.block) / step_s},
-                                    {"peak_rss_mb", peak_rss_mb()},
-                                    {"base_rss_mb", base_rss},
-                                    {"tensor_peak_mb", static_cast<double>(Storage::peak_bytes()) / (1 << 20)},
-                                    {"cached_mb", static_cast<double>(Storage::cached_bytes()) / (1 << 20)},
-                                    {"openblas_core", blas_core_name()}};
-  std::printf("%s\n", line.dump(-1, ' ', false).c_str());
+  nlohmann::ordered_json line{{"impl", "attnlab"},
+                              {"threads", o.threads},
+                              {"params", model.parameter_count()},
+                              {"step_ms", step_s * 1e3},
+                              {"tokens_per_s", static_cast<double>(o.batch * o.block) / step_s},
+                              {"peak_rss_mb", peak_rss_mb()},
+                              {"base_rss_mb", base_rss},
+                              {"tensor_peak_mb", static_cast<double>(Storage::peak_bytes()) / (1 << 20)},
+                              {"cached_mb", static_cast<double>(Storage::cached_bytes()) / (1 << 20)},
+                              {"openblas_core", blas_core_name()}};
+  if (parallel.active()) {
+    const double allreduce_ms = 1e3 * (parallel.reducer().seconds() - warmup_allreduce_s) / static_cast<double>(std::max<std::size_t>(o.steps, 1));
+    line["processes"] = comm.size();
+    line["allreduce_bytes"] = parallel.reducer().bytes();
+    line["allreduce_ms"] = allreduce_ms;
+    line["allreduce_share"] = allreduce_ms / (step_s * 1e3);
+  }
+  if (comm.rank() == 0) std::printf("%s\n", line.dump(-1, ' ', false).c_str());
   return 0;
 }
 

@@ -7,12 +7,14 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -20,6 +22,7 @@
 #include "experiments/runner/compare_plan.hpp"
 #include "experiments/runner/metrics_log.hpp"
 #include "experiments/runner/stop_signals.hpp"
+#include "framework/distributed/communicator.hpp"
 #include "framework/io/atomic_file.hpp"
 
 extern char** environ;
@@ -40,6 +43,19 @@ bool needs_analysis(const CompareSpec& spec, const PlannedRun& p) {
   return spec.analyze && run_status(p) == "finished" && !has_analysis(p.run_dir);
 }
 
+// The environment of a run's process: this one's without the variables through which an MPI launcher
+// makes a process a rank, so that a run started by a rank of `mpirun attnlab compare` is a plain
+// single-process `attnlab train` (it would otherwise take itself for a rank of the job and initialise MPI).
+const std::vector<std::string>& child_environment() {
+  static const std::vector<std::string> variables = [] {
+    std::vector<std::string> kept;
+    for (char** e = environ; *e; ++e)
+      if (!dist::is_launcher_variable(*e)) kept.emplace_back(*e);
+    return kept;
+  }();
+  return variables;
+}
+
 // Starts `attnlab train ...` (or `attnlab analyze RUN`) for a run, its output appended to
 // runs/<variant>/seed_<s>.log.
 pid_t spawn_run(const Job& job, int threads) {
@@ -54,16 +70,18 @@ pid_t spawn_run(const Job& job, int threads) {
     args.push_back(p.config_file);
   }
   args.insert(args.end(), {"--threads", std::to_string(threads)});
-  std::vector<char*> argv;
+  std::vector<char*> argv, env;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  for (const std::string& e : child_environment()) env.push_back(const_cast<char*>(e.c_str()));
+  env.push_back(nullptr);
   const std::string log = p.log_file();
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
   pid_t pid = 0;
-  const int error = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
+  const int error = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, argv.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
   if (error) throw std::runtime_error(std::string("cannot start ") + (job.analyze ? "an analysis" : "a training") + " process for " + p.rel + ": " +
                                       std::strerror(error));
@@ -73,13 +91,15 @@ pid_t spawn_run(const Job& job, int threads) {
 // The runs in flight, started `jobs` at a time.
 class RunPool {
  public:
-  RunPool(const CompareSpec& spec, std::size_t planned, int jobs, int threads) : spec_(spec), planned_(planned), jobs_(jobs), threads_(threads) {}
+  // `tag` starts each line (which rank's runs they are, under mpirun).
+  RunPool(const CompareSpec& spec, std::size_t planned, int jobs, int threads, std::string tag)
+      : spec_(spec), planned_(planned), jobs_(jobs), threads_(threads), tag_(std::move(tag)) {}
   void start(const std::vector<Job>& queue, std::size_t& next) {
     while (next < queue.size() && static_cast<int>(running_.size()) < jobs_) {
       const Job job = queue[next++];
       const pid_t pid = spawn_run(job, threads_);
       running_[pid] = {job, std::chrono::steady_clock::now()};
-      std::printf("  %s %s (log: %s.log)\n", job.analyze ? "analysing" : "started  ", job.run->rel.c_str(), job.run->rel.c_str());
+      std::printf("  %s%s %s (log: %s.log)\n", tag_.c_str(), job.analyze ? "analysing" : "started  ", job.run->rel.c_str(), job.run->rel.c_str());
       std::fflush(stdout);
     }
   }
@@ -99,6 +119,7 @@ class RunPool {
   const CompareSpec& spec_;
   std::size_t planned_;
   int jobs_, threads_;
+  std::string tag_;
   std::map<pid_t, Running> running_;
 };
 
@@ -118,29 +139,32 @@ bool RunPool::reap(std::size_t& done, std::vector<std::string>& failed, bool sto
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   const std::string state = run_status(*p);
   if (job.analyze) {
-    if (code == 0) std::printf("  analysed %s in %.1f s\n", p->rel.c_str(), seconds);
-    else if (!stopping) failed.push_back(p->rel + " (analysis)"), std::printf("  FAILED   analysis of %s (exit %d); see %s.log\n", p->rel.c_str(), code, p->rel.c_str());
+    if (code == 0) std::printf("  %sanalysed %s in %.1f s\n", tag_.c_str(), p->rel.c_str(), seconds);
+    else if (!stopping)
+      failed.push_back(p->rel + " (analysis)"),
+          std::printf("  %sFAILED   analysis of %s (exit %d); see %s.log\n", tag_.c_str(), p->rel.c_str(), code, p->rel.c_str());
   } else if (state == "finished") {
     ++done;
     const double value = read_run(p->run_dir).final_value(spec_.metric);
-    std::printf("  finished %s in %.1f s: %s %s  [%zu/%zu]\n", p->rel.c_str(), seconds, spec_.metric.c_str(),
+    std::printf("  %sfinished %s in %.1f s: %s %s  [%zu/%zu]\n", tag_.c_str(), p->rel.c_str(), seconds, spec_.metric.c_str(),
                 std::isnan(value) ? "-" : std::to_string(value).c_str(), done, planned_);
     if (needs_analysis(spec_, *p) && !stopping) queue.push_back({p, true});
   } else if (state == "diverged") {
     failed.push_back(p->rel);
-    std::printf("  DIVERGED %s (its loss went non-finite; see %s.log)\n", p->rel.c_str(), p->rel.c_str());
+    std::printf("  %sDIVERGED %s (its loss went non-finite; see %s.log)\n", tag_.c_str(), p->rel.c_str(), p->rel.c_str());
   } else if (code == 130 || code == 143 || stopping) {
-    std::printf("  stopped  %s (it continues from its last.ckpt when resumed)\n", p->rel.c_str());
+    std::printf("  %sstopped  %s (it continues from its last.ckpt when resumed)\n", tag_.c_str(), p->rel.c_str());
   } else {
     failed.push_back(p->rel);
-    std::printf("  FAILED   %s (exit %d); see %s.log\n", p->rel.c_str(), code, p->rel.c_str());
+    std::printf("  %sFAILED   %s (exit %d); see %s.log\n", tag_.c_str(), p->rel.c_str(), code, p->rel.c_str());
   }
   std::fflush(stdout);
   return true;
 }
 
 std::string command_line(const std::string& config_path, const CompareOptions& options) {
-  std::string command = "attnlab compare " + config_path;
+  const dist::Communicator& world = dist::Communicator::world();
+  std::string command = (world.distributed() ? "mpirun -np " + std::to_string(world.size()) + " " : "") + "attnlab compare " + config_path;
   for (const auto& o : options.overrides) command += " " + o;
   return command;
 }
@@ -158,31 +182,90 @@ void prepare_folder(const CompareSpec& spec, const std::vector<PlannedRun>& plan
   }
 }
 
+// The comparison's jobs in order: every run that needs training, then the finished runs not yet
+// analysed (analyze: true). Under mpirun rank 0 lists them, from the folder as it stands before any rank
+// starts, and sends the list; each rank takes every size-th job from its rank on (round robin). Sets
+// `training` to the training jobs of the whole list.
+std::vector<Job> jobs_of(const CompareSpec& spec, const std::vector<PlannedRun>& plan, const dist::Communicator& comm, std::size_t& training) {
+  std::vector<std::uint32_t> order;  // plan index * 2, + 1 for an analysis
+  if (comm.rank() == 0) {
+    for (std::size_t i = 0; i < plan.size(); ++i)
+      if (needs_running(plan[i])) order.push_back(static_cast<std::uint32_t>(2 * i));
+    for (std::size_t i = 0; i < plan.size(); ++i)
+      if (needs_analysis(spec, plan[i])) order.push_back(static_cast<std::uint32_t>(2 * i + 1));  // finished earlier, not yet analysed
+  }
+  std::string bytes(reinterpret_cast<const char*>(order.data()), order.size() * sizeof(std::uint32_t));
+  comm.broadcast(bytes);
+  order.resize(bytes.size() / sizeof(std::uint32_t));
+  std::memcpy(order.data(), bytes.data(), bytes.size());
+  training = static_cast<std::size_t>(std::count_if(order.begin(), order.end(), [](std::uint32_t o) { return o % 2 == 0; }));
+  std::vector<Job> mine;
+  for (std::size_t k = static_cast<std::size_t>(comm.rank()); k < order.size(); k += static_cast<std::size_t>(comm.size()))
+    mine.push_back({&plan[order[k] / 2], order[k] % 2 == 1});
+  return mine;
+}
+
+// The end of a comparison: under mpirun every rank waits for all (then rank 0 alone writes the summary
+// and report, and the counts are the whole job's); the exit status every rank returns.
+// `finished`: the runs this rank trained to the end; `already`: those finished before the comparison started.
+int finish_comparison(const CompareSpec& spec, const std::vector<PlannedRun>& plan, std::size_t finished, std::size_t already,
+                      const std::vector<std::string>& failed, const StopSignals& stop, const std::string& command) {
+  const dist::Communicator& comm = dist::Communicator::world();
+  const std::string tag = comm.distributed() ? "attnlab compare (" + comm.who() + ")" : "attnlab compare";
+  if (!failed.empty()) {
+    std::fprintf(stderr, "%s: %zu run%s failed:", tag.c_str(), failed.size(), failed.size() == 1 ? "" : "s");
+    for (const auto& f : failed) std::fprintf(stderr, " %s", f.c_str());
+    std::fprintf(stderr, " (their .log files say why; the same command retries those that did not diverge)\n");
+  }
+  comm.barrier();
+  double totals[3] = {static_cast<double>(finished), static_cast<double>(failed.size()), stop.requested() ? 1.0 : 0.0};
+  comm.sum(totals, 3);
+  if (comm.rank() == 0) {
+    write_comparison_summary(spec, plan);
+    std::printf("attnlab compare: %.0f of %zu runs done; %s/summary.md, %s/report.html\n", static_cast<double>(already) + totals[0],
+                plan.size(), spec.folder().c_str(), spec.folder().c_str());
+    if (totals[2] > 0) std::printf("attnlab compare: stopped by %s. Resume with the same command: %s\n", stop.requested() ? stop.name() : "SIGTERM", command.c_str());
+    if (totals[1] > 0 && comm.distributed()) std::fprintf(stderr, "attnlab compare: %.0f runs failed (each named above by its rank)\n", totals[1]);
+  }
+  std::fflush(stdout);
+  if (totals[2] > 0) return stop.requested() ? stop.exit_status() : 128 + SIGTERM;
+  return totals[1] > 0 ? 1 : 0;
+}
+
 }  // namespace
 
 std::size_t check_comparison(const std::string& config_path) { return plan_comparison(read_compare_spec(config_path), {}, false).size(); }
 
 int run_comparison(const std::string& config_path, const CompareOptions& options) {
-  const CompareSpec spec = read_compare_spec(config_path);
-  const std::vector<PlannedRun> plan = plan_comparison(spec, options.overrides, true);  // every run validated before anything is written
-  prepare_folder(spec, plan, config_path, options);
-  std::vector<Job> queue;
-  for (const PlannedRun& p : plan)
-    if (needs_running(p)) queue.push_back({&p, false});
-  const std::size_t training = queue.size();
-  for (const PlannedRun& p : plan)
-    if (needs_analysis(spec, p)) queue.push_back({&p, true});  // finished earlier, not yet analysed
+  const dist::Communicator& comm = dist::Communicator::world();
+  // Rank 0 reads the file, validates every run and writes the folder before any other rank reads it: a
+  // bad file stops the job with rank 0's one message, and nothing is written.
+  std::optional<CompareSpec> spec;
+  std::vector<PlannedRun> plan;
+  const auto read = [&] { spec = read_compare_spec(config_path), plan = plan_comparison(*spec, options.overrides, true); };
+  if (comm.rank() == 0) read(), prepare_folder(*spec, plan, config_path, options);
+  comm.barrier();
+  if (comm.rank() != 0) read();
+  std::size_t training = 0;
+  std::vector<Job> queue = jobs_of(*spec, plan, comm, training);
+  // The cores of this machine, divided among the runs at a time of every rank on it.
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int jobs = std::max(1, options.jobs), threads = options.threads > 0 ? options.threads : std::max(1, cores / jobs);
-  const std::string grid = spec.grid.empty() ? "" : " x " + std::to_string(spec.points().size()) + " grid points";
-  std::printf("attnlab compare: %s, %zu variant%s%s x %zu seed%s; %zu of %zu runs already done; %d at a time, %d thread%s each\n",
-              spec.folder().c_str(), spec.variants.size(), spec.variants.size() == 1 ? "" : "s", grid.c_str(), spec.seeds.size(),
-              spec.seeds.size() == 1 ? "" : "s", plan.size() - training, plan.size(), jobs, threads, threads == 1 ? "" : "s");
+  const int jobs = std::max(1, options.jobs);
+  const int threads = options.threads > 0 ? options.threads : std::max(1, cores / (jobs * comm.local_size()));
+  const std::size_t already = plan.size() - training;
+  const std::string grid = spec->grid.empty() ? "" : " x " + std::to_string(spec->points().size()) + " grid points";
+  const std::string ranks = comm.distributed() ? " over " + std::to_string(comm.size()) + " processes," : "";
+  if (comm.rank() == 0)
+    std::printf("attnlab compare: %s, %zu variant%s%s x %zu seed%s; %zu of %zu runs already done;%s %d at a time, %d thread%s each\n",
+                spec->folder().c_str(), spec->variants.size(), spec->variants.size() == 1 ? "" : "s", grid.c_str(), spec->seeds.size(),
+                spec->seeds.size() == 1 ? "" : "s", already, plan.size(), ranks.c_str(), jobs, threads, threads == 1 ? "" : "s");
   std::fflush(stdout);
   StopSignals stop(false);  // no restart: a signal wakes the wait below
-  RunPool pool(spec, plan.size(), jobs, threads);
+  const std::string tag = comm.distributed() ? "[rank " + std::to_string(comm.rank()) + "] " : "";
+  // The pool counts finished runs against the whole plan, or under mpirun against this rank's share.
+  RunPool pool(*spec, comm.distributed() ? queue.size() : plan.size(), jobs, threads, tag);
   std::vector<std::string> failed;
-  std::size_t next = 0, done = plan.size() - training;
+  std::size_t next = 0, done = comm.distributed() ? 0 : already;
   bool forwarded = false;
   while (next < queue.size() || !pool.empty()) {
     if (!stop.requested()) pool.start(queue, next);
@@ -192,20 +275,7 @@ int run_comparison(const std::string& config_path, const CompareOptions& options
       forwarded = true;
     }
   }
-  write_comparison_summary(spec, plan);
-  std::printf("attnlab compare: %zu of %zu runs done; %s/summary.md, %s/report.html\n", done, plan.size(), spec.folder().c_str(),
-              spec.folder().c_str());
-  if (stop.requested()) {
-    std::printf("attnlab compare: stopped by %s. Resume with the same command: %s\n", stop.name(), command_line(config_path, options).c_str());
-    return stop.exit_status();
-  }
-  if (!failed.empty()) {
-    std::fprintf(stderr, "attnlab compare: %zu run%s failed:", failed.size(), failed.size() == 1 ? "" : "s");
-    for (const auto& f : failed) std::fprintf(stderr, " %s", f.c_str());
-    std::fprintf(stderr, " (their .log files say why; the same command retries those that did not diverge)\n");
-    return 1;
-  }
-  return 0;
+  return finish_comparison(*spec, plan, done - (comm.distributed() ? 0 : already), already, failed, stop, command_line(config_path, options));
 }
 
 }  // namespace attnlab

@@ -193,7 +193,8 @@ void check_schedule_keys(const ConfigNode& train, TrainConfig& t) {
 Schema<TrainConfig> train_schema() {
   Schema<TrainConfig> s;
   s.field("steps", &TrainConfig::steps, "optimizer steps", Range::at_least(1)).resumable();
-  s.field("batch_size", &TrainConfig::batch_size, "sequences per step", Range::at_least(1));
+  s.field("batch_size", &TrainConfig::batch_size, "sequences per step; under mpirun the global batch, split evenly over the processes",
+          Range::at_least(1));
   s.field("grad_clip", &TrainConfig::grad_clip, "clip the global gradient norm to this; 0 turns clipping off", Range::at_least(0.0));
   s.field("label_smoothing", &TrainConfig::label_smoothing,
           "the training loss spreads this share of each target's probability evenly over the classes (PyTorch's "

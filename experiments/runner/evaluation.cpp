@@ -4,6 +4,7 @@
 #include <functional>
 #include <stdexcept>
 
+#include "experiments/runner/data_parallel.hpp"
 #include "framework/io/atomic_file.hpp"
 #include "framework/io/image.hpp"
 #include "framework/io/npy.hpp"
@@ -118,10 +119,21 @@ Evaluation EvaluationSum::result() const {
   return e;
 }
 
-Evaluation evaluate(Model& model, const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed) {
+void EvaluationSum::sum_over(const dist::Communicator& comm) {
+  double sums[5] = {loss_, correct_, exact_, rows_, static_cast<double>(scored_)};
+  comm.sum(sums, 5);
+  loss_ = sums[0], correct_ = sums[1], exact_ = sums[2], rows_ = sums[3], scored_ = static_cast<std::size_t>(sums[4]);
+}
+
+Evaluation evaluate(Model& model, const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed,
+                    const dist::Communicator& comm) {
   EvalScope scope(model);
   EvaluationSum sum;
-  for_each_held_out_batch(data, batches, batch_size, seed, [&](const Batch& b) { sum.add(model.forward(b).logits, b.target); });
+  for_each_held_out_batch(data, batches, batch_size, seed, [&](const Batch& whole) {
+    const Batch b = shard(whole, comm);
+    if (b.target.size(0)) sum.add(model.forward(b).logits, b.target);
+  });
+  sum.sum_over(comm);
   return sum.result();
 }
 

@@ -11,6 +11,7 @@
 
 #include "datasets/source.hpp"
 #include "experiments/runner/metrics_log.hpp"
+#include "framework/distributed/communicator.hpp"
 #include "framework/models/model.hpp"
 
 namespace attnlab {
@@ -25,6 +26,8 @@ struct Evaluation {
 class EvaluationSum {
  public:
   void add(const Tensor& logits, const Tensor& target);
+  // Sums every rank's sums into each rank's (a data-parallel evaluation, each rank scoring its rows).
+  void sum_over(const dist::Communicator& comm);
   Evaluation result() const;
 
  private:
@@ -39,7 +42,10 @@ void for_each_held_out_batch(const data::DataSource& data, std::size_t batches, 
 
 // Loss and metrics on the held-out split: `batches` batches drawn from `seed` (the same ones every time),
 // or with batches 0 the whole split in order. Runs in eval mode under no-grad; the mode comes back after.
-Evaluation evaluate(Model& model, const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed);
+// Under mpirun each rank scores its rows of every batch and the sums are reduced: every rank gets the
+// figures a single process would.
+Evaluation evaluate(Model& model, const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed,
+                    const dist::Communicator& comm = dist::Communicator::world());
 
 // Fixed held-out examples whose patterns a run captures as it trains.
 struct Probes {

@@ -118,10 +118,12 @@ double MetricRow::value(const std::string& column) const {
 
 // ---- summary.json ----
 
-RunSummary::RunSummary() : final_eval_loss(kNaN), final_token_accuracy(kNaN), final_exact_match(kNaN), best_eval_loss(kNaN) {}
+RunSummary::RunSummary()
+    : final_eval_loss(kNaN), final_token_accuracy(kNaN), final_exact_match(kNaN), best_eval_loss(kNaN), allreduce_ms_per_step(kNaN),
+      allreduce_share(kNaN) {}
 
 void write_summary(const std::string& run_dir, const RunSummary& s) {
-  const json j{{"name", s.name},
+  json j{{"name", s.name},
                {"status", s.status},
                {"steps", s.steps},
                {"params", s.params},
@@ -134,6 +136,13 @@ void write_summary(const std::string& run_dir, const RunSummary& s) {
                {"final_exact_match", number(s.final_exact_match)},
                {"final_scored_tokens", s.final_scored_tokens},
                {"best_eval_loss", number(s.best_eval_loss)}};
+  if (s.processes > 1) {
+    j["data_parallel"] = {{"processes", s.processes},
+                          {"allreduce_bytes", s.allreduce_bytes},
+                          {"allreduce_calls_per_step", s.allreduce_calls_per_step},
+                          {"allreduce_ms_per_step", number(s.allreduce_ms_per_step)},
+                          {"allreduce_share", number(s.allreduce_share)}};
+  }
   write_file_atomically(run_dir + "/summary.json", j.dump(2) + "\n");
 }
 
@@ -156,6 +165,14 @@ std::optional<RunSummary> read_summary(const std::string& run_dir) {
     s.final_token_accuracy = number(j.at("final_token_accuracy"));
     s.final_exact_match = number(j.at("final_exact_match"));
     s.best_eval_loss = number(j.at("best_eval_loss"));
+    if (j.contains("data_parallel")) {
+      const json& d = j.at("data_parallel");
+      s.processes = d.at("processes").get<std::size_t>();
+      s.allreduce_bytes = d.at("allreduce_bytes").get<std::size_t>();
+      s.allreduce_calls_per_step = d.at("allreduce_calls_per_step").get<std::size_t>();
+      s.allreduce_ms_per_step = number(d.at("allreduce_ms_per_step"));
+      s.allreduce_share = number(d.at("allreduce_share"));
+    }
     return s;
   } catch (const json::exception& e) {
     throw std::runtime_error(path + " is not a run summary (" + e.what() + ")");

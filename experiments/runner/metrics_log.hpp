@@ -51,6 +51,11 @@ struct RunSummary {
   double train_seconds = 0, tokens_per_s = 0, peak_rss_mb = 0;
   double state_size = 0;  // numbers the attention layers keep per sequence (memory_estimate.hpp's state_size)
   double final_eval_loss, final_token_accuracy, final_exact_match, best_eval_loss;
+  // A data-parallel run (processes > 1, written only then, as "data_parallel"): the bytes each step's
+  // allreduce sums, its calls per step, its mean time per step in the last session, and its share of
+  // that session's training time.
+  std::size_t processes = 1, allreduce_bytes = 0, allreduce_calls_per_step = 0;
+  double allreduce_ms_per_step, allreduce_share;
   RunSummary();
 };
 void write_summary(const std::string& run_dir, const RunSummary& summary);

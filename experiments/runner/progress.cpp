@@ -22,7 +22,10 @@ double seconds_now() {
 
 }  // namespace
 
-Progress::Progress(std::size_t last_step) : last_step_(last_step), terminal_(isatty(fileno(stdout)) != 0) {}
+Progress::Progress(std::size_t last_step, ProgressOutput output)
+    : last_step_(last_step),
+      silent_(output == ProgressOutput::none),
+      terminal_(output == ProgressOutput::automatic && isatty(fileno(stdout)) != 0) {}
 
 void Progress::step(std::size_t step, double loss, double tokens_per_s, double eta) {
   if (!terminal_) return;
@@ -37,10 +40,10 @@ void Progress::step(std::size_t step, double loss, double tokens_per_s, double e
   bar_open_ = true;
 }
 
-void Progress::log_line(std::size_t step, double mean_loss, double lr, double tokens_per_s, double eta) {
-  if (terminal_) return;
-  std::printf("[%s] step %zu/%zu  loss %.4f  lr %.3g  %.0f tok/s  eta %.0fs\n", clock_time().c_str(), step, last_step_, mean_loss, lr,
-              tokens_per_s, eta);
+void Progress::log_line(std::size_t step, double mean_loss, double lr, double tokens_per_s, double eta, const std::string& extra) {
+  if (terminal_ || silent_) return;
+  std::printf("[%s] step %zu/%zu  loss %.4f  lr %.3g  %.0f tok/s  eta %.0fs%s\n", clock_time().c_str(), step, last_step_, mean_loss, lr,
+              tokens_per_s, eta, extra.c_str());
   std::fflush(stdout);
 }
 
@@ -54,6 +57,7 @@ void Progress::evaluation(std::size_t step, double loss, double token_accuracy, 
 }
 
 void Progress::message(const std::string& text, bool timestamped) {
+  if (silent_) return;
   end_bar();
   std::printf("%s%s\n", timestamped ? ("[" + clock_time() + "] ").c_str() : "", text.c_str());
   std::fflush(stdout);

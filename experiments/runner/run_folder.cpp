@@ -153,6 +153,17 @@ LoadedRun load_run(const std::string& dir, const std::string& which, const std::
   return run;
 }
 
+LoadedRun loaded_run_from(const std::string& dir, const std::string& config_yaml, const std::string& checkpoint_bytes) {
+  LoadedRun run;
+  run.dir = dir;
+  run.checkpoint_file = "last.ckpt";
+  const std::string checkpoint_path = dir + "/last.ckpt (as rank 0 read it)";
+  run.checkpoint = parse_checkpoint(checkpoint_bytes, checkpoint_path);
+  run.state = state_of(run.checkpoint, checkpoint_path);
+  run.config = parse_config(config_yaml, dir + "/config.yaml (as rank 0 resolved it)");
+  return run;
+}
+
 void load_run_model(Module& model, const LoadedRun& run) {
   try {
     model.load_state_dict(checkpoint_part(run.checkpoint, "model."));

@@ -69,6 +69,10 @@ struct LoadedRun {
 // (everything but train.steps, the evaluation and logging cadence, ...) is an error naming both files.
 LoadedRun load_run(const std::string& dir, const std::string& which, const std::vector<std::string>& overrides = {});
 
+// On a rank other than 0 of a data-parallel job: the run rank 0 loaded (load_run(dir, "last", ...)),
+// rebuilt from what it sent, its resolved config as YAML and its last.ckpt's bytes.
+LoadedRun loaded_run_from(const std::string& dir, const std::string& config_yaml, const std::string& checkpoint_bytes);
+
 // Loads the run's checkpointed weights into `model` (built from run.config); an error naming the file
 // when they do not fit.
 void load_run_model(Module& model, const LoadedRun& run);

@@ -1,10 +1,12 @@
 #include "experiments/runner/train.hpp"
 
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <optional>
 
+#include "experiments/runner/data_parallel.hpp"
 #include "experiments/runner/evaluation.hpp"
 #include "experiments/runner/experiment.hpp"
 #include "experiments/runner/memory_estimate.hpp"
@@ -14,46 +16,60 @@
 #include "experiments/runner/report.hpp"
 #include "experiments/runner/run_folder.hpp"
 #include "experiments/runner/stop_signals.hpp"
+#include "framework/io/atomic_file.hpp"
 #include "framework/io/npy.hpp"
 #include "framework/ops/parallel.hpp"
 
 namespace attnlab {
 namespace {
 
-// One training session: a new run, or a run resumed from its last.ckpt.
+// One training session: a new run, or a run resumed from its last.ckpt. Under mpirun every rank runs
+// one, each on its rows of the global batch (data_parallel.hpp); rank 0 alone writes the run folder and
+// prints.
 class Trainer {
  public:
   Trainer(const ExperimentConfig& config, const std::optional<LoadedRun>& resumed);
   TrainResult run();
 
  private:
+  struct StepLoss {
+    double loss;  // the global batch's mean loss
+    bool stop;    // a stop signal reached this rank, or under mpirun any rank, before the allreduce
+  };
+  bool writer() const { return parallel_.comm().rank() == 0; }
   bool due(std::size_t step, std::size_t every) const { return step == c_.train.steps || (every && step % every == 0); }
   double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
   double rate() const { return static_cast<double>(tokens_) / std::max(seconds(), 1e-9); }
+  StepLoss forward_backward(const StopSignals& stop);
   void log_train(std::size_t step, double lr);
   void evaluate_at(std::size_t step, double lr);
   void save(const std::string& file);
+  void write_row(const MetricRow& row);
+  RunSummary summary(const std::string& status);
   TrainResult diverged(std::size_t step, double loss, double lr);
   TrainResult stopped(const StopSignals& stop);
   TrainResult finish();
 
   const ExperimentConfig c_;
   Experiment x_;
+  DataParallel parallel_;
   std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;
-  RunFolder folder_;
+  std::optional<RunFolder> folder_;  // rank 0's
+  std::string run_dir_;
   TrainState state_;
   Generator data_gen_;
-  MetricsLog log_;
+  std::optional<MetricsLog> log_;    // rank 0's
   Progress progress_;
   std::optional<Probes> probes_;
   Evaluation last_eval_;
-  std::size_t first_step_, tokens_ = 0;  // tokens read in this session
+  std::size_t first_step_, tokens_ = 0;  // tokens read in this session (by every rank together)
   std::chrono::steady_clock::time_point start_;
   TrainResult result_;
 };
 
-// The model's starting weights: from the checkpoint when resuming, else model.init_from's folder, if any.
+// The model's starting weights: from the checkpoint when resuming, else model.init_from's folder, if any
+// (read by rank 0, whose model state every rank then receives: DataParallel).
 Experiment build(const ExperimentConfig& c, const std::optional<LoadedRun>& resumed) {
   Experiment x(c);
   if (resumed) {
@@ -62,7 +78,7 @@ Experiment build(const ExperimentConfig& c, const std::optional<LoadedRun>& resu
     } catch (const std::invalid_argument& e) {
       throw std::runtime_error(resumed->dir + "/" + resumed->checkpoint_file + " does not fit the model of its config: " + e.what());
     }
-  } else if (!c.model.init_from.empty()) {
+  } else if (!c.model.init_from.empty() && dist::Communicator::world().rank() == 0) {
     try {
       x.model->load_weights(import_npy_folder(c.model.init_from));
     } catch (const std::exception& e) {
@@ -72,8 +88,10 @@ Experiment build(const ExperimentConfig& c, const std::optional<LoadedRun>& resu
   return x;
 }
 
-// The run folder: created once everything else is known to work, or the resumed one made ready again.
-RunFolder folder_for(const ExperimentConfig& c, const std::optional<LoadedRun>& resumed) {
+// The run folder (rank 0's only): created once everything else is known to work, or the resumed one made
+// ready again.
+std::optional<RunFolder> folder_for(const ExperimentConfig& c, const std::optional<LoadedRun>& resumed) {
+  if (dist::Communicator::world().rank() != 0) return std::nullopt;
   if (!resumed) return RunFolder::create(c);
   RunFolder folder = RunFolder::open(resumed->dir);
   folder.remove_leftovers();
@@ -85,14 +103,17 @@ RunFolder folder_for(const ExperimentConfig& c, const std::optional<LoadedRun>& 
 Trainer::Trainer(const ExperimentConfig& config, const std::optional<LoadedRun>& resumed)
     : c_(config),
       x_(build(config, resumed)),
+      parallel_(dist::Communicator::world(), *x_.model),
       optimizer_(make_optimizer(config.train.optimizer, *x_.model)),
       schedule_(make_schedule(config.train)),
       folder_(folder_for(config, resumed)),
+      run_dir_(folder_ ? folder_->dir() : ""),
       state_(resumed ? resumed->state : TrainState{}),
       data_gen_(config.seed + 1),
-      log_(folder_.dir(), resumed ? std::optional<std::size_t>(resumed->state.step) : std::nullopt),
-      progress_(config.train.steps),
+      progress_(config.train.steps, !parallel_.active() ? ProgressOutput::automatic : writer() ? ProgressOutput::lines : ProgressOutput::none),
       first_step_(state_.step + 1) {
+  parallel_.comm().broadcast(run_dir_);  // rank 0 chose it (name-2 when name was taken)
+  if (writer()) log_.emplace(run_dir_, resumed ? std::optional<std::size_t>(resumed->state.step) : std::nullopt);
   if (resumed) {
     optimizer_->load_state_dict(checkpoint_part(resumed->checkpoint, "optim."));
     data_gen_.set_state(state_.data_rng);
@@ -101,10 +122,14 @@ Trainer::Trainer(const ExperimentConfig& config, const std::optional<LoadedRun>&
   if (c_.log.patterns && KernelRegistry::instance().find(c_.model.encoder.attention).capabilities.pattern) {
     probes_ = make_probes(*x_.data, c_.log.probes, c_.seed + 3);
   }
-  result_.run_dir = folder_.dir();
+  result_.run_dir = run_dir_;
+  const std::size_t ranks = static_cast<std::size_t>(parallel_.comm().size());
+  const std::string processes = parallel_.active() ? " on " + std::to_string(ranks) + " processes (data parallel, " +
+                                                         std::to_string(c_.train.batch_size / ranks) + " sequences each)"
+                                                   : "";
   progress_.message("attnlab: " + std::string(resumed ? "resuming " : "training ") + c_.name + " (" +
                     std::to_string(x_.model->parameter_count()) + " parameters) " + (resumed ? "at" : "from") + " step " +
-                    std::to_string(first_step_) + " to " + std::to_string(c_.train.steps) + "; run folder " + folder_.dir());
+                    std::to_string(first_step_) + " to " + std::to_string(c_.train.steps) + processes + "; run folder " + run_dir_);
 }
 
 TrainResult Trainer::run() {
@@ -114,46 +139,59 @@ TrainResult Trainer::run() {
   for (std::size_t step = first_step_; step <= c_.train.steps; ++step) {
     const double lr = schedule_.lr_at(step - 1);
     optimizer_->set_lr(lr);
-    const Batch batch = x_.data->sample(data::TaskSplit::train, c_.train.batch_size, data_gen_);
-    Tensor loss = cross_entropy(x_.model->forward(batch).logits, batch.target, data::kIgnore, c_.train.label_smoothing);
-    loss.backward();
-    const double value = loss.item();
-    const double norm = clip_grad_norm(parameters, c_.train.grad_clip > 0 ? c_.train.grad_clip : INFINITY);
+    const StepLoss step_loss = forward_backward(stop);
+    const double value = step_loss.loss;
+    const double norm = clip_grad_norm(parameters, c_.train.grad_clip > 0 ? c_.train.grad_clip : INFINITY);  // of the summed gradient
     if (!std::isfinite(value) || !std::isfinite(norm)) return diverged(step, value, lr);
     optimizer_->step();
     optimizer_->zero_grad();  // free the gradients now: the next forward runs without them
     state_.step = step;
     state_.running_loss += value;
     ++state_.running_count;
-    tokens_ += x_.model->tokens_read(batch);
     result_.final_train_loss = value;
     const double eta = seconds() / static_cast<double>(step - first_step_ + 1) * static_cast<double>(c_.train.steps - step);
     progress_.step(step, value, rate(), eta);
     if (due(step, c_.log.interval)) log_train(step, lr);
     if (due(step, c_.train.eval_interval)) evaluate_at(step, lr);
-    if (probes_ && due(step, c_.log.pattern_interval ? c_.log.pattern_interval : c_.train.eval_interval)) {
-      log_.write(capture_patterns(*x_.model, *probes_, step, folder_.dir()));
+    if (probes_ && writer() && due(step, c_.log.pattern_interval ? c_.log.pattern_interval : c_.train.eval_interval)) {
+      log_->write(capture_patterns(*x_.model, *probes_, step, run_dir_));
     }
     if (due(step, c_.train.checkpoint_interval)) save("last.ckpt");
-    if (stop.requested() && step < c_.train.steps) return stopped(stop);
+    // Under mpirun the ranks agree through the allreduce: every rank stops after the same step.
+    const bool stopping = parallel_.active() ? step_loss.stop : stop.requested();
+    if (stopping && step < c_.train.steps) return stopped(stop);
   }
   return finish();
+}
+
+// Draws the global batch, and takes the gradient of this rank's rows (all of them in a single process).
+// Under mpirun each rank's mean loss is weighted by its share of the batch's scored targets, so that the
+// allreduce's sum is the gradient of the global batch's mean loss, which it also returns.
+Trainer::StepLoss Trainer::forward_backward(const StopSignals& stop) {
+  const Batch whole = x_.data->sample(data::TaskSplit::train, c_.train.batch_size, data_gen_);
+  const Batch batch = parallel_.shard(whole);
+  Tensor loss = cross_entropy(x_.model->forward(batch).logits, batch.target, data::kIgnore, c_.train.label_smoothing);
+  if (parallel_.active()) loss = mul(loss, parallel_.loss_weight(whole, batch));
+  loss.backward();
+  tokens_ += x_.model->tokens_read(whole);
+  const std::vector<double> sums = parallel_.reduce({loss.item(), stop.requested() ? 1.0 : 0.0});
+  return {sums[0], sums[1] > 0};
 }
 
 void Trainer::log_train(std::size_t step, double lr) {
   MetricRow row;
   row.step = step, row.split = "train", row.lr = lr, row.tokens_per_s = rate(), row.elapsed_s = state_.train_seconds + seconds();
   row.loss = state_.running_loss / static_cast<double>(state_.running_count);
-  log_.write(row);
+  write_row(row);
   const double eta = seconds() / static_cast<double>(step - first_step_ + 1) * static_cast<double>(c_.train.steps - step);
-  progress_.log_line(step, row.loss, lr, row.tokens_per_s, eta);
+  progress_.log_line(step, row.loss, lr, row.tokens_per_s, eta, parallel_.progress());
   state_.running_loss = 0;
   state_.running_count = 0;
 }
 
 // A periodic evaluation on the same held-out batches every time; best.ckpt follows its loss.
 void Trainer::evaluate_at(std::size_t step, double lr) {
-  last_eval_ = evaluate(*x_.model, *x_.data, c_.train.eval_batches, c_.train.batch_size, c_.seed + 2);
+  last_eval_ = evaluate(*x_.model, *x_.data, c_.train.eval_batches, c_.train.batch_size, c_.seed + 2, parallel_.comm());
   if (last_eval_.loss < state_.best_eval) {
     state_.best_eval = last_eval_.loss;
     save("best.ckpt");
@@ -162,15 +200,22 @@ void Trainer::evaluate_at(std::size_t step, double lr) {
   row.step = step, row.split = "eval", row.loss = last_eval_.loss, row.token_accuracy = last_eval_.metrics.token_accuracy;
   row.exact_match = last_eval_.metrics.exact_match, row.lr = lr, row.tokens_per_s = rate();
   row.elapsed_s = state_.train_seconds + seconds();
-  log_.write(row);
+  write_row(row);
   progress_.evaluation(step, row.loss, row.token_accuracy, row.exact_match);
 }
 
+// Rank 0 writes; the other ranks hold the same state.
+void Trainer::write_row(const MetricRow& row) {
+  if (log_) log_->write(row);
+}
+
+// Rank 0 writes; the other ranks hold the same state.
 void Trainer::save(const std::string& file) {
+  if (!folder_) return;
   TrainState s = state_;
   s.train_seconds += seconds();
   s.data_rng = data_gen_.state();
-  folder_.save_checkpoint(file, c_, *x_.model, *optimizer_, s, x_.data->vocabulary());
+  folder_->save_checkpoint(file, c_, *x_.model, *optimizer_, s, x_.data->vocabulary());
 }
 
 // The run's report.html; a failure to write it is reported and does not fail the run.
@@ -180,6 +225,17 @@ void write_report(const std::string& run_dir) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "attnlab: warning: report.html not written: %s\n", e.what());
   }
+}
+
+// What every summary.json says; the peak memory is rank 0's.
+RunSummary Trainer::summary(const std::string& status) {
+  RunSummary s;
+  s.name = c_.name, s.status = status, s.steps = state_.step, s.params = x_.model->parameter_count();
+  s.state_size = state_size(c_);
+  s.train_seconds = state_.train_seconds + seconds(), s.tokens_per_s = rate(), s.peak_rss_mb = peak_rss_mb();
+  s.best_eval_loss = state_.best_eval;
+  parallel_.fill(s, seconds());
+  return s;
 }
 
 // Stops before the step: the parameters are still those of the last step, and last.ckpt keeps them.
@@ -197,15 +253,12 @@ TrainResult Trainer::diverged(std::size_t step, double loss, double lr) {
   optimizer_->zero_grad();
   MetricRow row;
   row.step = step, row.split = "diverged", row.loss = loss, row.lr = lr, row.elapsed_s = state_.train_seconds + seconds();
-  log_.write(row);
+  write_row(row);
   save("last.ckpt");
-  RunSummary summary;
-  summary.name = c_.name, summary.status = "diverged", summary.steps = state_.step, summary.params = x_.model->parameter_count();
-  summary.state_size = state_size(c_);
-  summary.train_seconds = state_.train_seconds + seconds(), summary.tokens_per_s = rate(), summary.peak_rss_mb = peak_rss_mb();
-  summary.best_eval_loss = state_.best_eval;
-  write_summary(folder_.dir(), summary);
-  write_report(folder_.dir());
+  if (writer()) {
+    write_summary(run_dir_, summary("diverged"));
+    write_report(run_dir_);
+  }
   progress_.message("attnlab: training stopped at step " + std::to_string(step) + ": the loss is " + std::to_string(loss) +
                     (culprit.empty() ? "" : " and the gradient of " + culprit + " is not finite") + "; last.ckpt holds step " +
                     std::to_string(state_.step) + ", the state before it. Lower train.optimizer.lr or set train.grad_clip");
@@ -213,12 +266,15 @@ TrainResult Trainer::diverged(std::size_t step, double loss, double lr) {
   return result_;
 }
 
+// Under mpirun a rank may stop because another received the signal: it stops as if sent SIGTERM.
 TrainResult Trainer::stopped(const StopSignals& stop) {
   save("last.ckpt");
-  write_report(folder_.dir());
-  progress_.message("attnlab: stopped by " + std::string(stop.name()) + " after step " + std::to_string(state_.step) +
-                    "; checkpoint written. Resume with: attnlab train --resume " + folder_.dir());
-  result_.stop_signal = stop.signal();
+  if (writer()) write_report(run_dir_);
+  const bool signalled = stop.requested();
+  const std::string launcher = parallel_.active() ? "mpirun -np " + std::to_string(parallel_.comm().size()) + " " : "";
+  progress_.message("attnlab: stopped by " + std::string(signalled ? stop.name() : "SIGTERM (sent to another rank)") + " after step " +
+                    std::to_string(state_.step) + "; checkpoint written. Resume with: " + launcher + "attnlab train --resume " + run_dir_);
+  result_.stop_signal = signalled ? stop.signal() : SIGTERM;
   return result_;
 }
 
@@ -229,11 +285,11 @@ TrainResult Trainer::finish() {
   const double lr = schedule_.lr_at(c_.train.steps - 1);
   const Evaluation e = c_.train.final_eval_batches == c_.train.eval_batches
                            ? last_eval_
-                           : evaluate(*x_.model, *x_.data, c_.train.final_eval_batches, c_.train.batch_size, c_.seed + 2);
+                           : evaluate(*x_.model, *x_.data, c_.train.final_eval_batches, c_.train.batch_size, c_.seed + 2, parallel_.comm());
   MetricRow row;
   row.step = c_.train.steps, row.split = "final", row.loss = e.loss, row.token_accuracy = e.metrics.token_accuracy;
   row.exact_match = e.metrics.exact_match, row.lr = lr, row.tokens_per_s = rate(), row.elapsed_s = state_.train_seconds + seconds();
-  log_.write(row);
+  write_row(row);
   char line[256];
   std::snprintf(line, sizeof line, "final evaluation (%s, %zu scored tokens): loss %.4f  token accuracy %.2f%%  exact match %.2f%%",
                 c_.train.final_eval_batches ? "sampled batches" : "the whole held-out split", e.metrics.scored_tokens, e.loss,
@@ -241,16 +297,14 @@ TrainResult Trainer::finish() {
   progress_.message(line, true);
   result_.final_eval_loss = e.loss, result_.final_token_accuracy = e.metrics.token_accuracy;
   result_.final_exact_match = e.metrics.exact_match, result_.final_scored_tokens = e.metrics.scored_tokens;
-  RunSummary summary;
-  summary.name = c_.name, summary.steps = c_.train.steps, summary.params = x_.model->parameter_count();
-  summary.state_size = state_size(c_);
-  summary.train_seconds = state_.train_seconds + seconds(), summary.tokens_per_s = rate(), summary.peak_rss_mb = peak_rss_mb();
-  summary.final_eval_loss = e.loss, summary.final_token_accuracy = e.metrics.token_accuracy;
-  summary.final_exact_match = e.metrics.exact_match, summary.final_scored_tokens = e.metrics.scored_tokens;
-  summary.best_eval_loss = state_.best_eval;
-  write_summary(folder_.dir(), summary);  // marks the run finished (attnlab compare reads it)
-  write_report(folder_.dir());
-  std::snprintf(line, sizeof line, "attnlab: done in %.1fs; results in %s (report.html)", seconds(), folder_.dir().c_str());
+  RunSummary s = summary("finished");
+  s.final_eval_loss = e.loss, s.final_token_accuracy = e.metrics.token_accuracy;
+  s.final_exact_match = e.metrics.exact_match, s.final_scored_tokens = e.metrics.scored_tokens;
+  if (writer()) {
+    write_summary(run_dir_, s);  // marks the run finished (attnlab compare reads it)
+    write_report(run_dir_);
+  }
+  std::snprintf(line, sizeof line, "attnlab: done in %.1fs; results in %s (report.html)", seconds(), run_dir_.c_str());
   progress_.message(line);
   return result_;
 }
@@ -259,17 +313,30 @@ TrainResult Trainer::finish() {
 
 TrainResult train_experiment(const ExperimentConfig& config, int threads) {
   set_num_threads(threads);
+  check_even_split(config.train.batch_size, "train.batch_size", dist::Communicator::world());
   return Trainer(config, std::nullopt).run();
 }
 
+// Under mpirun rank 0 loads the run and sends its resolved config and last.ckpt's bytes to the others,
+// which need no access to the run folder.
 TrainResult resume_experiment(const std::string& run_dir, const std::vector<std::string>& overrides, int threads) {
   set_num_threads(threads);
-  const LoadedRun run = load_run(run_dir, "last", overrides);
-  if (run.state.step >= run.config.train.steps) {
-    throw std::invalid_argument("the run in " + run_dir + " is already at step " + std::to_string(run.state.step) +
-                                "; to train further set train.steps above it (attnlab train --resume " + run_dir + " train.steps=N)");
+  const dist::Communicator& comm = dist::Communicator::world();
+  std::optional<LoadedRun> run;
+  std::string config_yaml, checkpoint;
+  if (comm.rank() == 0) {
+    run = load_run(run_dir, "last", overrides);
+    if (run->state.step >= run->config.train.steps) {
+      throw std::invalid_argument("the run in " + run_dir + " is already at step " + std::to_string(run->state.step) +
+                                  "; to train further set train.steps above it (attnlab train --resume " + run_dir + " train.steps=N)");
+    }
+    if (comm.distributed()) config_yaml = config_to_yaml(run->config), checkpoint = read_file(run_dir + "/last.ckpt", "checkpoint");
   }
-  return Trainer(run.config, run).run();
+  comm.broadcast(config_yaml);
+  comm.broadcast(checkpoint);
+  if (comm.rank() != 0) run = loaded_run_from(run_dir, config_yaml, checkpoint);
+  check_even_split(run->config.train.batch_size, "train.batch_size", comm);
+  return Trainer(run->config, run).run();
 }
 
 }  // namespace attnlab

@@ -87,8 +87,9 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
   write_file_atomically(path, file);
 }
 
-Checkpoint load_checkpoint(const std::string& path) {
-  const std::string file = read_file(path, "checkpoint");
+Checkpoint load_checkpoint(const std::string& path) { return parse_checkpoint(read_file(path, "checkpoint"), path); }
+
+Checkpoint parse_checkpoint(const std::string& file, const std::string& path) {
   const std::size_t header = sizeof kMagic + sizeof(std::uint32_t) + sizeof(std::uint64_t);
   if (file.size() < sizeof kMagic || std::memcmp(file.data(), kMagic, sizeof kMagic) != 0) {
     throw std::runtime_error(path + " is not an attnlab checkpoint (wrong magic)");

@@ -23,5 +23,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint);
 // Throws std::runtime_error naming the file and what is wrong (missing, not a checkpoint, another
 // version, truncated, checksum mismatch).
 Checkpoint load_checkpoint(const std::string& path);
+// The same from a checkpoint file's bytes (read elsewhere, e.g. broadcast by rank 0); `path` names it in errors.
+Checkpoint parse_checkpoint(const std::string& file, const std::string& path);
 
 }  // namespace attnlab

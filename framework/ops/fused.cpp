@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 #include "framework/ops/ops.hpp"
@@ -465,9 +466,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
 
 // ---- dropout ----
 
-Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
+namespace {
+int g_dropout_rank = -1;
+}  // namespace
+
+void set_dropout_rank(int rank) { g_dropout_rank = rank; }
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator& shared) {
   if (!(p >= 0.0 && p <= 1.0)) throw std::invalid_argument("dropout: p must be in [0, 1], got " + std::to_string(p));
   if (!training || p == 0.0) return x;
+  // A rank's own stream: the golden ratio's multiples keep the ranks' seeds apart (the Generator mixes
+  // its seed through splitmix64).
+  std::optional<Generator> ranked;
+  if (g_dropout_rank >= 0) ranked.emplace(shared.next_u64() + 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(g_dropout_rank + 1));
+  Generator& gen = ranked ? *ranked : shared;
   // The mask holds 0 or 1/(1-p) per element, so forward and backward are one multiply.
   Tensor mask = empty(x.shape(), x.dtype());
   dispatch_floating(x.dtype(), "dropout", [&](auto tag) {

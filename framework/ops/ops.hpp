@@ -132,5 +132,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, std::int64_t i
                      double label_smoothing = 0.0);
 // Zeroes each element with probability p and scales the rest by 1/(1-p) when training; identity otherwise.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen);
+// Data-parallel training (rank >= 0; -1, the default, is a single process): each dropout call draws one
+// number from `gen` and its mask from a generator seeded by that number and the rank. Every rank's
+// generators then advance alike (so rank 0's checkpoint resumes every rank) while the ranks' masks differ,
+// as masks for different rows of one batch do in a single process. The masks are not the ones a single
+// process would draw: with dropout, an N-process run follows the 1-process run in distribution, not bit
+// for bit.
+void set_dropout_rank(int rank);
 
 }  // namespace attnlab

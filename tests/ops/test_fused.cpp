@@ -216,6 +216,30 @@ TEST(Dropout, EvalIsIdentityTrainingDropsAndRescales) {
   EXPECT_THROW(dropout(x, 1.5, true, gen), std::invalid_argument);
 }
 
+// Data-parallel ranks: each call draws one number from the shared generator, so every rank's generator
+// stays where the others' are (rank 0's checkpoint resumes them all), while the ranks' masks differ and
+// still drop p of the elements; rank -1 (a single process) draws the mask from the generator itself.
+TEST(Dropout, RanksDrawTheirOwnMasksFromOneSharedStream) {
+  const Tensor x = ones({4000});
+  Generator plain(5), reference(5);
+  const auto single = dropout(x, 0.25, true, plain).to_vector();
+  std::vector<std::vector<double>> masks;
+  for (int rank : {0, 1}) {
+    set_dropout_rank(rank);
+    Generator shared(5), advanced(5);
+    masks.push_back(dropout(x, 0.25, true, shared).to_vector());
+    advanced.next_u64();
+    EXPECT_EQ(shared.state(), advanced.state()) << "rank " << rank << " advanced its generator by other than one number";
+    std::size_t dropped = 0;
+    for (double v : masks.back()) dropped += v == 0.0;
+    EXPECT_NEAR(static_cast<double>(dropped) / 4000.0, 0.25, 0.03);
+  }
+  set_dropout_rank(-1);
+  EXPECT_NE(masks[0], masks[1]);
+  EXPECT_NE(masks[0], single);
+  EXPECT_EQ(dropout(x, 0.25, true, reference).to_vector(), single);  // back to the single-process stream
+}
+
 TEST(FusedGradcheck, Softmax) {
   EXPECT_TRUE(gradcheck_passes([](const auto& in) { return softmax(in[0]); }, {param({3, 5}, 1, 2.0)}));
 }

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# End to end under mpirun with two ranks (mpirun.sh beside this file gives OpenMPI's settings):
+#  - data-parallel training follows the single-process run with the same seed and global batch: every
+#    step's loss to 1e-5 relative for 20 steps, the evaluations, and the final parameters to 1e-5, on an
+#    encoder-decoder (padded batches whose rows score different numbers of tokens) and a causal LM;
+#  - a run stopped by a step limit resumes under mpirun and still follows the single-process run; a run
+#    stopped by SIGTERM to mpirun writes one checkpoint and resumes; a rank that dies ends the job;
+#  - a global batch that does not split evenly, and commands that run on one process, are refused;
+#  - a comparison of 2 variants x 2 seeds over two ranks gives the local comparison's summary, and the
+#    same command again reruns nothing;
+#  - `attnlab bench gpt` reports its allreduce.
+# Usage: mpi_cli.sh ATTNLAB_BINARY SOURCE_DIR WORK_DIR MPIRUN
+set -uo pipefail
+attnlab=$1 source=$2 work=$3 mpirun=$4
+here=$(cd "$(dirname "$0")" && pwd)
+rm -rf "$work" && mkdir -p "$work"
+failures=0
+fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
+mpi() { bash "$here/mpirun.sh" "$mpirun" -np 2 "$@"; }
+check() {  # name, then the command
+  local name=$1; shift
+  if "$@" > "$work/$name.log" 2>&1; then echo "ok: $name"; else fail "$name (status $?)"; cat "$work/$name.log"; fi
+}
+# Every train and eval row of run $2 against run $1's at the same step, to 1e-5 relative; the final
+# parameters (exported from last.ckpt) to 1e-5. Optional $3: compare only steps above it.
+same_run() {
+  python3 - "$1" "$2" "${3:-0}" <<'PY' || fail "$2 does not follow $1"
+import json, sys
+def rows(run):
+    out = {}
+    for line in open(run + "/metrics.jsonl"):
+        r = json.loads(line)
+        if r["split"] in ("train", "eval") and r["step"] > int(sys.argv[3]):
+            out[(r["step"], r["split"])] = r["loss"]
+    return out
+one, two = rows(sys.argv[1]), rows(sys.argv[2])
+assert one and one.keys() == two.keys(), f"different rows: {sorted(one)} and {sorted(two)}"
+worst = max(abs(one[k] - two[k]) / abs(one[k]) for k in one)
+print(f"{len(one)} losses, largest relative difference {worst:.2e}")
+assert worst < 1e-5, worst
+PY
+  "$attnlab" export "$1" "$work/weights-a" --checkpoint last > /dev/null && "$attnlab" export "$2" "$work/weights-b" --checkpoint last > /dev/null \
+    || fail "export of $1 or $2"
+  python3 - "$work/weights-a" "$work/weights-b" <<'PY' || fail "the parameters of $2 differ from those of $1"
+import array, ast, json, struct, sys
+def load(path):  # a float32 .npy file's values (without numpy, which the test machine's python3 may lack)
+    data = open(path, "rb").read()
+    size_format, start = ("<H", 10) if data[6] == 1 else ("<I", 12)
+    header_end = start + struct.unpack(size_format, data[8:start])[0]
+    assert ast.literal_eval(data[start:header_end].decode())["descr"] == "<f4", path
+    return array.array("f", data[header_end:])
+tensors = json.load(open(sys.argv[1] + "/index.json"))["tensors"]
+worst = 0.0
+for t in tensors:
+    a, b = load(f"{sys.argv[1]}/{t['file']}"), load(f"{sys.argv[2]}/{t['file']}")
+    assert len(a) == len(b) > 0, t["name"]
+    worst = max(worst, max(abs(x - y) for x, y in zip(a, b)))
+print(f"{len(tensors)} tensors, largest difference {worst:.2e}")
+assert worst < 1e-5, worst
+PY
+  rm -rf "$work/weights-a" "$work/weights-b"
+}
+
+# 1. Two ranks against one process: 20 steps, every loss logged, an evaluation at 10 and 20 (each rank
+# scoring half of every held-out batch), gradient clipping on the summed gradient. No biases: a key's
+# bias gets no gradient in exact arithmetic (softmax ignores a shift), so AdamW turns the rounding noise
+# of its gradient into steps of up to lr, different in any two runs that round differently.
+tiny=(train.steps=20 train.batch_size=8 log.interval=1 train.eval_interval=10 train.eval_batches=2 train.schedule.kind=constant
+      train.schedule.warmup_steps=0 train.grad_clip=0.5 model.d_model=16 model.n_layers=1 model.n_heads=2 model.bias=false
+      log.patterns=false)
+for case in "s2s $source/configs/reverse_seq2seq.yaml" "lm $source/configs/reverse.yaml task.name=mqar model.kind=causal_lm"; do
+  set -- $case
+  check "one_$1" "$attnlab" train "${@:2}" "${tiny[@]}" log.dir="$work/runs" name="one-$1"
+  check "two_$1" mpi "$attnlab" train "${@:2}" "${tiny[@]}" log.dir="$work/runs" name="two-$1"
+  grep -q "on 2 processes (data parallel, 4 sequences each)" "$work/two_$1.log" || fail "the 2-process run does not say it is data parallel"
+  grep -q "allreduce [0-9.]* ms/step" "$work/two_$1.log" || fail "the 2-process run's log lines give no allreduce time"
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))["data_parallel"]; assert d["processes"] == 2 and d["allreduce_bytes"] > 0 and d["allreduce_calls_per_step"] == 1' \
+    "$work/runs/two-$1/summary.json" || fail "summary.json of two-$1 lacks its data_parallel figures"
+  same_run "$work/runs/one-$1" "$work/runs/two-$1"
+done
+[ "$(ls "$work/runs" | sort | tr '\n' ' ')" = "one-lm one-s2s two-lm two-s2s " ] || fail "a rank other than 0 wrote a run folder: $(ls "$work/runs")"
+
+# 2. Stopped by a step limit at 10, resumed under mpirun to 20: still the single-process run.
+check split_first mpi "$attnlab" train "$source/configs/reverse_seq2seq.yaml" "${tiny[@]}" train.steps=10 log.dir="$work/runs" name=split
+check split_resumed mpi "$attnlab" train --resume "$work/runs/split" train.steps=20
+grep -q "resuming split .* at step 11 to 20 on 2 processes" "$work/split_resumed.log" || { fail "the resumed run's first line"; cat "$work/split_resumed.log"; }
+same_run "$work/runs/one-s2s" "$work/runs/split"
+
+# 3. SIGTERM to mpirun: every rank stops after the same step, rank 0 writes last.ckpt and says how to
+# resume (mpirun itself exits non-zero after forwarding a signal); the run resumes under mpirun.
+# (Started as mpirun.sh itself, which execs mpirun: $! is mpirun's process id.)
+bash "$here/mpirun.sh" "$mpirun" -np 2 "$attnlab" train "$source/configs/reverse.yaml" log.dir="$work/runs" name=stopped train.steps=100000 log.interval=10 \
+  model.d_model=16 model.n_heads=2 > "$work/stopped.log" 2>&1 &
+pid=$!
+for _ in $(seq 200); do grep -q "step 50/" "$work/stopped.log" 2>/dev/null && break; sleep 0.1; done
+kill -TERM $pid
+wait $pid
+status=$?
+if [ $status -ne 0 ] && [ -s "$work/runs/stopped/last.ckpt" ] && [ "$(grep -c "stopped by SIGTERM" "$work/stopped.log")" = 1 ] \
+   && grep -q "Resume with: mpirun -np 2 attnlab train --resume $work/runs/stopped" "$work/stopped.log"; then
+  echo "ok: SIGTERM to mpirun writes one checkpoint and says how to resume"
+  stopped=$(sed -n 's/.*stopped by SIG[A-Z]* after step \([0-9]*\).*/\1/p' "$work/stopped.log")
+  check resume_after_term mpi "$attnlab" train --resume "$work/runs/stopped" train.steps=$((stopped + 20))
+  grep -q "resuming stopped .* at step $((stopped + 1)) " "$work/resume_after_term.log" || fail "the run did not resume after step $stopped"
+else
+  fail "SIGTERM to mpirun (status $status)"; cat "$work/stopped.log"
+fi
+
+# 4. A rank that dies (kill -9) ends the whole job with mpirun's message, never a hang.
+bash "$here/mpirun.sh" "$mpirun" -np 2 "$attnlab" train "$source/configs/reverse.yaml" log.dir="$work/runs" name=killed train.steps=100000 log.interval=10 \
+  model.d_model=16 model.n_heads=2 > "$work/killed.log" 2>&1 &
+pid=$!
+for _ in $(seq 200); do grep -q "step 20/" "$work/killed.log" 2>/dev/null && break; sleep 0.1; done
+rank=$(ps -o pid= --ppid $pid | tail -n 1)
+[ -n "$rank" ] && kill -9 $rank
+for _ in $(seq 300); do kill -0 $pid 2> /dev/null || break; sleep 0.1; done
+if kill -0 $pid 2> /dev/null; then
+  fail "the job still runs 30 s after a rank died"; kill -9 $pid
+else
+  wait $pid
+  status=$?
+  [ $status -ne 0 ] && grep -q "exited on signal 9" "$work/killed.log" && echo "ok: a dead rank ends the job (status $status)" \
+    || { fail "a dead rank (status $status)"; cat "$work/killed.log"; }
+fi
+
+# 5. Refused before anything is written: an uneven split of the global batch, and one-process commands.
+mpi "$attnlab" train "$source/configs/reverse.yaml" train.batch_size=5 log.dir="$work/uneven" > "$work/uneven.log" 2>&1
+status=$?
+[ $status = 2 ] && grep -q "train.batch_size (5) is the global batch and must split evenly over the 2 processes that mpirun started (-np 2); set train.batch_size=6 or 4" "$work/uneven.log" \
+  && [ ! -e "$work/uneven" ] || { fail "an uneven batch split (status $status)"; cat "$work/uneven.log"; }
+mpi "$attnlab" eval "$work/runs/one-s2s" > "$work/eval.log" 2>&1
+status=$?
+[ $status = 2 ] && grep -q "this command runs on one process, but mpirun started 2; run it without mpirun" "$work/eval.log" \
+  || { fail "eval under mpirun (status $status)"; cat "$work/eval.log"; }
+
+# 6. A comparison over two ranks gives the local comparison's summary (the runs themselves are plain
+# processes started by the ranks); run again, it reruns nothing.
+cp "$source/configs/reverse.yaml" "$work/base.yaml"
+for where in local mpi; do
+  cat > "$work/$where.yaml" <<YAML
+name: $where
+base: base.yaml
+seeds: [0, 1]
+metric: exact_match
+set: {train.steps: 8, train.batch_size: 4, train.eval_interval: 4, train.eval_batches: 1, log.interval: 4,
+      train.schedule: {kind: constant, warmup_steps: 0}, model.d_model: 16, model.n_layers: 1, model.n_heads: 2}
+variants:
+  softmax: {}
+  linear: {model.attention.name: linear}
+dir: $work/compare
+YAML
+done
+check compare_local "$attnlab" compare "$work/local.yaml"
+check compare_mpi mpi "$attnlab" compare "$work/mpi.yaml"
+grep -q "0 of 4 runs already done; over 2 processes, 1 at a time" "$work/compare_mpi.log" || fail "the distributed comparison's plan line"
+grep -q "\[rank 0\] finished" "$work/compare_mpi.log" && grep -q "\[rank 1\] finished" "$work/compare_mpi.log" || fail "the runs were not spread over both ranks"
+# Every column but the times, rates and memory (8-10), which differ from one run to the next.
+cut -d, -f1-7,11- "$work/compare/local/summary.csv" > "$work/local.csv"
+cut -d, -f1-7,11- "$work/compare/mpi/summary.csv" > "$work/mpi.csv"
+[ "$(wc -l < "$work/mpi.csv")" = 3 ] && cmp -s "$work/local.csv" "$work/mpi.csv" || { fail "the summaries differ"; diff "$work/local.csv" "$work/mpi.csv"; }
+check compare_mpi_again mpi "$attnlab" compare "$work/mpi.yaml"
+grep -q "4 of 4 runs already done" "$work/compare_mpi_again.log" && grep -q "attnlab compare: 4 of 4 runs done" "$work/compare_mpi_again.log" \
+  || { fail "the finished distributed comparison reran"; cat "$work/compare_mpi_again.log"; }
+
+# 7. The GPT benchmark, data parallel: one JSON line (rank 0's) with its allreduce.
+check bench_gpt mpi "$attnlab" bench gpt --layers 1 --dim 32 --heads 2 --block 16 --batch 4 --steps 2 --warmup 1
+[ "$(grep -c '"impl"' "$work/bench_gpt.log")" = 1 ] && grep -q '"processes":2,"allreduce_bytes":[1-9]' "$work/bench_gpt.log" \
+  || { fail "bench gpt under mpirun"; cat "$work/bench_gpt.log"; }
+
+echo "$failures failures"
+[ "$failures" = 0 ]
