@@ -22,8 +22,21 @@ void add_inplace(Tensor& dst, const Tensor& src) {
   });
 }
 
-// A fresh tensor holding a + b, leaving both untouched (either may be shared with another gradient).
-Tensor sum_of(const Tensor& a, const Tensor& b) {
+// Whether nothing else holds t or its storage: a gradient nobody shares may be added into in place.
+// (add's backward, for one, hands the same tensor to both its inputs; reshape shares storage.)
+bool sole_owner(const Tensor& t) { return t.impl().use_count() == 1 && t.storage().use_count() == 1; }
+
+// a + b, into whichever of the two nobody else holds, else into a fresh tensor (either may be shared
+// with another gradient). a and b are taken by value so that the caller's handles do not count.
+Tensor sum_of(Tensor a, Tensor b) {
+  if (sole_owner(a)) {
+    add_inplace(a, b);
+    return a;
+  }
+  if (sole_owner(b)) {
+    add_inplace(b, a);
+    return b;
+  }
   Tensor out = a.clone();
   add_inplace(out, b);
   return out;
@@ -38,13 +51,14 @@ void check_gradient(const Node& node, std::size_t i, const Edge& input, const Te
   }
 }
 
-// The one place gradients reach leaves: leaf.grad += grad. The first gradient is copied, because the
-// engine's gradients may be shared (add passes its output gradient to both inputs) and later passes add
-// into leaf.grad in place. A gradient the user installed with set_grad is theirs to share.
-void accumulate_leaf(const Tensor& leaf, const Tensor& grad) {
+// The one place gradients reach leaves: leaf.grad += grad. The first gradient becomes leaf.grad when
+// nothing else holds it, else a copy of it does, because the engine's gradients may be shared (add
+// passes its output gradient to both inputs) and later passes add into leaf.grad in place. A gradient
+// the user installed with set_grad is theirs to share.
+void accumulate_leaf(const Tensor& leaf, Tensor grad) {
   Tensor current = leaf.grad();
   if (!current.defined()) {
-    const_cast<Tensor&>(leaf).set_grad(grad.clone());
+    const_cast<Tensor&>(leaf).set_grad(sole_owner(grad) ? std::move(grad) : grad.clone());
   } else {
     add_inplace(current, grad);
   }
@@ -123,11 +137,11 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
       Node* next = input.node.get();
       if (grads[i].defined()) check_gradient(*node, i, input, grads[i]);
       if (!next) {
-        if (grads[i].defined()) accumulate_leaf(Tensor(input.leaf), grads[i]);
+        if (grads[i].defined()) accumulate_leaf(Tensor(input.leaf), std::move(grads[i]));
         continue;
       }
       Tensor& slot = pending[next];
-      if (grads[i].defined()) slot = slot.defined() ? sum_of(slot, grads[i]) : grads[i];
+      if (grads[i].defined()) slot = slot.defined() ? sum_of(std::move(slot), std::move(grads[i])) : std::move(grads[i]);
       if (--dependencies[next] == 0) stack.push_back(next);
     }
   }

@@ -18,8 +18,10 @@ std::string blas_core_name();
 // The core OpenBLAS should use on this CPU when it chose a slower generic one; empty when its choice is
 // fine or OPENBLAS_CORETYPE is already set.
 std::string better_blas_core();
-// If better_blas_core() names a core, sets OPENBLAS_CORETYPE and re-executes this program with the same
-// arguments (does not return on success). Returns normally when nothing needs changing or exec fails.
+// If better_blas_core() names a core, or OpenBLAS was left to pick its own thread count
+// (OPENBLAS_NUM_THREADS unset), sets OPENBLAS_CORETYPE and OPENBLAS_NUM_THREADS=1 and
+// re-executes this program with the same arguments (does not return on success). Returns normally when
+// nothing needs changing or exec fails.
 void reexec_with_blas_core(char** argv);
 // Number of threads OpenBLAS uses for one call.
 void set_blas_threads(int threads);

@@ -10,6 +10,7 @@
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xmath.hpp>
 #include <xtensor/xnoalias.hpp>
+#include <xsimd/xsimd.hpp>
 
 #include "framework/ops/broadcast.hpp"
 #include "framework/ops/ops.hpp"
@@ -343,11 +344,55 @@ Tensor relu(const Tensor& x) {
   return out;
 }
 
-Tensor gelu(const Tensor& x) {
-  Tensor out = map_unary(x, "gelu", [](const auto& v, auto t) {
-    using T = decltype(t);
-    return static_cast<T>(0.5) * v * (static_cast<T>(1) + xt::erf(v * static_cast<T>(M_SQRT1_2)));
+namespace {
+
+// GELU's value and slope in one pass over x, one erf (and, for the slope, one exp) per element:
+//   h = x Phi(x),  s = g (Phi(x) + x phi(x)),  Phi(x) = (1 + erf(x / sqrt 2)) / 2, phi its density,
+// writing h and/or s where the pointer is given; g (the output gradient) scales s when given.
+template <class T>
+void gelu_pass(const T* x, const T* g, T* h, T* s, std::size_t n) {
+  using B = xsimd::batch<T>;
+  constexpr std::size_t width = B::size;
+  const T c = static_cast<T>(0.5 * M_2_SQRTPI * M_SQRT1_2);  // 1 / sqrt(2 pi)
+  std::size_t i = 0;
+  for (; i + width <= n; i += width) {
+    // (The products in the order of the earlier xtensor expressions: the same values to the last bit.)
+    const B v = B::load_unaligned(x + i);
+    const B erf1 = B(T(1)) + xsimd::erf(v * B(static_cast<T>(M_SQRT1_2)));
+    if (h) (B(T(0.5)) * v * erf1).store_unaligned(h + i);
+    if (s) {
+      B slope = B(T(0.5)) * erf1 + v * xsimd::exp(B(T(-0.5)) * v * v) * B(c);
+      if (g) slope *= B::load_unaligned(g + i);
+      slope.store_unaligned(s + i);
+    }
+  }
+  for (; i < n; ++i) {
+    const T v = x[i], erf1 = T(1) + std::erf(v * static_cast<T>(M_SQRT1_2));
+    if (h) h[i] = T(0.5) * v * erf1;
+    if (s) s[i] = (T(0.5) * erf1 + v * std::exp(T(-0.5) * v * v) * c) * (g ? g[i] : T(1));
+  }
+}
+
+// gelu_pass over floating tensors of one shape, split across threads; returns {h, s} as asked.
+std::pair<Tensor, Tensor> gelu_parts(const Tensor& x, const Tensor& grad, bool value, bool slope) {
+  Tensor h = value ? empty(x.shape(), x.dtype()) : Tensor(), s = slope ? empty(x.shape(), x.dtype()) : Tensor();
+  dispatch_floating(x.dtype(), "gelu", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* px = x.data<T>();
+    const T* pg = grad.defined() ? grad.data<T>() : nullptr;
+    T* ph = value ? h.data<T>() : nullptr;
+    T* ps = slope ? s.data<T>() : nullptr;
+    parallel_for(x.numel(), kGrain, [&](std::size_t i0, std::size_t i1) {
+      gelu_pass(px + i0, pg ? pg + i0 : nullptr, ph ? ph + i0 : nullptr, ps ? ps + i0 : nullptr, i1 - i0);
+    });
   });
+  return {h, s};
+}
+
+}  // namespace
+
+Tensor gelu(const Tensor& x) {
+  Tensor out = gelu_parts(x, Tensor(), true, false).first;
   if (needs_grad({&x})) {
     record(out, "gelu", {x}, [x = x.detach()](const Tensor& g) { return std::vector<Tensor>{gelu_backward(x, g)}; });
   }
@@ -356,12 +401,8 @@ Tensor gelu(const Tensor& x) {
 
 Tensor gelu_backward(const Tensor& x, const Tensor& grad) {
   // d/dx [x Phi(x)] = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
-  return map_binary(x, grad, "gelu_backward", [](const auto& v, const auto& gv, auto t) {
-    using T = decltype(t);
-    // Constants as prvalues: xtensor keeps a reference to a named local, which would dangle.
-    return gv * (static_cast<T>(0.5) * (static_cast<T>(1) + xt::erf(v * static_cast<T>(M_SQRT1_2))) +
-                 v * xt::exp(static_cast<T>(-0.5) * v * v) * static_cast<T>(0.5 * M_2_SQRTPI * M_SQRT1_2));
-  });
+  check_same_dtype(x, grad, "gelu_backward");
+  return gelu_parts(x, grad, false, true).second;
 }
 
 Tensor gelu_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
@@ -375,13 +416,14 @@ Tensor gelu_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     record(out, "gelu_linear", {x, weight, bias},
            [x = x.detach(), w = weight.detach(), rx = x.requires_grad(),
             rw = weight.requires_grad(), rb = bias.defined() && bias.requires_grad()](const Tensor& g) {
-             const Tensor h = gelu(x);  // recomputed: [..., in]
-             const auto rows = static_cast<std::int64_t>(shape_numel(Shape(h.shape().begin(), h.shape().end() - 1)));
+             // The activation, recomputed, and GELU's slope, in one pass: [..., in] each.
+             const auto [h, slope] = gelu_parts(x, Tensor(), rw, rx);
+             const auto rows = static_cast<std::int64_t>(shape_numel(Shape(x.shape().begin(), x.shape().end() - 1)));
              Tensor gx, gw, gb;
              if (rw) gw = matmul(reshape(g, {rows, static_cast<std::int64_t>(g.size(-1))}),
                                  reshape(h, {rows, static_cast<std::int64_t>(h.size(-1))}), true, false);  // [out, in]
              if (rb) gb = sum_to(g, {g.size(-1)});
-             if (rx) gx = gelu_backward(x, matmul(g, w));  // [..., in]
+             if (rx) gx = matmul(g, w) * slope;  // [..., in]
              return std::vector<Tensor>{gx, gw, gb};
            });
   }
