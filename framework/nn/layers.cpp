@@ -34,9 +34,7 @@ Tensor Linear::forward(const Tensor& x) const {
     throw std::invalid_argument("Linear: expected input [..., " + std::to_string(in_features()) + "], got " +
                                 shape_str(x.shape()));
   }
-  Tensor y = x.dim() == 1 ? reshape(matmul(unsqueeze(x, 0), weight, false, true), {-1})
-                          : matmul(x, weight, false, true);  // [..., out]
-  return bias.defined() ? y + bias : y;
+  return x.dim() == 1 ? reshape(linear(unsqueeze(x, 0), weight, bias), {-1}) : linear(x, weight, bias);  // [..., out]
 }
 
 Embedding::Embedding(std::size_t num_embeddings, std::size_t dim, Generator& gen) {

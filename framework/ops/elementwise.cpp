@@ -409,8 +409,7 @@ Tensor gelu_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   Tensor out;
   {
     NoGradGuard no_grad;
-    out = matmul(gelu(x), weight, false, true);  // the activation is freed right away
-    if (bias.defined()) out = out + bias;
+    out = linear(gelu(x), weight, bias);  // the activation is freed right away
   }
   if (needs_grad({&x, &weight, &bias})) {
     record(out, "gelu_linear", {x, weight, bias},

@@ -338,8 +338,7 @@ Tensor layer_norm_linear(const Tensor& x, const Tensor& norm_weight, const Tenso
   Tensor out;
   {
     NoGradGuard no_grad;
-    out = matmul(f.out, weight, false, true);  // the normalised input is freed right away
-    if (bias.defined()) out = out + bias;
+    out = linear(f.out, weight, bias);  // the normalised input is freed right away
   }
   if (needs_grad({&x, &norm_weight, &norm_bias, &weight, &bias})) {
     record(out, "layer_norm_linear", {x, norm_weight, norm_bias, weight, bias},

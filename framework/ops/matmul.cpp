@@ -18,18 +18,18 @@ namespace {
 // n > m) across attnlab's threads when it is large enough to pay for it. OpenBLAS itself runs on one
 // thread (see parallel.hpp), so this is the only pool.
 template <class T>
-void product(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const T* a, const T* b, T* c) {
+void product(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const T* a, const T* b, T* c, T beta = T(0)) {
   const std::size_t lda = ta ? m : k, ldb = tb ? k : n;
   constexpr std::size_t kMinFlopsPerThread = 1 << 21;
   if (m >= n) {
     parallel_for(m, std::max<std::size_t>(8, kMinFlopsPerThread / std::max<std::size_t>(2 * n * k, 1)),
                  [&](std::size_t r0, std::size_t r1) {
-                   gemm(ta, tb, r1 - r0, n, k, ta ? a + r0 : a + r0 * k, lda, b, ldb, c + r0 * n, n);
+                   gemm(ta, tb, r1 - r0, n, k, ta ? a + r0 : a + r0 * k, lda, b, ldb, c + r0 * n, n, beta);
                  });
   } else {
     parallel_for(n, std::max<std::size_t>(8, kMinFlopsPerThread / std::max<std::size_t>(2 * m * k, 1)),
                  [&](std::size_t c0, std::size_t c1) {
-                   gemm(ta, tb, m, c1 - c0, k, a, lda, tb ? b + c0 * k : b + c0, ldb, c + c0, n);
+                   gemm(ta, tb, m, c1 - c0, k, a, lda, tb ? b + c0 * k : b + c0, ldb, c + c0, n, beta);
                  });
   }
 }
@@ -172,6 +172,45 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
                }
              }
              return std::vector<Tensor>{ga, gb};
+           });
+  }
+  return out;
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (x.dim() < 2 || weight.dim() != 2 || x.size(-1) != weight.size(1) || x.dtype() != weight.dtype()) {
+    throw std::invalid_argument("linear: expected x [..., in] and weight [out, in] of one dtype, got " + shape_str(x.shape()) + " and " +
+                                shape_str(weight.shape()));
+  }
+  const std::size_t in = weight.size(1), out_features = weight.size(0), rows = x.numel() / std::max<std::size_t>(in, 1);
+  if (bias.defined() && (bias.shape() != Shape{out_features} || bias.dtype() != x.dtype())) {
+    throw std::invalid_argument("linear: bias must be [" + std::to_string(out_features) + "], got " + shape_str(bias.shape()));
+  }
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;
+  Tensor out = empty(out_shape, x.dtype());
+  dispatch_floating(x.dtype(), "linear", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* pc = out.data<T>();
+    if (!bias.defined()) {
+      product(false, true, rows, out_features, in, x.data<T>(), weight.data<T>(), pc);
+      return;
+    }
+    const T* pb = bias.data<T>();
+    for (std::size_t r = 0; r < rows; ++r) std::copy(pb, pb + out_features, pc + r * out_features);
+    product(false, true, rows, out_features, in, x.data<T>(), weight.data<T>(), pc, T(1));
+  });
+  if (needs_grad({&x, &weight, &bias})) {
+    record(out, "linear", {x, weight, bias},
+           [x = x.detach(), w = weight.detach(), rx = x.requires_grad(), rw = weight.requires_grad(),
+            rb = bias.defined() && bias.requires_grad()](const Tensor& g) {
+             const auto n = static_cast<std::int64_t>(g.size(-1)), k = static_cast<std::int64_t>(x.size(-1));
+             const std::int64_t r = static_cast<std::int64_t>(x.numel()) / std::max<std::int64_t>(k, 1);
+             Tensor gx, gw, gb;
+             if (rx) gx = matmul(g, w);                                                    // [..., in]
+             if (rw) gw = matmul(reshape(g, {r, n}), reshape(x, {r, k}), true, false);  // [out, in]
+             if (rb) gb = sum_to(g, {g.size(-1)});                                         // [out]
+             return std::vector<Tensor>{gx, gw, gb};
            });
   }
   return out;
