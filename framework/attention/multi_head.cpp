@@ -7,17 +7,6 @@ namespace {
 
 using I = std::int64_t;
 
-// [B, T, k*C] -> k tensors [B, H, T, D] (one copy for all of them).
-std::vector<Tensor> split_heads(const Tensor& x, std::size_t parts, std::size_t heads, std::size_t head_dim) {
-  const I b = static_cast<I>(x.size(0)), t = static_cast<I>(x.size(1));
-  const Tensor split = permute(reshape(x, {b, t, static_cast<I>(parts), static_cast<I>(heads), static_cast<I>(head_dim)}),
-                               {2, 0, 3, 1, 4});  // [k, B, H, T, D]
-  std::vector<Tensor> out;
-  for (std::size_t i = 0; i < parts; ++i)
-    out.push_back(reshape(slice(split, 0, static_cast<I>(i), static_cast<I>(i) + 1), {b, static_cast<I>(heads), t, static_cast<I>(head_dim)}));
-  return out;
-}
-
 // y = x W[rows]^T + b[rows]: part of a fused projection (cross-attention uses the q rows and the kv rows).
 Tensor project_rows(const Linear& linear, const Tensor& x, I from, I to) {
   Tensor y = matmul(x, slice(linear.weight, 0, from, to), false, true);
@@ -67,7 +56,7 @@ Tensor MultiHeadAttention::self_attention(const Tensor& x, const AttentionContex
   check_input(x, "x");
   Tensor projected = input_norm_ ? input_norm_->forward_into(x, *qkv) : qkv->forward(x);  // [B, T, 3C]
   if (short_conv) projected = short_conv->forward(projected);
-  auto heads = split_heads(projected, 3, n_heads_, head_dim_);  // 3 x [B, H, T, D]
+  auto heads = split_heads(projected, 3, n_heads_);  // 3 x [B, H, T, D]
   return attend(heads[0], heads[1], heads[2], kernel_context(context, x), hooks);
 }
 
@@ -83,8 +72,8 @@ Tensor MultiHeadAttention::cross_attention(const Tensor& x, const Tensor& memory
     throw std::invalid_argument("attention kernel '" + kernel->name() + "' does not support cross-attention");
   }
   const I c = static_cast<I>(d_model_);
-  const Tensor q = split_heads(project_rows(*qkv, input_norm_ ? input_norm_->forward(x) : x, 0, c), 1, n_heads_, head_dim_)[0];
-  auto kv = split_heads(project_rows(*qkv, memory, c, 3 * c), 2, n_heads_, head_dim_);  // 2 x [B, H, Tk, D]
+  const Tensor q = split_heads(project_rows(*qkv, input_norm_ ? input_norm_->forward(x) : x, 0, c), 1, n_heads_)[0];
+  auto kv = split_heads(project_rows(*qkv, memory, c, 3 * c), 2, n_heads_);  // 2 x [B, H, Tk, D]
   return attend(q, kv[0], kv[1], kernel_context(context, x), hooks);
 }
 

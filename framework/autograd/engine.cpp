@@ -1,5 +1,6 @@
 // The backward engine: reverse topological order with an explicit stack and dependency counts, no
 // recursion, gradients accumulated (never assigned) into leaves, graph released as it runs.
+#include <algorithm>
 #include <stdexcept>
 #include <unordered_map>
 #include <vector>
@@ -107,23 +108,25 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
     }
   }
 
-  // Run nodes once all their consumers have contributed their gradient.
-  std::unordered_map<Node*, Tensor> pending{{root, seed}};
+  // Run nodes once all their consumers have contributed their gradient: one per output of the node.
+  std::unordered_map<Node*, std::vector<Tensor>> pending;
+  pending[root].resize(root->outputs());
+  pending[root][impl()->output_nr] = seed;
   stack.push_back(root);
   while (!stack.empty()) {
     Node* node = stack.back();
     stack.pop_back();
     auto found = pending.find(node);
-    Tensor grad_output = std::move(found->second);
+    std::vector<Tensor> grad_outputs = std::move(found->second);
     pending.erase(found);
 
     // A node whose consumers gave it no gradient still reports "none" to its inputs, so that their
     // dependency counts reach zero.
     const auto& inputs = node->edges();
     std::vector<Tensor> grads(inputs.size());
-    if (grad_output.defined()) {
-      grads = node->apply(grad_output);
-      grad_output = Tensor();
+    if (std::any_of(grad_outputs.begin(), grad_outputs.end(), [](const Tensor& g) { return g.defined(); })) {
+      grads = node->apply(grad_outputs);
+      grad_outputs.clear();
     }
     if (!retain_graph) node->release();
     if (grads.size() != inputs.size()) {
@@ -140,7 +143,9 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
         if (grads[i].defined()) accumulate_leaf(Tensor(input.leaf), std::move(grads[i]));
         continue;
       }
-      Tensor& slot = pending[next];
+      std::vector<Tensor>& slots = pending[next];
+      if (slots.empty()) slots.resize(next->outputs());
+      Tensor& slot = slots[input.output_nr];
       if (grads[i].defined()) slot = slot.defined() ? sum_of(std::move(slot), std::move(grads[i])) : std::move(grads[i]);
       if (--dependencies[next] == 0) stack.push_back(next);
     }

@@ -1,6 +1,7 @@
 // Node: one recorded op in the autograd graph. It holds one edge per input (to the node that produced it,
-// or to the leaf that accumulates its gradient; never the input's data) and a backward closure that maps the gradient of the op's output to one gradient per input
-// (undefined where an input needs none). Closures capture saved arrays by value or detached aliases,
+// or to the leaf that accumulates its gradient; never the input's data) and a backward closure that maps
+// the gradient of the op's output (of each of its outputs, for an op with several) to one gradient per
+// input (undefined where an input needs none). Closures capture saved arrays by value or detached aliases,
 // never the op's own output handle, so a graph never keeps itself alive.
 #pragma once
 
@@ -19,6 +20,7 @@ class Node;
 // Where the gradient of one input of a node goes.
 struct Edge {
   std::shared_ptr<Node> node;          // the op that produced the input; null for a leaf
+  std::size_t output_nr = 0;           // which of node's outputs the input is
   std::shared_ptr<TensorImpl> leaf;    // the leaf whose .grad receives the gradient, when node is null
   Shape shape;                         // the input's shape and dtype, to check the gradient against
   DType dtype = DType::float32;
@@ -28,8 +30,11 @@ struct Edge {
 class Node {
  public:
   using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
+  // For an op with several outputs: their gradients in order, undefined for an output that got none.
+  using MultiBackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& grad_outputs)>;
 
   Node(const char* name, std::vector<Tensor> inputs, BackwardFn backward);
+  Node(const char* name, std::vector<Tensor> inputs, std::size_t outputs, MultiBackwardFn backward);
   // Iterative: destroying a long chain of nodes does not recurse once per node.
   ~Node();
   Node(const Node&) = delete;
@@ -37,17 +42,21 @@ class Node {
 
   const char* name() const { return name_; }
   const std::vector<Edge>& edges() const { return edges_; }
-  bool released() const { return !backward_; }
+  std::size_t outputs() const { return outputs_; }
+  bool released() const { return !backward_ && !multi_backward_; }
 
-  // Runs the backward closure; throws if an earlier backward released it.
-  std::vector<Tensor> apply(const Tensor& grad_output) const;
+  // Runs the backward closure on the gradients of the outputs (one per output); throws if an earlier
+  // backward released it.
+  std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) const;
   // Frees the saved values (the closure); the edges stay so a second backward can say what happened.
   void release();
 
  private:
   const char* name_;
   std::vector<Edge> edges_;
-  BackwardFn backward_;
+  std::size_t outputs_ = 1;
+  BackwardFn backward_;             // one output
+  MultiBackwardFn multi_backward_;  // several
 };
 
 // True when an op over these inputs must record a node: grad mode is on and some input requires grad.
@@ -60,5 +69,7 @@ inline bool needs_grad(std::initializer_list<const Tensor*> inputs) {
 
 // Makes `out` the result of a recorded op: attaches a node and marks it as requiring grad.
 void record(Tensor& out, const char* name, std::vector<Tensor> inputs, Node::BackwardFn backward);
+// The same for an op with several outputs, which share one node (output i is its output_nr i).
+void record(std::vector<Tensor>& outs, const char* name, std::vector<Tensor> inputs, Node::MultiBackwardFn backward);
 
 }  // namespace attnlab

@@ -95,6 +95,10 @@ Tensor permute(const Tensor& x, const std::vector<std::int64_t>& dims);
 // count from the end).
 Tensor slice(const Tensor& x, std::int64_t axis, std::int64_t start, std::int64_t end, std::int64_t step = 1);
 Tensor concat(const std::vector<Tensor>& tensors, std::int64_t axis);
+// Multi-head attention's head split: x [B, T, parts * heads * D] -> `parts` tensors [B, heads, T, D]
+// (q, k, v), in one pass; one op with `parts` outputs, whose backward writes every part's gradient into
+// one [B, T, parts * heads * D] tensor (zeros for a part that got none).
+std::vector<Tensor> split_heads(const Tensor& x, std::size_t parts, std::size_t heads);
 // Differentiable dtype conversion is Tensor::to (ops/shape_ops.cpp).
 
 // ---- indexing (ops/index_ops.cpp) ----

@@ -6,6 +6,7 @@
 
 #include "framework/ops/broadcast.hpp"
 #include "framework/ops/ops.hpp"
+#include "framework/ops/parallel.hpp"
 
 namespace attnlab {
 namespace {
@@ -164,6 +165,63 @@ Tensor permute(const Tensor& x, const std::vector<std::int64_t>& dims) {
     std::vector<std::int64_t> inverse(rank);
     for (std::size_t i = 0; i < rank; ++i) inverse[d[i]] = static_cast<std::int64_t>(i);
     record(out, "permute", {x}, [inverse](const Tensor& g) { return std::vector<Tensor>{permute(g, inverse)}; });
+  }
+  return out;
+}
+
+namespace {
+
+// Between [B, T, P, H, D] (`packed`) and P tensors [B, H, T, D] (`parts`; a null part reads as zeros when
+// packing), one row of D elements at a time. Legend: B batch, T tokens, P parts, H heads, D head dim.
+template <class T>
+void heads_copy(T* packed, std::vector<T*>& parts, std::size_t b, std::size_t t, std::size_t h, std::size_t d, bool to_parts) {
+  const std::size_t p = parts.size();
+  parallel_for(b * t, std::max<std::size_t>(1, 4096 / std::max<std::size_t>(p * h * d, 1)), [&](std::size_t r0, std::size_t r1) {
+    for (std::size_t r = r0; r < r1; ++r) {
+      const std::size_t bi = r / t, ti = r % t;
+      for (std::size_t pi = 0; pi < p; ++pi)
+        for (std::size_t hi = 0; hi < h; ++hi) {
+          T* row = packed + ((r * p + pi) * h + hi) * d;
+          T* part = parts[pi] ? parts[pi] + ((bi * h + hi) * t + ti) * d : nullptr;
+          if (to_parts) {
+            std::copy(row, row + d, part);
+          } else if (part) {
+            std::copy(part, part + d, row);
+          } else {
+            std::fill(row, row + d, T(0));
+          }
+        }
+    }
+  });
+}
+
+}  // namespace
+
+std::vector<Tensor> split_heads(const Tensor& x, std::size_t parts, std::size_t heads) {
+  if (x.dim() != 3 || parts == 0 || heads == 0 || x.size(2) % (parts * heads) != 0) {
+    throw std::invalid_argument("split_heads: expected [B, T, " + std::to_string(parts) + " x " + std::to_string(heads) +
+                                " x head_dim], got " + shape_str(x.shape()));
+  }
+  const std::size_t b = x.size(0), t = x.size(1), d = x.size(2) / (parts * heads);
+  std::vector<Tensor> out;
+  for (std::size_t p = 0; p < parts; ++p) out.push_back(empty({b, heads, t, d}, x.dtype()));
+  dispatch_floating(x.dtype(), "split_heads", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    std::vector<T*> to;
+    for (Tensor& o : out) to.push_back(o.data<T>());
+    heads_copy(const_cast<T*>(x.data<T>()), to, b, t, heads, d, true);  // reads x only
+  });
+  if (needs_grad({&x})) {
+    record(out, "split_heads", {x}, [shape = x.shape(), dtype = x.dtype(), b, t, heads, d](const std::vector<Tensor>& g) {
+      Tensor grad = empty(shape, dtype);
+      dispatch_floating(grad.dtype(), "split_heads backward", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        std::vector<T*> from;
+        for (const Tensor& part : g) from.push_back(part.defined() ? const_cast<T*>(part.data<T>()) : nullptr);
+        heads_copy(grad.data<T>(), from, b, t, heads, d, false);
+      });
+      return std::vector<Tensor>{grad};
+    });
   }
   return out;
 }

@@ -108,6 +108,7 @@ struct TensorImpl {
   bool requires_grad = false;
   Tensor grad;
   std::shared_ptr<Node> grad_fn;
+  std::size_t output_nr = 0;  // which output of grad_fn this tensor is (ops with several outputs)
 };
 
 // Boolean tensors store one byte per element, read and written as bool.

@@ -168,5 +168,23 @@ TEST(Engine, WrongGradientShapeFromACustomOpIsReported) {
   }
 }
 
+TEST(Engine, AnOpWithSeveralOutputsGetsEachOutputsGradient) {
+  // y0, y1 = (2x, 3x) as one node: the backward sees the gradient of each output, summed over its uses,
+  // and an undefined one for an output nothing used.
+  Tensor x = from_vector({1.0, 2.0}, {2}).set_requires_grad(true);
+  std::vector<Tensor> seen;
+  std::vector<Tensor> ys{x.detach() * 2.0, x.detach() * 3.0, x.detach() * 4.0};
+  record(ys, "three", {x}, [&seen](const std::vector<Tensor>& g) {
+    seen = g;
+    return std::vector<Tensor>{g[0] * 2.0 + g[1] * 3.0};
+  });
+  EXPECT_EQ(ys[1].impl()->output_nr, 1u);
+  sum(ys[1] * 5.0 + ys[0] + ys[1]).backward();
+  ASSERT_EQ(seen.size(), 3u);
+  testing::expect_values(seen[0], {1, 1});
+  testing::expect_values(seen[1], {6, 6});
+  EXPECT_FALSE(seen[2].defined());
+  testing::expect_values(x.grad(), {20, 20});
+}
 }  // namespace
 }  // namespace attnlab

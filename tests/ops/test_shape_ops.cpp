@@ -78,5 +78,25 @@ TEST(ShapeOpsGradcheck, Concat) {
                                {param({2, 3}, 1), param({2, 1}, 2)}));
 }
 
+TEST(ShapeOps, SplitHeadsIsThePermuteAndSlices) {
+  Generator gen(3);
+  const Tensor x = randn({2, 5, 3 * 4 * 6}, gen);  // [B, T, 3 H D], H 4, D 6
+  const std::vector<Tensor> parts = split_heads(x, 3, 4);
+  const Tensor expected = permute(reshape(x, {2, 5, 3, 4, 6}), {2, 0, 3, 1, 4});  // [3, B, H, T, D]
+  ASSERT_EQ(parts.size(), 3u);
+  for (std::int64_t p = 0; p < 3; ++p) {
+    EXPECT_EQ(parts[p].shape(), (Shape{2, 4, 5, 6}));
+    EXPECT_EQ(parts[p].to_vector(), reshape(slice(expected, 0, p, p + 1), {2, 4, 5, 6}).to_vector()) << "part " << p;
+  }
+  EXPECT_THROW(split_heads(x, 5, 4), std::invalid_argument);
+}
+TEST(ShapeOpsGradcheck, SplitHeadsWithEveryPartOrSomeUnused) {
+  // Outputs used in another order than they were made, one twice, one not at all (its gradient is zero).
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) {
+    const std::vector<Tensor> p = split_heads(in[0], 3, 2);
+    return p[2] * 2.0 + p[0] * p[0] + p[2];
+  }, {param({2, 3, 3 * 2 * 2}, 1)}));
+  EXPECT_TRUE(gradcheck_passes([](const auto& in) { return split_heads(in[0], 1, 3)[0]; }, {param({2, 4, 6}, 2)}));
+}
 }  // namespace
 }  // namespace attnlab
