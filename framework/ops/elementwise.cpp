@@ -373,26 +373,27 @@ void gelu_pass(const T* x, const T* g, T* h, T* s, std::size_t n) {
   }
 }
 
-// gelu_pass over floating tensors of one shape, split across threads; returns {h, s} as asked.
-std::pair<Tensor, Tensor> gelu_parts(const Tensor& x, const Tensor& grad, bool value, bool slope) {
-  Tensor h = value ? empty(x.shape(), x.dtype()) : Tensor(), s = slope ? empty(x.shape(), x.dtype()) : Tensor();
+// gelu_pass over floating tensors of one shape, split across threads: returns h when `value`, and writes
+// the slope (times `grad` when given) into `slope` when given, which may be `grad` itself.
+Tensor gelu_parts(const Tensor& x, const Tensor& grad, bool value, const Tensor& slope) {
+  Tensor h = value ? empty(x.shape(), x.dtype()) : Tensor();
   dispatch_floating(x.dtype(), "gelu", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* px = x.data<T>();
     const T* pg = grad.defined() ? grad.data<T>() : nullptr;
     T* ph = value ? h.data<T>() : nullptr;
-    T* ps = slope ? s.data<T>() : nullptr;
+    T* ps = slope.defined() ? const_cast<T*>(slope.data<T>()) : nullptr;
     parallel_for(x.numel(), kGrain, [&](std::size_t i0, std::size_t i1) {
       gelu_pass(px + i0, pg ? pg + i0 : nullptr, ph ? ph + i0 : nullptr, ps ? ps + i0 : nullptr, i1 - i0);
     });
   });
-  return {h, s};
+  return h;
 }
 
 }  // namespace
 
 Tensor gelu(const Tensor& x) {
-  Tensor out = gelu_parts(x, Tensor(), true, false).first;
+  Tensor out = gelu_parts(x, Tensor(), true, Tensor());
   if (needs_grad({&x})) {
     record(out, "gelu", {x}, [x = x.detach()](const Tensor& g) { return std::vector<Tensor>{gelu_backward(x, g)}; });
   }
@@ -402,7 +403,9 @@ Tensor gelu(const Tensor& x) {
 Tensor gelu_backward(const Tensor& x, const Tensor& grad) {
   // d/dx [x Phi(x)] = Phi(x) + x phi(x), phi(x) = exp(-x^2 / 2) / sqrt(2 pi)
   check_same_dtype(x, grad, "gelu_backward");
-  return gelu_parts(x, grad, false, true).second;
+  Tensor out = empty(x.shape(), x.dtype());
+  gelu_parts(x, grad, false, out);
+  return out;
 }
 
 Tensor gelu_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
@@ -415,14 +418,14 @@ Tensor gelu_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     record(out, "gelu_linear", {x, weight, bias},
            [x = x.detach(), w = weight.detach(), rx = x.requires_grad(),
             rw = weight.requires_grad(), rb = bias.defined() && bias.requires_grad()](const Tensor& g) {
-             // The activation, recomputed, and GELU's slope, in one pass: [..., in] each.
-             const auto [h, slope] = gelu_parts(x, Tensor(), rw, rx);
+             // dx = (g W) * gelu'(x), multiplied in place, in the pass that recomputes the activation h: [..., in].
+             Tensor gx = rx ? matmul(g, w) : Tensor();
+             const Tensor h = gelu_parts(x, gx, rw, gx);
              const auto rows = static_cast<std::int64_t>(shape_numel(Shape(x.shape().begin(), x.shape().end() - 1)));
-             Tensor gx, gw, gb;
+             Tensor gw, gb;
              if (rw) gw = matmul(reshape(g, {rows, static_cast<std::int64_t>(g.size(-1))}),
                                  reshape(h, {rows, static_cast<std::int64_t>(h.size(-1))}), true, false);  // [out, in]
              if (rb) gb = sum_to(g, {g.size(-1)});
-             if (rx) gx = matmul(g, w) * slope;  // [..., in]
              return std::vector<Tensor>{gx, gw, gb};
            });
   }

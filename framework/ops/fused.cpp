@@ -213,6 +213,30 @@ namespace {
 struct LayerNormForward {
   Tensor out, normalized, inv_std;
 };
+namespace {
+
+// y = h * w + b over rows of h (w and b [cols], either undefined), in one pass: a LayerNorm's output from
+// its normalised input.
+Tensor scale_shift_rows(const Tensor& h, const Tensor& w, const Tensor& b) {
+  if (!w.defined() && !b.defined()) return h;
+  const std::size_t cols = h.size(-1), rows = cols ? h.numel() / cols : 0;
+  Tensor y = empty(h.shape(), h.dtype());
+  dispatch_floating(h.dtype(), "layer_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* ph = h.data<T>();
+    const T* pw = w.defined() ? w.data<T>() : nullptr;
+    const T* pb = b.defined() ? b.data<T>() : nullptr;
+    T* py = y.data<T>();
+    parallel_for(rows, rowops::grain(cols), [&](std::size_t r0, std::size_t r1) {
+      for (std::size_t r = r0; r < r1; ++r)
+        for (std::size_t i = 0; i < cols; ++i) py[r * cols + i] = (pw ? ph[r * cols + i] * pw[i] : ph[r * cols + i]) + (pb ? pb[i] : T(0));
+    });
+  });
+  return y;
+}
+
+}  // namespace
+
 LayerNormForward layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   check_last_axis(x, "layer_norm");
   const std::size_t cols = x.size(-1);
@@ -351,8 +375,7 @@ Tensor layer_norm_linear(const Tensor& x, const Tensor& norm_weight, const Tenso
              const auto rows = static_cast<std::int64_t>(normalized.numel() / std::max<std::size_t>(in, 1));
              Tensor gw, gb;
              if (rw) {
-               Tensor y = nw.defined() ? normalized * nw : normalized;  // recomputed: [..., in]
-               if (nb.defined()) y = y + nb;
+               const Tensor y = scale_shift_rows(normalized, nw, nb);  // the norm's output, recomputed: [..., in]
                gw = matmul(reshape(g, {rows, static_cast<std::int64_t>(out_features)}), reshape(y, {rows, static_cast<std::int64_t>(in)}),
                            true, false);  // [out, in]
              }
