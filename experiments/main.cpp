@@ -29,7 +29,7 @@ struct Commands {
   CLI::App* train = nullptr;
   std::vector<std::string> train_args;
   std::string resume_dir;
-  int train_threads = 1;
+  int threads = 0;  // --threads of whichever command runs; 0: resolve_threads picks
 
   CLI::App* eval = nullptr;
   std::string eval_run, eval_checkpoint = "best";
@@ -50,7 +50,6 @@ struct Commands {
   CLI::App* analyze = nullptr;
   std::string analyze_run, head_fusion = "mean";
   attnlab::AnalyzeOptions analyze_options;
-  int analyze_threads = 1;
 
   CLI::App* compare = nullptr;
   std::vector<std::string> compare_args;
@@ -69,6 +68,21 @@ struct Commands {
   CLI::App* attention = nullptr;
   attnlab::bench::AttentionBenchOptions attention_options;
 };
+
+// --threads, the same for every command. The default, 0, is every core this process may use (as
+// PyTorch does), divided among the ranks on this machine under mpirun: resolve_threads.
+void add_threads_option(CLI::App* command, int& threads) {
+  command->add_option("--threads", threads,
+                      "threads; 0: every core this process may use (" + std::to_string(attnlab::available_cores()) +
+                          " here), divided among the ranks on this machine under mpirun")
+      ->check(CLI::Range(0, 256))
+      ->capture_default_str();
+}
+
+int resolve_threads(int requested) {
+  if (requested > 0) return requested;
+  return std::max(1, attnlab::available_cores() / std::max(1, attnlab::dist::Communicator::world().local_size()));
+}
 
 void add_decode_options(CLI::App* command, attnlab::DecodeOptions& d) {
   command->add_option("--beam", d.beam, "beam width; 1 decodes greedily")->check(CLI::Range(1, 1024))->capture_default_str();
@@ -97,20 +111,21 @@ void add_analyze_command(CLI::App& app, Commands& c) {
   c.analyze->add_option("--threshold", o.emergence_threshold, "emergence: the previous-token or induction score (attnlab's) that counts as formed")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
-  c.analyze->add_option("--threads", c.analyze_threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
+  add_threads_option(c.analyze, c.threads);
 }
 
 void add_run_commands(CLI::App& app, Commands& c) {
   c.train = app.add_subcommand("train", "train the experiment a YAML config describes (CONFIG [key=value ...]), or --resume RUN [key=value ...]");
   c.train->add_option("args", c.train_args, "the experiment's YAML file, then key=value overrides (e.g. model.attention.name=linear)");
   c.train->add_option("--resume", c.resume_dir, "continue the run in this folder from its last.ckpt")->check(CLI::ExistingDirectory);
-  c.train->add_option("--threads", c.train_threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
+  add_threads_option(c.train, c.threads);
 
   c.eval = app.add_subcommand("eval", "held-out loss and metrics of a run's checkpoint, as one JSON line");
   c.eval->add_option("run", c.eval_run, "the run folder")->required()->check(CLI::ExistingDirectory);
   c.eval->add_option("--checkpoint", c.eval_checkpoint, "best (last when the run has no best) or last")->capture_default_str();
   c.eval->add_flag("--decode", c.eval_decode, "seq2seq: also decode every example and report the exact match of the outputs");
   add_decode_options(c.eval, c.eval_decoding);
+  add_threads_option(c.eval, c.threads);
 
   c.translate = app.add_subcommand("translate", "decode inputs with a seq2seq run's model (greedy, or beam search with --beam)");
   c.translate->add_option("run", c.translate_run, "the run folder")->required()->check(CLI::ExistingDirectory);
@@ -118,6 +133,7 @@ void add_run_commands(CLI::App& app, Commands& c) {
       ->required();
   add_decode_options(c.translate, c.translate_options.decode);
   c.translate->add_option("--checkpoint", c.translate_options.checkpoint, "best (last when the run has no best) or last")->capture_default_str();
+  add_threads_option(c.translate, c.threads);
 
   attnlab::SampleOptions& s = c.sample_options;
   c.sample = app.add_subcommand("sample", "continue a prompt with a causal LM run's model");
@@ -128,6 +144,7 @@ void add_run_commands(CLI::App& app, Commands& c) {
   c.sample->add_option("--top-k", s.top_k, "sample among the k most likely tokens; 0: all")->capture_default_str();
   c.sample->add_option("--seed", s.seed, "sampling seed")->capture_default_str();
   c.sample->add_option("--checkpoint", s.checkpoint, "best (last when the run has no best) or last")->capture_default_str();
+  add_threads_option(c.sample, c.threads);
 
   c.export_ = app.add_subcommand("export", "a run's weights as .npy files named by parameter, with index.json");
   c.export_->add_option("run", c.export_run, "the run folder")->required()->check(CLI::ExistingDirectory);
@@ -164,7 +181,7 @@ void add_tool_commands(CLI::App& app, Commands& c) {
   c.gpt->add_option("--vocab", g.vocab, "vocabulary size")->check(CLI::PositiveNumber)->capture_default_str();
   c.gpt->add_option("--steps", g.steps, "timed steps")->check(CLI::PositiveNumber)->capture_default_str();
   c.gpt->add_option("--warmup", g.warmup, "untimed steps first")->capture_default_str();
-  c.gpt->add_option("--threads", g.threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
+  add_threads_option(c.gpt, c.threads);
 
   attnlab::bench::AttentionBenchOptions& a = c.attention_options;
   c.attention = bench->add_subcommand("attention", "forward + backward of attention kernels alone; one JSON line per (variant, length)");
@@ -176,12 +193,12 @@ void add_tool_commands(CLI::App& app, Commands& c) {
   c.attention->add_option("--proj", a.proj, "projected length of kernels with a fixed maximum length (linformer's k)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  c.attention->add_option("--threads", a.threads, "threads")->check(CLI::Range(1, 256))->capture_default_str();
+  add_threads_option(c.attention, c.threads);
   c.attention->add_option("--min-seconds", a.min_seconds, "time each case at least this long")->capture_default_str();
 }
 
 int run_analyze(Commands& c) {
-  attnlab::set_num_threads(c.analyze_threads);
+  attnlab::set_num_threads(resolve_threads(c.threads));
   c.analyze_options.rollout.head_fusion = attnlab::parse_head_fusion(c.head_fusion);
   const attnlab::AnalysisResult r = attnlab::analyze_run(c.analyze_run, c.analyze_options);
   std::printf("attnlab: wrote %s/analysis (%zu tables) and %s/report.html\n", c.analyze_run.c_str(), r.tables.size(), c.analyze_run.c_str());
@@ -191,13 +208,13 @@ int run_analyze(Commands& c) {
 
 // `train CONFIG [overrides]` or `train --resume RUN [overrides]`.
 int run_train(const Commands& c) {
-  if (!c.resume_dir.empty()) return attnlab::resume_experiment(c.resume_dir, c.train_args, c.train_threads).exit_status();
+  if (!c.resume_dir.empty()) return attnlab::resume_experiment(c.resume_dir, c.train_args, resolve_threads(c.threads)).exit_status();
   if (c.train_args.empty() || c.train_args[0].find('=') != std::string::npos) {
     std::fprintf(stderr, "attnlab train: give a config file (attnlab train CONFIG [key=value ...]) or --resume RUN\n");
     return 2;
   }
   const std::vector<std::string> overrides(c.train_args.begin() + 1, c.train_args.end());
-  return attnlab::train_experiment(attnlab::load_config(c.train_args[0], overrides), c.train_threads).exit_status();
+  return attnlab::train_experiment(attnlab::load_config(c.train_args[0], overrides), resolve_threads(c.threads)).exit_status();
 }
 
 int run_compare(Commands& c) {
@@ -219,13 +236,19 @@ int dispatch(Commands& c) {
   }
   if (*c.analyze) return run_analyze(c);
   if (*c.export_) return attnlab::export_run(c.export_run, c.export_checkpoint, c.export_dir);
-  if (*c.eval) return attnlab::evaluate_run(c.eval_run, c.eval_checkpoint, 1, c.eval_decode || c.eval_decoding.beam > 1 ? &c.eval_decoding : nullptr);
-  if (*c.translate) return attnlab::translate_run(c.translate_run, c.translate_options, 1);
-  if (*c.sample) return attnlab::sample_run(c.sample_run, c.sample_options, 1);
+  if (*c.eval) return attnlab::evaluate_run(c.eval_run, c.eval_checkpoint, resolve_threads(c.threads), c.eval_decode || c.eval_decoding.beam > 1 ? &c.eval_decoding : nullptr);
+  if (*c.translate) return attnlab::translate_run(c.translate_run, c.translate_options, resolve_threads(c.threads));
+  if (*c.sample) return attnlab::sample_run(c.sample_run, c.sample_options, resolve_threads(c.threads));
   if (*c.list) return c.config_keys ? attnlab::list_config_keys() : attnlab::list_registered();
   if (*c.gradcheck) return attnlab::gradcheck_kernels(c.check_kernel);
-  if (*c.gpt) return attnlab::bench::run_gpt_bench(c.gpt_options);
-  if (*c.attention) return attnlab::bench::run_attention_bench(c.attention_options);
+  if (*c.gpt) {
+    c.gpt_options.threads = resolve_threads(c.threads);
+    return attnlab::bench::run_gpt_bench(c.gpt_options);
+  }
+  if (*c.attention) {
+    c.attention_options.threads = resolve_threads(c.threads);
+    return attnlab::bench::run_attention_bench(c.attention_options);
+  }
   return 0;
 }
 

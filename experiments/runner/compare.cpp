@@ -16,7 +16,6 @@
 #include <map>
 #include <optional>
 #include <stdexcept>
-#include <thread>
 
 #include "experiments/runner/analysis_summary.hpp"
 #include "experiments/runner/compare_plan.hpp"
@@ -24,6 +23,7 @@
 #include "experiments/runner/stop_signals.hpp"
 #include "framework/distributed/communicator.hpp"
 #include "framework/io/atomic_file.hpp"
+#include "framework/ops/parallel.hpp"
 
 extern char** environ;
 
@@ -249,7 +249,7 @@ int run_comparison(const std::string& config_path, const CompareOptions& options
   std::size_t training = 0;
   std::vector<Job> queue = jobs_of(*spec, plan, comm, training);
   // The cores of this machine, divided among the runs at a time of every rank on it.
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = available_cores();
   const int jobs = std::max(1, options.jobs);
   const int threads = options.threads > 0 ? options.threads : std::max(1, cores / (jobs * comm.local_size()));
   const std::size_t already = plan.size() - training;
