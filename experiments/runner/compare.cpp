@@ -186,13 +186,14 @@ void prepare_folder(const CompareSpec& spec, const std::vector<PlannedRun>& plan
 // analysed (analyze: true). Under mpirun rank 0 lists them, from the folder as it stands before any rank
 // starts, and sends the list; each rank takes every size-th job from its rank on (round robin). Sets
 // `training` to the training jobs of the whole list.
-std::vector<Job> jobs_of(const CompareSpec& spec, const std::vector<PlannedRun>& plan, const dist::Communicator& comm, std::size_t& training) {
+std::vector<Job> jobs_of(const CompareSpec& spec, const std::vector<PlannedRun>& plan, const std::vector<bool>& included,
+                         const dist::Communicator& comm, std::size_t& training) {
   std::vector<std::uint32_t> order;  // plan index * 2, + 1 for an analysis
   if (comm.rank() == 0) {
     for (std::size_t i = 0; i < plan.size(); ++i)
-      if (needs_running(plan[i])) order.push_back(static_cast<std::uint32_t>(2 * i));
+      if (included[i] && needs_running(plan[i])) order.push_back(static_cast<std::uint32_t>(2 * i));
     for (std::size_t i = 0; i < plan.size(); ++i)
-      if (needs_analysis(spec, plan[i])) order.push_back(static_cast<std::uint32_t>(2 * i + 1));  // finished earlier, not yet analysed
+      if (included[i] && needs_analysis(spec, plan[i])) order.push_back(static_cast<std::uint32_t>(2 * i + 1));  // finished earlier, not yet analysed
   }
   std::string bytes(reinterpret_cast<const char*>(order.data()), order.size() * sizeof(std::uint32_t));
   comm.broadcast(bytes);
@@ -208,8 +209,8 @@ std::vector<Job> jobs_of(const CompareSpec& spec, const std::vector<PlannedRun>&
 // The end of a comparison: under mpirun every rank waits for all (then rank 0 alone writes the summary
 // and report, and the counts are the whole job's); the exit status every rank returns.
 // `finished`: the runs this rank trained to the end; `already`: those finished before the comparison started.
-int finish_comparison(const CompareSpec& spec, const std::vector<PlannedRun>& plan, std::size_t finished, std::size_t already,
-                      const std::vector<std::string>& failed, const StopSignals& stop, const std::string& command) {
+int finish_comparison(const CompareSpec& spec, const std::vector<PlannedRun>& plan, std::size_t expected, std::size_t finished,
+                      std::size_t already, const std::vector<std::string>& failed, const StopSignals& stop, const std::string& command) {
   const dist::Communicator& comm = dist::Communicator::world();
   const std::string tag = comm.distributed() ? "attnlab compare (" + comm.who() + ")" : "attnlab compare";
   if (!failed.empty()) {
@@ -223,7 +224,7 @@ int finish_comparison(const CompareSpec& spec, const std::vector<PlannedRun>& pl
   if (comm.rank() == 0) {
     write_comparison_summary(spec, plan);
     std::printf("attnlab compare: %.0f of %zu runs done; %s/summary.md, %s/report.html\n", static_cast<double>(already) + totals[0],
-                plan.size(), spec.folder().c_str(), spec.folder().c_str());
+                expected, spec.folder().c_str(), spec.folder().c_str());
     if (totals[2] > 0) std::printf("attnlab compare: stopped by %s. Resume with the same command: %s\n", stop.requested() ? stop.name() : "SIGTERM", command.c_str());
     if (totals[1] > 0 && comm.distributed()) std::fprintf(stderr, "attnlab compare: %.0f runs failed (each named above by its rank)\n", totals[1]);
   }
@@ -236,6 +237,41 @@ int finish_comparison(const CompareSpec& spec, const std::vector<PlannedRun>& pl
 
 std::size_t check_comparison(const std::string& config_path) { return plan_comparison(read_compare_spec(config_path), {}, false).size(); }
 
+namespace {
+
+// The runs a comparison trains: all of them, or with select.seeds the choosing seeds' runs at every
+// value and the others' at the chosen values only (a value per variant and point of the other axes).
+std::size_t expected_runs(const CompareSpec& spec, const std::vector<PlannedRun>& plan) {
+  if (!spec.two_phase()) return plan.size();
+  const std::size_t choosing = static_cast<std::size_t>(
+      std::count_if(plan.begin(), plan.end(), [&](const PlannedRun& p) { return spec.choosing_seed(p.seed); }));
+  return choosing + (plan.size() - choosing) / spec.grid[spec.select->axis].values.size();
+}
+
+// Runs the jobs of the planned runs that `included` marks, `jobs` at a time, until all ended or a stop
+// signal came; counts finished runs into `done` and failed ones into `failed`.
+void run_jobs(const CompareSpec& spec, const std::vector<PlannedRun>& plan, const std::vector<bool>& included, int jobs, int threads,
+              std::size_t expected, StopSignals& stop, std::size_t& done, std::vector<std::string>& failed) {
+  const dist::Communicator& comm = dist::Communicator::world();
+  std::size_t training = 0;
+  std::vector<Job> queue = jobs_of(spec, plan, included, comm, training);
+  const std::string tag = comm.distributed() ? "[rank " + std::to_string(comm.rank()) + "] " : "";
+  // The pool counts finished runs against the whole comparison, or under mpirun against this rank's share.
+  RunPool pool(spec, comm.distributed() ? queue.size() : expected, jobs, threads, tag);
+  std::size_t next = 0;
+  bool forwarded = false;
+  while (next < queue.size() || !pool.empty()) {
+    if (!stop.requested()) pool.start(queue, next);
+    if (pool.empty()) break;
+    if (!pool.reap(done, failed, stop.requested(), queue) && stop.requested() && !forwarded) {
+      pool.stop_all(stop.signal());
+      forwarded = true;
+    }
+  }
+}
+
+}  // namespace
+
 int run_comparison(const std::string& config_path, const CompareOptions& options) {
   const dist::Communicator& comm = dist::Communicator::world();
   // Rank 0 reads the file, validates every run and writes the folder before any other rank reads it: a
@@ -246,36 +282,37 @@ int run_comparison(const std::string& config_path, const CompareOptions& options
   if (comm.rank() == 0) read(), prepare_folder(*spec, plan, config_path, options);
   comm.barrier();
   if (comm.rank() != 0) read();
-  std::size_t training = 0;
-  std::vector<Job> queue = jobs_of(*spec, plan, comm, training);
   // The cores of this machine, divided among the runs at a time of every rank on it.
   const int cores = available_cores();
   const int jobs = std::max(1, options.jobs);
   const int threads = options.threads > 0 ? options.threads : std::max(1, cores / (jobs * comm.local_size()));
-  const std::size_t already = plan.size() - training;
+  const std::size_t expected = expected_runs(*spec, plan);
+  const std::size_t already = static_cast<std::size_t>(
+      std::count_if(plan.begin(), plan.end(), [](const PlannedRun& p) { return !needs_running(p); }));
   const std::string grid = spec->grid.empty() ? "" : " x " + std::to_string(spec->points().size()) + " grid points";
   const std::string ranks = comm.distributed() ? " over " + std::to_string(comm.size()) + " processes," : "";
   if (comm.rank() == 0)
     std::printf("attnlab compare: %s, %zu variant%s%s x %zu seed%s; %zu of %zu runs already done;%s %d at a time, %d thread%s each\n",
                 spec->folder().c_str(), spec->variants.size(), spec->variants.size() == 1 ? "" : "s", grid.c_str(), spec->seeds.size(),
-                spec->seeds.size() == 1 ? "" : "s", already, plan.size(), ranks.c_str(), jobs, threads, threads == 1 ? "" : "s");
+                spec->seeds.size() == 1 ? "" : "s", already, expected, ranks.c_str(), jobs, threads, threads == 1 ? "" : "s");
   std::fflush(stdout);
-  StopSignals stop(false);  // no restart: a signal wakes the wait below
-  const std::string tag = comm.distributed() ? "[rank " + std::to_string(comm.rank()) + "] " : "";
-  // The pool counts finished runs against the whole plan, or under mpirun against this rank's share.
-  RunPool pool(*spec, comm.distributed() ? queue.size() : plan.size(), jobs, threads, tag);
+  StopSignals stop(false);  // no restart: a signal wakes the waits
   std::vector<std::string> failed;
-  std::size_t next = 0, done = comm.distributed() ? 0 : already;
-  bool forwarded = false;
-  while (next < queue.size() || !pool.empty()) {
-    if (!stop.requested()) pool.start(queue, next);
-    if (pool.empty()) break;
-    if (!pool.reap(done, failed, stop.requested(), queue) && stop.requested() && !forwarded) {
-      pool.stop_all(stop.signal());
-      forwarded = true;
-    }
+  std::size_t done = comm.distributed() ? 0 : already;
+  // With select.seeds, first the choosing seeds' runs at every value; then, once every rank's are done,
+  // the other seeds' at the values chosen (rank 0 chooses: jobs_of sends its list).
+  std::vector<bool> included(plan.size());
+  for (std::size_t i = 0; i < plan.size(); ++i) included[i] = spec->choosing_seed(plan[i].seed);
+  run_jobs(*spec, plan, included, jobs, threads, expected, stop, done, failed);
+  double stopping = stop.requested() ? 1.0 : 0.0;
+  if (spec->two_phase()) comm.sum(&stopping, 1);  // a collective: every rank's choosing runs are done; was any stopped?
+  if (spec->two_phase() && stopping == 0) {
+    const std::vector<bool> selected = comm.rank() == 0 ? selected_runs(*spec, plan) : std::vector<bool>(plan.size());
+    for (std::size_t i = 0; i < plan.size(); ++i) included[i] = !spec->choosing_seed(plan[i].seed) && selected[i];
+    run_jobs(*spec, plan, included, jobs, threads, expected, stop, done, failed);
   }
-  return finish_comparison(*spec, plan, done - (comm.distributed() ? 0 : already), already, failed, stop, command_line(config_path, options));
+  return finish_comparison(*spec, plan, expected, done - (comm.distributed() ? 0 : already), already, failed, stop,
+                           command_line(config_path, options));
 }
 
 }  // namespace attnlab

@@ -17,7 +17,9 @@
 //     model.d_model: [64, 128]     # (variant, grid point, seed), in runs/<variant>/d_model-64/lr-0.001/seed_<s>
 //     train.optimizer.lr: [1e-3, 3e-3]
 //   select: {over: train.optimizer.lr, by: token_accuracy}   # report each variant (at each point of the
-//                                  # other axes) at its best value of one axis: mean final `by` over seeds
+//                                  # other axes) at its best value of one axis: mean final `by` over seeds;
+//                                  # `seeds: 1` chooses on the first seed, and the others run only at the
+//                                  # chosen value
 //
 // The folder holds runs/<variant>/seed_<s>/ (ordinary run folders, each with its report.html; with a grid,
 // one folder level per axis between),

@@ -151,6 +151,8 @@ void read_select(const ConfigNode& node, CompareSpec& spec) {
   }
   if (out.axis == spec.grid.size()) map.fail("over", "'over' must name one of the grid's axes (" + axes + "), not '" + over + "'");
   out.by = map.get_choice("by", spec.metric, {"token_accuracy", "exact_match", "loss"});
+  // How many of the seeds (the first ones) choose the value; the others run only at the chosen one.
+  out.seeds = map.get<std::size_t>("seeds", spec.seeds.size(), Range::closed(1, static_cast<double>(spec.seeds.size())));
   map.finish();
   spec.select = out;
 }
@@ -187,6 +189,12 @@ std::string CompareSpec::point_label(const std::vector<std::size_t>& point, std:
   for (std::size_t a = 0; a < grid.size(); ++a)
     if (a != skip) out += (out.empty() ? "" : " ") + grid[a].label + "=" + grid[a].values[point[a]];
   return out;
+}
+
+bool CompareSpec::choosing_seed(std::uint64_t seed) const {
+  if (!select) return true;
+  const auto at = std::find(seeds.begin(), seeds.end(), seed);
+  return static_cast<std::size_t>(at - seeds.begin()) < select->seeds;
 }
 
 CompareSpec read_compare_spec(const std::string& path) {

@@ -30,11 +30,14 @@ struct GridAxis {
   std::vector<std::string> origins; // where each value is written, for errors
 };
 
-// `select: {over: KEY, by: METRIC}`: each variant reported at the value of the grid axis KEY whose runs
-// score best on METRIC (mean over seeds of the final value; highest, or lowest for loss).
+// `select: {over: KEY, by: METRIC, seeds: N}`: each variant reported at the value of the grid axis KEY
+// whose runs score best on METRIC (mean over the first N seeds, all by default, of the final value;
+// highest, or lowest for loss). With N below the number of seeds the choice is made on those N first and
+// the other seeds run only at the chosen value (tune on some seeds, report over all).
 struct CompareSelect {
-  std::size_t axis = 0;  // into CompareSpec::grid
+  std::size_t axis = 0;   // into CompareSpec::grid
   std::string by;
+  std::size_t seeds = 0;  // the seeds that choose: the first this many of CompareSpec::seeds
 };
 
 struct CompareSpec {
@@ -53,6 +56,10 @@ struct CompareSpec {
   // ("d_model=64 lr=0.003"); `skip` leaves one axis out (the selected one).
   std::string point_folder(const std::vector<std::size_t>& point) const;
   std::string point_label(const std::vector<std::size_t>& point, std::size_t skip = SIZE_MAX) const;
+  // Whether a run of this seed chooses the selected value (always true without `select`).
+  bool choosing_seed(std::uint64_t seed) const;
+  // Whether runs of the other seeds wait for the choice (select.seeds below the number of seeds).
+  bool two_phase() const { return select && select->seeds < seeds.size(); }
 };
 
 // Reads a comparison file; errors are ConfigErrors at its file:line:column.
@@ -77,6 +84,10 @@ std::vector<PlannedRun> plan_comparison(const CompareSpec& spec, const std::vect
 
 // A run's state as the summary counts it: "finished", "diverged", "unfinished" or "not started".
 std::string run_status(const PlannedRun& run);
+// With `select`, for every planned run whether its (variant, grid point) is the one its variant is
+// reported at (the value of the selected axis whose choosing seeds' finished runs score best); without,
+// every run. compare_summary.cpp, which reads the runs.
+std::vector<bool> selected_runs(const CompareSpec& spec, const std::vector<PlannedRun>& plan);
 // Whether the comparison should (re)start it: neither finished nor diverged (a diverged run diverges
 // again the same way).
 bool needs_running(const PlannedRun& run);

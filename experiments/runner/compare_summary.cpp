@@ -69,12 +69,19 @@ struct Cell {
   std::size_t variant = 0;
   std::vector<std::size_t> point;
   std::vector<double> final_metric, best_metric, loss, by, seconds, rate;
+  std::vector<double> by_choosing;  // `by` of the finished runs of the seeds that choose (select.seeds)
   double peak = NAN, params = NAN, state = NAN;
   std::vector<std::string> run_dirs;  // the finished ones, relative to the comparison folder
+  // Each planned run's row of runs.csv: its status and, when finished, its figures.
+  struct Row {
+    const PlannedRun* run;
+    std::string status, figures;
+  };
+  std::vector<Row> rows;
 };
 
-// The cells in plan order (variant, then grid point), each with its rows of runs.csv written.
-std::vector<Cell> read_cells(const CompareSpec& spec, const std::vector<PlannedRun>& plan, const std::string& by, std::ostream& runs_csv) {
+// The cells in plan order (variant, then grid point).
+std::vector<Cell> read_cells(const CompareSpec& spec, const std::vector<PlannedRun>& plan, const std::string& by) {
   std::vector<Cell> cells;
   for (const PlannedRun& p : plan) {
     if (cells.empty() || cells.back().variant != p.variant || cells.back().point != p.point) {
@@ -82,28 +89,24 @@ std::vector<Cell> read_cells(const CompareSpec& spec, const std::vector<PlannedR
       cells.back().variant = p.variant, cells.back().point = p.point;
     }
     Cell& c = cells.back();
-    const std::string status = run_status(p);
-    runs_csv << csv_field(spec.variants[p.variant].name);
-    for (std::size_t a = 0; a < spec.grid.size(); ++a) runs_csv << "," << csv_field(spec.grid[a].values[p.point[a]]);
-    runs_csv << "," << p.seed << "," << p.rel << "," << status;
-    if (status != "finished") {
-      runs_csv << ",,,,,,,,\n";
-      continue;
-    }
+    c.rows.push_back({&p, run_status(p), ",,,,,,,,"});
+    if (c.rows.back().status != "finished") continue;
     const RunFigures f = figures(read_run(p.run_dir), spec.metric, by);
     c.run_dirs.push_back(p.rel);
     c.final_metric.push_back(f.final_metric), c.best_metric.push_back(f.best_metric), c.loss.push_back(f.final_loss);
     c.by.push_back(f.by), c.seconds.push_back(f.seconds), c.rate.push_back(f.tokens_per_s);
+    if (spec.choosing_seed(p.seed)) c.by_choosing.push_back(f.by);
     c.peak = std::isnan(c.peak) ? f.peak_mb : std::max(c.peak, f.peak_mb);
     c.params = f.params, c.state = f.state;
-    runs_csv << "," << num(f.final_metric) << "," << num(f.best_metric) << "," << num(f.final_loss) << "," << num(f.seconds) << ","
-             << num(f.tokens_per_s) << "," << num(f.peak_mb) << "," << num(f.params, "%.0f") << "," << num(f.state, "%.0f") << "\n";
+    c.rows.back().figures = "," + num(f.final_metric) + "," + num(f.best_metric) + "," + num(f.final_loss) + "," + num(f.seconds) + "," +
+                            num(f.tokens_per_s) + "," + num(f.peak_mb) + "," + num(f.params, "%.0f") + "," + num(f.state, "%.0f");
   }
   return cells;
 }
 
 // With `select`, each variant's cell at the best value of the selected axis for every point of the other
-// axes (a point none of whose cells finished keeps its first); without, every cell.
+// axes, by the choosing seeds' runs (a point none of whose cells finished keeps its first); without,
+// every cell.
 std::vector<const Cell*> shown_cells(const CompareSpec& spec, const std::vector<Cell>& cells) {
   std::vector<const Cell*> out;
   if (!spec.select) {
@@ -123,10 +126,31 @@ std::vector<const Cell*> shown_cells(const CompareSpec& spec, const std::vector<
       out.push_back(&c);
       continue;
     }
-    const double now = stats(out[it->second]->by).mean, candidate = stats(c.by).mean;
+    const double now = stats(out[it->second]->by_choosing).mean, candidate = stats(c.by_choosing).mean;
     if (!std::isnan(candidate) && (std::isnan(now) || (lower ? candidate < now : candidate > now))) out[it->second] = &c;
   }
   return out;
+}
+
+// runs.csv: a row per planned run. A run of a seed that waits for the choice (select.seeds) at a value
+// that was not chosen is "not selected".
+std::string runs_csv(const CompareSpec& spec, const std::vector<Cell>& cells, const std::vector<const Cell*>& shown) {
+  const std::string m = spec.metric;
+  std::ostringstream csv;
+  csv << "variant";
+  for (const GridAxis& a : spec.grid) csv << "," << csv_field(a.label);
+  csv << ",seed,run,status,final_" << m << ",best_" << m << ",final_eval_loss,train_seconds,tokens_per_s,peak_rss_mb,params,state_size\n";
+  for (const Cell& c : cells) {
+    const bool chosen = std::find(shown.begin(), shown.end(), &c) != shown.end();
+    for (const Cell::Row& row : c.rows) {
+      const PlannedRun& p = *row.run;
+      const bool waits = !spec.choosing_seed(p.seed) && row.status == "not started" && !chosen;
+      csv << csv_field(spec.variants[p.variant].name);
+      for (std::size_t a = 0; a < spec.grid.size(); ++a) csv << "," << csv_field(spec.grid[a].values[p.point[a]]);
+      csv << "," << p.seed << "," << p.rel << "," << (waits ? "not selected" : row.status) << row.figures << "\n";
+    }
+  }
+  return csv.str();
 }
 
 // The metric against the attention state size, a line per variant through its shown cells, when they
@@ -191,6 +215,9 @@ std::string summary_intro(const CompareSpec& spec) {
     const std::string& by = spec.select->by;
     intro += " Each row is the variant at the " + spec.grid[spec.select->axis].key + " whose runs' mean final " + by + " is " +
              (by == "loss" ? "lowest" : "highest") + ".";
+    if (spec.two_phase())
+      intro += " The value is chosen on the first " + std::to_string(spec.select->seeds) + " seed" + (spec.select->seeds == 1 ? "" : "s") +
+               "; the other seeds ran at the chosen value only.";
   }
   return intro;
 }
@@ -202,11 +229,7 @@ void write_comparison_summary(const CompareSpec& spec, const std::vector<Planned
   const bool percent = m != "loss";
   const std::size_t skip = spec.select ? spec.select->axis : SIZE_MAX;
   auto shown_value = [&](double v) { return std::isnan(v) ? std::string("-") : percent ? num(100 * v, "%.2f%%") : num(v, "%.4f"); };
-  std::ostringstream runs_csv;
-  runs_csv << "variant";
-  for (const GridAxis& a : spec.grid) runs_csv << "," << csv_field(a.label);
-  runs_csv << ",seed,run,status,final_" << m << ",best_" << m << ",final_eval_loss,train_seconds,tokens_per_s,peak_rss_mb,params,state_size\n";
-  const std::vector<Cell> cells = read_cells(spec, plan, by, runs_csv);
+  const std::vector<Cell> cells = read_cells(spec, plan, by);
   const std::vector<const Cell*> shown = shown_cells(spec, cells);
 
   std::vector<const Cell*> all;
@@ -253,10 +276,20 @@ void write_comparison_summary(const CompareSpec& spec, const std::vector<Planned
   const std::string intro = summary_intro(spec);
   write_file_atomically(dir + "/summary.csv", csv);
   if (!spec.grid.empty()) write_file_atomically(dir + "/summary_all.csv", all_csv);
-  write_file_atomically(dir + "/runs.csv", runs_csv.str());
+  write_file_atomically(dir + "/runs.csv", runs_csv(spec, cells, shown));
   write_file_atomically(dir + "/summary.md", "# " + spec.name + "\n\n" + intro + "\n\n" + md.str());
   write_comparison_report(dir, spec.name, m, report_variants,
                           "<p class=\"note\">" + report::escape(intro) + "</p>" + table.str() + state_plot(spec, shown));
+}
+
+std::vector<bool> selected_runs(const CompareSpec& spec, const std::vector<PlannedRun>& plan) {
+  const std::vector<Cell> cells = read_cells(spec, plan, spec.select ? spec.select->by : spec.metric);
+  const std::vector<const Cell*> shown = shown_cells(spec, cells);
+  std::vector<bool> selected(plan.size(), false);
+  for (const Cell* c : shown)
+    if (!spec.select || !c->by_choosing.empty())  // a value is chosen only among finished runs
+      for (const Cell::Row& row : c->rows) selected[static_cast<std::size_t>(row.run - plan.data())] = true;
+  return selected;
 }
 
 }  // namespace attnlab

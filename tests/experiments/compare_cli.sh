@@ -3,7 +3,8 @@
 # every run, summary.csv/md, runs.csv and report.html; every file a report references exists; the same
 # command again reruns nothing; a changed config is refused; a bad comparison file fails with
 # file:line:column before anything is written; an interrupted comparison resumes; a grid sweep with
-# `select` reports each variant at its best learning rate and plots the metric against state size.
+# `select` reports each variant at its best learning rate and plots the metric against state size; with
+# select.seeds the other seeds run only at the chosen value.
 # Usage: compare_cli.sh ATTNLAB_BINARY SOURCE_DIR WORK_DIR
 set -uo pipefail
 attnlab=$1 source=$2 work=$3
@@ -162,6 +163,23 @@ grep -q '^| softmax | 8 | [0-9e.-]* | 1/1 |' "$sweep/summary.md" && grep -q 'lr 
 grep -q 'token_accuracy against state size</text>' "$sweep/report.html" || fail "the report has no plot against state size"
 check_references "$sweep/report.html"
 "$attnlab" compare "$work/sweep.yaml" > "$work/sweep-again.log" 2>&1 && grep -q "8 of 8 runs already done" "$work/sweep-again.log" || fail "a finished sweep reran"
+
+# Tuned on one seed, reported over two: seed 0 runs at both learning rates, seed 1 only at the one seed 0
+# chose (by held-out loss), per variant.
+sed -e 's/^name: sweep/name: tuned/' -e 's/^seeds: \[0\]/seeds: [0, 1]/' -e 's/^  model.d_model: \[8, 16\]/  model.d_model: [16]/' \
+    -e 's/^select: .*/select: {over: train.optimizer.lr, by: loss, seeds: 1}/' "$work/sweep.yaml" > "$work/tuned.yaml"
+tuned=$work/out/tuned
+"$attnlab" compare "$work/tuned.yaml" --jobs 2 > "$work/tuned.log" 2>&1 || { cat "$work/tuned.log"; fail "the tuned sweep did not finish"; }
+grep -q "2 variants x 2 grid points x 2 seeds; 0 of 6 runs already done" "$work/tuned.log" || { cat "$work/tuned.log"; fail "the tuned sweep's plan is not announced"; }
+for v in softmax linear; do
+  # The lr seed 0 chose: its lower final held-out loss (runs.csv columns: 3 lr, 4 seed, 6 status, 9 final_eval_loss).
+  chosen=$(awk -F, -v v=$v '$1 == v && $4 == 0 { print $9, $3 }' "$tuned/runs.csv" | sort -g | head -n 1 | cut -d' ' -f2)
+  [ -s "$tuned/runs/$v/d_model-16/lr-$chosen/seed_1/summary.json" ] || fail "$v: seed 1 did not run at the chosen lr $chosen"
+  [ "$(awk -F, -v v=$v '$1 == v && $4 == 1 && $6 == "not selected"' "$tuned/runs.csv" | wc -l)" = 1 ] || { cat "$tuned/runs.csv"; fail "$v: seed 1 ran at a value not chosen"; }
+  grep -q "^$v,16,$chosen,2," "$tuned/summary.csv" || { cat "$tuned/summary.csv"; fail "$v is not reported at lr $chosen over 2 seeds"; }
+done
+grep -q "chosen on the first 1 seed" "$tuned/summary.md" || fail "summary.md does not say how the value was chosen"
+"$attnlab" compare "$work/tuned.yaml" > "$work/tuned-again.log" 2>&1 && grep -q "6 of 6 runs already done" "$work/tuned-again.log" || fail "a finished tuned sweep reran"
 
 echo "$failures failures"
 [ "$failures" = 0 ]

@@ -138,7 +138,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadSweep{kHead + "select: {over: train.optimizer.lr}\n", "6:9", "'select' picks a value of a grid axis for each variant, but there is no grid"},
         BadSweep{kHead + "grid: {model.d_model: [32]}\nselect: {over: model.d_model, by: accuracy}\n", "7:35", "'select.by' is 'accuracy', which is not among [token_accuracy, exact_match, loss]"},
         BadSweep{kHead + "grid: {model.d_model: [32]}\nselect: {over: model.d_model, by: loss, how: max}\n", "7:41", "unknown key"},
-        BadSweep{kHead + "grid: {model.d_model: [31]}\n", "4:3", "variant 'softmax' (base) at d_model=31: "}));
+        BadSweep{kHead + "grid: {model.d_model: [31]}\n", "4:3", "variant 'softmax' (base) at d_model=31: "},
+        BadSweep{kHead + "grid: {model.d_model: [32]}\nselect: {over: model.d_model, seeds: 2}\n", "7:38", "'select.seeds' must be [1, 1], got 2"}));
 
 }  // namespace
 }  // namespace attnlab
