@@ -13,6 +13,36 @@
 #include "framework/optim/optimizer.hpp"
 
 namespace attnlab::bench {
+namespace {
+
+// The machine's sgemm rate on this process's threads: 1024^3 products through attnlab's matmul (split
+// over its pool, OpenBLAS's kernels) for a third of a second, after one untimed product.
+double measured_sgemm_gflops() {
+  constexpr std::size_t n = 1024;
+  Generator gen(7);
+  const Tensor a = randn({n, n}, gen), b = randn({n, n}, gen);
+  NoGradGuard no_grad;
+  matmul(a, b);
+  std::size_t products = 0;
+  const auto start = std::chrono::steady_clock::now();
+  double seconds = 0;
+  for (; seconds < 0.33; ++products) {
+    matmul(a, b);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  return 2.0 * n * n * n * static_cast<double>(products) / seconds / 1e9;
+}
+
+// FLOPs of one training step per token, as nanoGPT estimates them (its estimate_mfu, after the PaLM
+// paper): 6 N for the weights a token is multiplied by (N: the parameters but the embeddings, which are
+// looked up) and 12 L H Q T for attention (L layers, H heads of Q, T tokens).
+double flops_per_token(const Model& model, const GptBenchOptions& o) {
+  const double embeddings = static_cast<double>((o.vocab + o.block) * o.dim);
+  const double n = static_cast<double>(model.parameter_count()) - embeddings;
+  return 6.0 * n + 12.0 * static_cast<double>(o.layers * o.dim * o.block);  // H Q = dim
+}
+
+}  // namespace
 
 int run_gpt_bench(const GptBenchOptions& o) {
   const double base_rss = current_rss_mb();
@@ -75,6 +105,13 @@ int run_gpt_bench(const GptBenchOptions& o) {
                               {"tensor_peak_mb", static_cast<double>(Storage::peak_bytes()) / (1 << 20)},
                               {"cached_mb", static_cast<double>(Storage::cached_bytes()) / (1 << 20)},
                               {"openblas_core", blas_core_name()}};
+  // The achieved FLOP rate (all processes together) against what sgemm reaches on as many cores.
+  const double achieved = flops_per_token(model, o) * static_cast<double>(o.batch * o.block) / step_s / 1e9;
+  const double sgemm = measured_sgemm_gflops() * static_cast<double>(comm.size());
+  line["model_gflop_per_step"] = flops_per_token(model, o) * static_cast<double>(o.batch * o.block) / 1e9;
+  line["achieved_gflops"] = achieved;
+  line["sgemm_gflops"] = sgemm;
+  line["of_sgemm"] = achieved / sgemm;
   if (parallel.active()) {
     const double allreduce_ms = 1e3 * (parallel.reducer().seconds() - warmup_allreduce_s) / static_cast<double>(std::max<std::size_t>(o.steps, 1));
     line["processes"] = comm.size();
