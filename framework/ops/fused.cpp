@@ -296,43 +296,49 @@ std::vector<Tensor> layer_norm_backward(const Tensor& normalized, const Tensor& 
     const T* ps = inv_std.data<T>();
     const T* pg = g.data<T>();
     const T* pw = w.defined() ? w.data<T>() : nullptr;
-    // Weight and bias gradients: sums over rows, split by columns.
-    if (rw || rb) {
-      parallel_for(cols, 256, [&](std::size_t c0, std::size_t c1) {
-        T* dw = rw ? gw.data<T>() : nullptr;
-        T* db = rb ? gb.data<T>() : nullptr;
-        for (std::size_t r = 0; r < rows; ++r) {
+    // One pass over the rows, in as many blocks as there are threads: each block sums its rows' weight
+    // and bias gradients (g h and g) into a row of `partial`, and writes
+    //   dx = rstd * (dh - mean(dh) - h * mean(dh * h)),  dh = g * w.
+    // The blocks' partial sums are added in block order afterwards, so the result does not depend on
+    // which thread ran which block.
+    const std::size_t blocks = std::max<std::size_t>(1, std::min<std::size_t>(static_cast<std::size_t>(num_threads()), rows / 8));
+    std::vector<T> partial((rw || rb) ? blocks * 2 * cols : 0, T(0));
+    parallel_for(blocks, 1, [&](std::size_t b0, std::size_t b1) {
+      for (std::size_t block = b0; block < b1; ++block) {
+        T* dw = partial.empty() ? nullptr : partial.data() + block * 2 * cols;
+        T* db = dw ? dw + cols : nullptr;
+        for (std::size_t r = rows * block / blocks; r < rows * (block + 1) / blocks; ++r) {
           const T* hr = ph + r * cols;
           const T* gr = pg + r * cols;
-          if (dw)
-            for (std::size_t i = c0; i < c1; ++i) dw[i] += gr[i] * hr[i];
-          if (db)
-            for (std::size_t i = c0; i < c1; ++i) db[i] += gr[i];
-        }
-      });
-    }
-    if (!rx) return;
-    // dx = rstd * (dh - mean(dh) - h * mean(dh * h)), dh = g * w
-    parallel_for(rows, rowops::grain(cols), [&](std::size_t r0, std::size_t r1) {
-      for (std::size_t r = r0; r < r1; ++r) {
-        const T* hr = ph + r * cols;
-        const T* gr = pg + r * cols;
-        T mean_dh = 0, mean_dh_h = 0;
+          if (rw)
+            for (std::size_t i = 0; i < cols; ++i) dw[i] += gr[i] * hr[i];
+          if (rb)
+            for (std::size_t i = 0; i < cols; ++i) db[i] += gr[i];
+          if (!rx) continue;
+          T mean_dh = 0, mean_dh_h = 0;
 #pragma omp simd reduction(+ : mean_dh, mean_dh_h)
-        for (std::size_t i = 0; i < cols; ++i) {
-          const T dh = pw ? gr[i] * pw[i] : gr[i];
-          mean_dh += dh;
-          mean_dh_h += dh * hr[i];
-        }
-        mean_dh /= static_cast<T>(cols);
-        mean_dh_h /= static_cast<T>(cols);
-        T* dx = gx.data<T>() + r * cols;
-        for (std::size_t i = 0; i < cols; ++i) {
-          const T dh = pw ? gr[i] * pw[i] : gr[i];
-          dx[i] = ps[r] * (dh - mean_dh - hr[i] * mean_dh_h);
+          for (std::size_t i = 0; i < cols; ++i) {
+            const T dh = pw ? gr[i] * pw[i] : gr[i];
+            mean_dh += dh;
+            mean_dh_h += dh * hr[i];
+          }
+          mean_dh /= static_cast<T>(cols);
+          mean_dh_h /= static_cast<T>(cols);
+          T* dx = gx.data<T>() + r * cols;
+          for (std::size_t i = 0; i < cols; ++i) {
+            const T dh = pw ? gr[i] * pw[i] : gr[i];
+            dx[i] = ps[r] * (dh - mean_dh - hr[i] * mean_dh_h);
+          }
         }
       }
     });
+    for (std::size_t block = 0; block < (partial.empty() ? 0 : blocks); ++block) {
+      const T* dw = partial.data() + block * 2 * cols;
+      if (rw)
+        for (std::size_t i = 0; i < cols; ++i) gw.data<T>()[i] += dw[i];
+      if (rb)
+        for (std::size_t i = 0; i < cols; ++i) gb.data<T>()[i] += dw[cols + i];
+    }
   });
   return std::vector<Tensor>{gx, gw, gb};
 }
