@@ -80,9 +80,13 @@ Tiling<T> tiling(const HeadShape& s) {
   constexpr std::size_t W = kLanes<T>;
   Tiling<T> t;
   t.dp = round_up(s.d, W), t.dvp = round_up(s.dv, W);
-  const std::size_t budget = (std::size_t{16} << 10) / sizeof(float);  // floats, also for double (same tile counts)
+  const std::size_t budget = (std::size_t{32} << 10) / sizeof(float);  // floats, also for double (same tile counts)
   t.bc = std::clamp<std::size_t>(budget / (t.dp + t.dvp) / 16 * 16, 16, 256);
   t.br = 96;
+#ifdef FLASH_TUNE
+  if (const char* e = std::getenv("FLASH_BC")) t.bc = std::atoi(e);
+  if (const char* e = std::getenv("FLASH_BR")) t.br = std::atoi(e);
+#endif
   t.chunks = (s.tk + t.bc - 1) / t.bc;
   return t;
 }
@@ -142,6 +146,25 @@ struct RowSpan {
   bool all_see(std::size_t j, std::size_t width) const { return j >= first_hi && j + width <= last_lo; }
 };
 
+// Scores to logits: scale s + bias, the bias ALiBi's -m |p_i - j|. Tile loops copy it into a local, so
+// that their stores (through T*, which may alias a T member of a struct behind a reference) do not force
+// its fields to be reloaded for every vector.
+template <class T>
+struct ScoreMap {
+  T scale, slope;
+  std::int64_t shift;  // p_i - i
+  bool alibi() const { return slope != T(0); }
+  // Row i against the W keys from j.
+  Vec<T> operator()(Vec<T> s, std::size_t i, std::size_t j, bool alibi) const {
+    Vec<T> logits = s * scale;
+    if (alibi) {
+      const Vec<T> distance = static_cast<T>(static_cast<std::int64_t>(i) + shift) - (flash::iota<T>() + static_cast<T>(j));
+      logits -= slope * (distance < T(0) ? -distance : distance);
+    }
+    return logits;
+  }
+};
+
 // One head with its tiling: the masks and the bias of its scores.
 template <class T>
 struct Head {
@@ -149,7 +172,7 @@ struct Head {
   const HeadOperands<T>& x;
   Tiling<T> t;
   const std::vector<std::uint32_t>& padded_before;  // empty without padding
-  T scale;
+  ScoreMap<T> map;
 
   bool padded_in(std::size_t j, std::size_t width) const {
     if (!x.padding) return false;
@@ -159,15 +182,6 @@ struct Head {
   TileKind kind(const RowSpan& rows, std::size_t j, std::size_t width) const {
     if (!rows.sees_any(j, width)) return TileKind::hidden;
     return rows.all_see(j, width) && !padded_in(j, width) ? TileKind::visible : TileKind::mixed;
-  }
-  // scale s + bias for row i against the W keys from j.
-  Vec<T> biased(Vec<T> s, std::size_t i, std::size_t j) const {
-    Vec<T> scores = s * scale;
-    if (x.slope != T(0)) {
-      const Vec<T> distance = static_cast<T>(static_cast<std::int64_t>(i) + shape.shift()) - (flash::iota<T>() + static_cast<T>(j));
-      scores -= x.slope * (distance < T(0) ? -distance : distance);
-    }
-    return scores;
   }
   // Lanes of the W keys from j that row i sees: all bits set, or zero.
   typename flash::Simd<T>::I visible_lanes(std::size_t i, std::size_t j) const {
@@ -210,6 +224,10 @@ void forward_row_tile(const Head<T>& h, const ForwardChunk<T>& ch, std::size_t i
   const std::size_t lo = seen.first, hi = seen.second;
   if (lo >= hi) return;
   const std::size_t v_lo = lo / W, v_hi = (hi + W - 1) / W;
+  const ScoreMap<T> map = h.map;
+  const bool alibi = map.alibi();
+  Vec<T> top[MR];  // each row's running max over the chunk, kept while its scores are in registers
+  for (int r = 0; r < MR; ++r) top[r] = flash::splat(neg_inf);
   flash::for_each_col_tile(v_lo, v_hi, [&](auto nv, std::size_t v0) {
     constexpr int NV = decltype(nv)::value;
     const std::size_t j = ch.c0 + v0 * W;
@@ -222,19 +240,15 @@ void forward_row_tile(const Head<T>& h, const ForwardChunk<T>& ch, std::size_t i
     const Acc<T, MR, NV> acc = flash::multiply<T, MR, NV>(h.x.q + i * s.d, s.d, 1, ch.keys_t + v0 * W, bc, 0, s.d);
     for (int r = 0; r < MR; ++r)
       for (int v = 0; v < NV; ++v) {
-        Vec<T> x = h.biased(acc.v[r][v], i + r, j + v * W);
+        Vec<T> x = map(acc.v[r][v], i + r, j + v * W, alibi);
         if (kind == TileKind::mixed) x = h.visible_lanes(i + r, j + v * W) ? x : flash::splat(neg_inf);
         flash::store(scores + r * bc + (v0 + v) * W, x);
+        top[r] = x > top[r] ? x : top[r];
       }
   });
   for (int r = 0; r < MR; ++r) {
     T* sr = scores + r * bc;
-    Vec<T> top = flash::splat(neg_inf);
-    for (std::size_t v = v_lo; v < v_hi; ++v) {
-      const Vec<T> x = flash::load(sr + v * W);
-      top = x > top ? x : top;
-    }
-    const T m_chunk = flash::horizontal_max<T>(top);
+    const T m_chunk = flash::horizontal_max<T>(top[r]);
     if (m_chunk == neg_inf) {  // the row sees none of these keys (or only padded ones): weights 0
       std::fill(sr + v_lo * W, sr + v_hi * W, T(0));
       continue;
@@ -245,9 +259,10 @@ void forward_row_tile(const Head<T>& h, const ForwardChunk<T>& ch, std::size_t i
       for (std::size_t c = 0; c < dvp; ++c) out[r * dvp + c] *= alpha;
       row_max[r] = m_chunk;
     }
+    const T m = row_max[r];
     Vec<T> total{};
     for (std::size_t v = v_lo; v < v_hi; ++v) {
-      const Vec<T> p = flash::exp<T>(flash::load(sr + v * W) - row_max[r]);
+      const Vec<T> p = flash::exp<T>(flash::load(sr + v * W) - m);
       flash::store(sr + v * W, p);
       total += p;
     }
@@ -295,7 +310,7 @@ template <class T>
 void flash_forward(const HeadShape& shape, const HeadOperands<T>& x, T* out, T* lse, FlashScratch<T>& scratch) {
   auto& w = scratch.buffers();
   count_padding(x, shape.tk, w.padded_before);
-  const Head<T> h{shape, x, tiling<T>(shape), w.padded_before, static_cast<T>(shape.scale)};
+  const Head<T> h{shape, x, tiling<T>(shape), w.padded_before, {static_cast<T>(shape.scale), x.slope, shape.shift()}};
   const Tiling<T>& t = h.t;
   T* keys_t = w.keys_t.take(t.chunks * shape.d * t.bc);
   for (std::size_t c = 0; c < t.chunks; ++c)
@@ -356,6 +371,8 @@ void backward_row_tile(const Head<T>& h, const BackwardChunk<T>& ch, const Backw
   const HeadShape& s = h.shape;
   const std::size_t bc = h.t.bc, dp = h.t.dp;
   const RowSpan rows(s, i, MR);
+  const ScoreMap<T> map = h.map;
+  const bool alibi = map.alibi();
   flash::for_each_col_tile(0, (ch.c + W - 1) / W, [&](auto nv, std::size_t v0) {
     constexpr int NV = decltype(nv)::value;
     const std::size_t j = ch.c0 + v0 * W;
@@ -371,7 +388,7 @@ void backward_row_tile(const Head<T>& h, const BackwardChunk<T>& ch, const Backw
     const Acc<T, MR, NV> scores = flash::multiply<T, MR, NV>(h.x.q + i * s.d, s.d, 1, ch.keys_t + v0 * W, bc, 0, s.d);
     for (int r = 0; r < MR; ++r)
       for (int v = 0; v < NV; ++v) {
-        Vec<T> weight = flash::exp<T>(h.biased(scores.v[r][v], i + r, j + v * W) - a.lse[i + r]);
+        Vec<T> weight = flash::exp<T>(map(scores.v[r][v], i + r, j + v * W, alibi) - a.lse[i + r]);
         if (kind == TileKind::mixed) weight = h.visible_lanes(i + r, j + v * W) ? weight : Vec<T>{};
         flash::store(p + r * bc + (v0 + v) * W, weight);
       }
@@ -379,7 +396,7 @@ void backward_row_tile(const Head<T>& h, const BackwardChunk<T>& ch, const Backw
     for (int r = 0; r < MR; ++r)
       for (int v = 0; v < NV; ++v) {
         const Vec<T> weight = flash::load(p + r * bc + (v0 + v) * W);
-        flash::store(ds + r * bc + (v0 + v) * W, weight * (dweights.v[r][v] - a.delta[i + r]) * h.scale);
+        flash::store(ds + r * bc + (v0 + v) * W, weight * (dweights.v[r][v] - a.delta[i + r]) * map.scale);
       }
   });
   const std::pair<std::size_t, std::size_t> seen = h.seen_keys(rows, ch.c0, ch.c);
@@ -429,7 +446,7 @@ void flash_backward(const HeadShape& shape, const HeadOperands<T>& x, const T* o
                     FlashScratch<T>& scratch) {
   auto& w = scratch.buffers();
   count_padding(x, shape.tk, w.padded_before);
-  const Head<T> h{shape, x, tiling<T>(shape), w.padded_before, static_cast<T>(shape.scale)};
+  const Head<T> h{shape, x, tiling<T>(shape), w.padded_before, {static_cast<T>(shape.scale), x.slope, shape.shift()}};
   const Tiling<T>& t = h.t;
   T* delta = w.delta.take(shape.tq);
   for (std::size_t i = 0; i < shape.tq; ++i) {
