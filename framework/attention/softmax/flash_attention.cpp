@@ -49,11 +49,6 @@ class Buffer {
     }
     return data_;
   }
-  T* zeroed(std::size_t n) {
-    T* p = take(n);
-    std::fill(p, p + n, T(0));
-    return p;
-  }
   Buffer() = default;
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -122,13 +117,26 @@ const T* padded_rows(const T* rows, std::size_t n, std::size_t cols, std::size_t
   return out;
 }
 
-// Keys [c0, c0 + C) of rows [Tk, D] transposed into out [D, Bc], columns from C on zero.
+// Keys [c0, c0 + C) of rows [Tk, D] transposed into out [D, ld], W keys at a time; the columns from C to
+// the next whole vector are zero (tiles read whole vectors).
 template <class T>
-void pack_transposed(const T* rows, std::size_t d, std::size_t c0, std::size_t c, std::size_t bc, T* out) {
-  for (std::size_t kk = 0; kk < d; ++kk) {
-    T* o = out + kk * bc;
-    for (std::size_t j = 0; j < c; ++j) o[j] = rows[(c0 + j) * d + kk];
-    std::fill(o + c, o + bc, T(0));
+void pack_transposed(const T* rows, std::size_t d, std::size_t c0, std::size_t c, std::size_t ld, T* out) {
+  constexpr std::size_t W = kLanes<T>;
+  std::size_t j = 0;
+  for (; j + W <= c; j += W) {
+    const T* r = rows + (c0 + j) * d;
+    for (std::size_t kk = 0; kk < d; ++kk) {
+      Vec<T> v;
+      for (std::size_t a = 0; a < W; ++a) v[a] = r[a * d + kk];
+      flash::store(out + kk * ld + j, v);
+    }
+  }
+  if (j < c) {
+    for (std::size_t kk = 0; kk < d; ++kk) {
+      Vec<T> v{};
+      for (std::size_t a = 0; a < c - j; ++a) v[a] = rows[(c0 + j + a) * d + kk];
+      flash::store(out + kk * ld + j, v);
+    }
   }
 }
 
@@ -467,7 +475,12 @@ void flash_backward(const HeadShape& shape, const HeadOperands<T>& x, const T* o
     const std::size_t c = std::min(t.bc, shape.tk - c0);
     pack_transposed(x.k, shape.d, c0, c, t.bc, keys_t);
     pack_transposed(x.v, shape.dv, c0, c, t.bc, values_t);
-    const BackwardChunk<T> ch{keys_t, values_t, keys + c0 * t.dp, c0, c, w.dk_acc.zeroed(c * t.dp), w.dv_acc.zeroed(c * t.dvp)};
+    // dK, dV accumulate in place when their rows need no padding, else in scratch copied out after.
+    T* dk_rows = t.dp == shape.d ? dk + c0 * shape.d : w.dk_acc.take(c * t.dp);
+    T* dv_rows = t.dvp == shape.dv ? dv + c0 * shape.dv : w.dv_acc.take(c * t.dvp);
+    std::fill(dk_rows, dk_rows + c * t.dp, T(0));
+    std::fill(dv_rows, dv_rows + c * t.dvp, T(0));
+    const BackwardChunk<T> ch{keys_t, values_t, keys + c0 * t.dp, c0, c, dk_rows, dv_rows};
     const std::size_t row_lo = shape.first_row(c0), row_hi = shape.end_row(c0 + c - 1);
     for (std::size_t i0 = row_lo; i0 < row_hi; i0 += t.br) {
       const std::size_t rows = std::min(t.br, row_hi - i0);
@@ -477,8 +490,8 @@ void flash_backward(const HeadShape& shape, const HeadOperands<T>& x, const T* o
       add_transposed_product(h, ch, i0, rows, p, a.g_rows, t.dvp, ch.dv);  // dV += P^T dO
       add_transposed_product(h, ch, i0, rows, ds, a.q_rows, t.dp, ch.dk);  // dK += dS^T Q
     }
-    unpad_rows(ch.dk, c, t.dp, shape.d, dk + c0 * shape.d);
-    unpad_rows(ch.dv, c, t.dvp, shape.dv, dv + c0 * shape.dv);
+    if (dk_rows != dk + c0 * shape.d) unpad_rows(dk_rows, c, t.dp, shape.d, dk + c0 * shape.d);
+    if (dv_rows != dv + c0 * shape.dv) unpad_rows(dv_rows, c, t.dvp, shape.dv, dv + c0 * shape.dv);
   }
   if (a.dq != dq) unpad_rows(a.dq, shape.tq, t.dp, shape.d, dq);
 }
