@@ -1,18 +1,18 @@
 // One head of softmax attention in register tiles (FlashAttention-2 on a CPU core).
 //
 // Forward, per block of Br query rows and chunk of Bc keys (K^T packed once per head in chunks
-// [D, Bc], so a tile's B rows are contiguous): for each tile of up to 6 rows, the scores against the
-// chunk's keys those rows may see (6 x 16 tiles: Q values broadcast, K^T rows loaded; scale, ALiBi bias
-// and masks applied in registers), an online-softmax update of the rows' running max and sum (the
-// accumulated output rescaled when the max grows), and O += P V over the keys the rows see. The block's
-// output and per-row log-sum-exp L are written once at the end.
+// [D, Bc], so a tile's B rows are contiguous; Q scaled once): for each tile of up to 6 rows, the scores
+// against the chunk's keys those rows may see (6 x 16 tiles: Q values broadcast, K^T rows loaded; ALiBi
+// bias, masks and the exp applied in registers), an online-softmax update of the rows' running max and
+// sum (the accumulated output rescaled when the max grows by more than a margin), and O += P V over the
+// keys the rows see. The block's output and per-row log-sum-exp L are written once at the end.
 //
-// Backward, per chunk of keys (its K^T, V^T packed, its dK, dV accumulated in scratch), per block of
-// query rows that see it: P = exp(scale s + bias - L) and dS = scale P (dP - D) with dP = dO V^T and
-// D_i = dO_i . O_i, both tile by tile, then dQ += dS K for the block's rows, dV += P^T dO and
-// dK += dS^T Q (A read down its columns, as broadcasts). Tiles that no row of them may see are skipped
-// (causal: about half of them; a window: all but its band), and each product's inner range is cut to
-// the keys (or rows) the tile's rows (or keys) see.
+// Backward, per chunk of keys (its K^T, V^T packed, its dK, dV accumulated in place), per block of
+// query rows that see it: P = exp(scale s + bias - L) and dS' = P (dP - D) with dP = dO V^T and
+// D_i = dO_i . O_i, both tile by tile, then dQ += dS' K for the block's rows, dV += P^T dO and
+// dK += dS'^T (scale Q) (A read down its columns, as broadcasts); dQ is scaled at the end. Tiles that
+// no row of them may see are skipped (causal: about half of them; a window: all but its band), and each
+// product's inner range is cut to the keys (or rows) the tile's rows (or keys) see.
 //
 // Legend: Tq/Tk tokens, D head dim, Dv value dim, Dp/Dvp the dims rounded up to whole vectors, W lanes,
 // Br query rows per block, Bc keys per chunk, R rows of this block, C keys of this chunk.
@@ -91,7 +91,8 @@ Tiling<T> tiling(const HeadShape& s) {
 template <class T>
 struct FlashScratch<T>::Buffers {
   Buffer<T> keys_t, values_t;                    // K^T, V^T in chunks [D, Bc]
-  Buffer<T> q_rows, k_rows, v_rows, g_rows;      // copies [T, Dp] padded to whole vectors, when D needs it
+  Buffer<T> q_rows;                              // scale Q [Tq, Dp]
+  Buffer<T> k_rows, v_rows, g_rows;              // copies [T, Dp] padded to whole vectors, when D needs it
   Buffer<T> scores, dscores;                     // P and dS of a block [Br, Bc]
   Buffer<T> out_acc, row_max, row_sum;           // forward: a block's output [Br, Dvp], running max and sum
   Buffer<T> dq_acc, dk_acc, dv_acc, delta;       // backward: dQ [Tq, Dp], a chunk's dK, dV [Bc, Dp], D [Tq]
@@ -112,6 +113,17 @@ const T* padded_rows(const T* rows, std::size_t n, std::size_t cols, std::size_t
   T* out = buffer.take(n * padded);
   for (std::size_t i = 0; i < n; ++i) {
     std::copy(rows + i * cols, rows + (i + 1) * cols, out + i * padded);
+    std::fill(out + i * padded + cols, out + (i + 1) * padded, T(0));
+  }
+  return out;
+}
+
+// factor * rows [T, cols] as [T, padded], zero columns after cols.
+template <class T>
+const T* scaled_rows(const T* rows, std::size_t n, std::size_t cols, std::size_t padded, T factor, Buffer<T>& buffer) {
+  T* out = buffer.take(n * padded);
+  for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t c = 0; c < cols; ++c) out[i * padded + c] = factor * rows[i * cols + c];
     std::fill(out + i * padded + cols, out + (i + 1) * padded, T(0));
   }
   return out;
@@ -154,33 +166,33 @@ struct RowSpan {
   bool all_see(std::size_t j, std::size_t width) const { return j >= first_hi && j + width <= last_lo; }
 };
 
-// Scores to logits: scale s + bias, the bias ALiBi's -m |p_i - j|. Tile loops copy it into a local, so
-// that their stores (through T*, which may alias a T member of a struct behind a reference) do not force
-// its fields to be reloaded for every vector.
+// ALiBi's bias -m |p_i - j| added to the (scaled) scores. Tile loops copy it into a local, so that
+// their stores (through T*, which may alias a T member of a struct behind a reference) do not force its
+// fields to be reloaded for every vector.
 template <class T>
-struct ScoreMap {
-  T scale, slope;
+struct Bias {
+  T slope;
   std::int64_t shift;  // p_i - i
-  bool alibi() const { return slope != T(0); }
+  bool any() const { return slope != T(0); }
   // Row i against the W keys from j.
-  Vec<T> operator()(Vec<T> s, std::size_t i, std::size_t j, bool alibi) const {
-    Vec<T> logits = s * scale;
-    if (alibi) {
-      const Vec<T> distance = static_cast<T>(static_cast<std::int64_t>(i) + shift) - (flash::iota<T>() + static_cast<T>(j));
-      logits -= slope * (distance < T(0) ? -distance : distance);
-    }
-    return logits;
+  Vec<T> operator()(Vec<T> s, std::size_t i, std::size_t j, bool any) const {
+    if (!any) return s;
+    const Vec<T> distance = static_cast<T>(static_cast<std::int64_t>(i) + shift) - (flash::iota<T>() + static_cast<T>(j));
+    return s - slope * flash::max(distance, -distance);
   }
 };
 
-// One head with its tiling: the masks and the bias of its scores.
+// One head with its tiling: its queries, the masks and the bias of its scores.
 template <class T>
 struct Head {
   const HeadShape& shape;
   const HeadOperands<T>& x;
   Tiling<T> t;
   const std::vector<std::uint32_t>& padded_before;  // empty without padding
-  ScoreMap<T> map;
+  Bias<T> bias;
+  // scale q [Tq, Dp]: the scale is applied once per query element rather than once per score, and
+  // dS^T (scale Q) is dK with its scale (dQ takes it at the end).
+  const T* queries;
 
   bool padded_in(std::size_t j, std::size_t width) const {
     if (!x.padding) return false;
@@ -218,63 +230,108 @@ struct ForwardChunk {
   std::size_t c0, c;
 };
 
-// Rows [i, i + MR) of the block (its row r0 on): scores against the keys they see (masked ones -inf),
-// the online softmax update of their running max m and sum l (their output rows rescaled by
-// exp(m_old - m_new) when m grows), then out += P V.
-template <class T, int MR>
-void forward_row_tile(const Head<T>& h, const ForwardChunk<T>& ch, std::size_t i, T* scores, T* out, T* row_max, T* row_sum) {
+// The scores of rows [i, i + MR) against the chunk's vectors [v_lo, v_hi), tile by tile: visible(r, v, x)
+// for each vector x of logits (scale s + bias, masked keys -inf) of row i + r at vector v of the chunk,
+// hidden(r, v) for the vectors of tiles none of the rows sees.
+template <class T, int MR, class Visible, class Hidden>
+void for_each_score_vector(const Head<T>& h, const ForwardChunk<T>& ch, const RowSpan& rows, std::size_t i, std::size_t v_lo,
+                           std::size_t v_hi, Visible&& visible, Hidden&& hidden) {
   constexpr std::size_t W = kLanes<T>;
-  constexpr T neg_inf = -std::numeric_limits<T>::infinity();
-  const HeadShape& s = h.shape;
-  const std::size_t bc = h.t.bc, dvp = h.t.dvp;
-  const RowSpan rows(s, i, MR);
-  const std::pair<std::size_t, std::size_t> seen = h.seen_keys(rows, ch.c0, ch.c);
-  const std::size_t lo = seen.first, hi = seen.second;
-  if (lo >= hi) return;
-  const std::size_t v_lo = lo / W, v_hi = (hi + W - 1) / W;
-  const ScoreMap<T> map = h.map;
-  const bool alibi = map.alibi();
-  Vec<T> top[MR];  // each row's running max over the chunk, kept while its scores are in registers
-  for (int r = 0; r < MR; ++r) top[r] = flash::splat(neg_inf);
+  const Bias<T> bias = h.bias;
+  const bool alibi = bias.any();
   flash::for_each_col_tile(v_lo, v_hi, [&](auto nv, std::size_t v0) {
     constexpr int NV = decltype(nv)::value;
     const std::size_t j = ch.c0 + v0 * W;
     const TileKind kind = h.kind(rows, j, NV * W);
     if (kind == TileKind::hidden) {
       for (int r = 0; r < MR; ++r)
-        for (int v = 0; v < NV; ++v) flash::store(scores + r * bc + (v0 + v) * W, flash::splat(neg_inf));
+        for (int v = 0; v < NV; ++v) hidden(r, v0 + v);
       return;
     }
-    const Acc<T, MR, NV> acc = flash::multiply<T, MR, NV>(h.x.q + i * s.d, s.d, 1, ch.keys_t + v0 * W, bc, 0, s.d);
+    const Acc<T, MR, NV> acc = flash::multiply<T, MR, NV>(h.queries + i * h.t.dp, h.t.dp, 1, ch.keys_t + v0 * W, h.t.bc, 0, h.shape.d);
     for (int r = 0; r < MR; ++r)
       for (int v = 0; v < NV; ++v) {
-        Vec<T> x = map(acc.v[r][v], i + r, j + v * W, alibi);
-        if (kind == TileKind::mixed) x = h.visible_lanes(i + r, j + v * W) ? x : flash::splat(neg_inf);
-        flash::store(scores + r * bc + (v0 + v) * W, x);
-        top[r] = x > top[r] ? x : top[r];
+        Vec<T> x = bias(acc.v[r][v], i + r, j + v * W, alibi);
+        if (kind == TileKind::mixed) x = h.visible_lanes(i + r, j + v * W) ? x : flash::splat(-std::numeric_limits<T>::infinity());
+        visible(r, v0 + v, x);
       }
   });
-  for (int r = 0; r < MR; ++r) {
-    T* sr = scores + r * bc;
-    const T m_chunk = flash::horizontal_max<T>(top[r]);
-    if (m_chunk == neg_inf) {  // the row sees none of these keys (or only padded ones): weights 0
-      std::fill(sr + v_lo * W, sr + v_hi * W, T(0));
-      continue;
+}
+
+// How far a chunk's scores may rise above a row's running max m before the row is rescaled: until then
+// its weights are exp(x - m) <= e^16 (no overflow: its sum stays below 4096 e^16 e^16 for any length a
+// float row holds), so a chunk takes one pass, the exp applied while the scores are in registers.
+constexpr double kRescaleMargin = 16;
+
+// Rows [i, i + MR) of the block (its row r0 on) against the chunk: their weights exp(x - m) into scores
+// and their sum added to l, with m their running max, then out += P V. A chunk takes one pass when m
+// is known and no score exceeds it by kRescaleMargin; else (a row's first chunk, or a score that high)
+// two: the scores, the chunk's max, m raised to it (the row's output and l rescaled by exp(m_old -
+// m_new)), then the weights.
+template <class T, int MR>
+void forward_row_tile(const Head<T>& h, const ForwardChunk<T>& ch, std::size_t i, T* scores, T* out, T* row_max, T* row_sum) {
+  constexpr std::size_t W = kLanes<T>;
+  constexpr T neg_inf = -std::numeric_limits<T>::infinity();
+  const std::size_t bc = h.t.bc, dvp = h.t.dvp;
+  const RowSpan rows(h.shape, i, MR);
+  const std::pair<std::size_t, std::size_t> seen = h.seen_keys(rows, ch.c0, ch.c);
+  const std::size_t lo = seen.first, hi = seen.second;
+  if (lo >= hi) return;
+  const std::size_t v_lo = lo / W, v_hi = (hi + W - 1) / W;
+  bool one_pass = true;
+  for (int r = 0; r < MR; ++r) one_pass = one_pass && row_max[r] != neg_inf;
+  if (one_pass) {
+    T m[MR];
+    Vec<T> total[MR];
+    typename flash::Simd<T>::I over{};
+    for (int r = 0; r < MR; ++r) m[r] = row_max[r], total[r] = Vec<T>{};
+    for_each_score_vector<T, MR>(
+        h, ch, rows, i, v_lo, v_hi,
+        [&](int r, std::size_t v, Vec<T> x) {
+          const Vec<T> p = flash::exp<T>(x - m[r]);
+          flash::store(scores + r * bc + v * W, p);
+          total[r] += p;
+          over |= x > m[r] + T(kRescaleMargin);
+        },
+        [&](int r, std::size_t v) { flash::store(scores + r * bc + v * W, Vec<T>{}); });
+    bool rescale = false;
+    for (std::size_t l = 0; l < kLanes<T>; ++l) rescale = rescale || over[l];
+    if (!rescale)
+      for (int r = 0; r < MR; ++r) row_sum[r] += flash::horizontal_sum<T>(total[r]);
+    one_pass = !rescale;
+  }
+  if (!one_pass) {
+    Vec<T> top[MR];  // each row's max over the chunk, kept while its scores are in registers
+    for (int r = 0; r < MR; ++r) top[r] = flash::splat(neg_inf);
+    for_each_score_vector<T, MR>(
+        h, ch, rows, i, v_lo, v_hi,
+        [&](int r, std::size_t v, Vec<T> x) {
+          flash::store(scores + r * bc + v * W, x);
+          top[r] = flash::max(x, top[r]);
+        },
+        [&](int r, std::size_t v) { flash::store(scores + r * bc + v * W, flash::splat(neg_inf)); });
+    for (int r = 0; r < MR; ++r) {
+      T* sr = scores + r * bc;
+      const T m_chunk = flash::horizontal_max<T>(top[r]);
+      if (m_chunk == neg_inf) {  // the row sees none of these keys (or only padded ones): weights 0
+        std::fill(sr + v_lo * W, sr + v_hi * W, T(0));
+        continue;
+      }
+      if (m_chunk > row_max[r]) {
+        const T alpha = std::exp(row_max[r] - m_chunk);  // 0 when the row saw no key before
+        row_sum[r] *= alpha;
+        for (std::size_t c = 0; c < dvp; ++c) out[r * dvp + c] *= alpha;
+        row_max[r] = m_chunk;
+      }
+      const T m = row_max[r];
+      Vec<T> total{};
+      for (std::size_t v = v_lo; v < v_hi; ++v) {
+        const Vec<T> p = flash::exp<T>(flash::load(sr + v * W) - m);
+        flash::store(sr + v * W, p);
+        total += p;
+      }
+      row_sum[r] += flash::horizontal_sum<T>(total);
     }
-    if (m_chunk > row_max[r]) {
-      const T alpha = std::exp(row_max[r] - m_chunk);  // 0 when the row saw no key before
-      row_sum[r] *= alpha;
-      for (std::size_t c = 0; c < dvp; ++c) out[r * dvp + c] *= alpha;
-      row_max[r] = m_chunk;
-    }
-    const T m = row_max[r];
-    Vec<T> total{};
-    for (std::size_t v = v_lo; v < v_hi; ++v) {
-      const Vec<T> p = flash::exp<T>(flash::load(sr + v * W) - m);
-      flash::store(sr + v * W, p);
-      total += p;
-    }
-    row_sum[r] += flash::horizontal_sum<T>(total);
   }
   flash::for_each_col_tile(0, dvp / W, [&](auto nv, std::size_t v0) {
     constexpr int NV = decltype(nv)::value;
@@ -318,8 +375,9 @@ template <class T>
 void flash_forward(const HeadShape& shape, const HeadOperands<T>& x, T* out, T* lse, FlashScratch<T>& scratch) {
   auto& w = scratch.buffers();
   count_padding(x, shape.tk, w.padded_before);
-  const Head<T> h{shape, x, tiling<T>(shape), w.padded_before, {static_cast<T>(shape.scale), x.slope, shape.shift()}};
-  const Tiling<T>& t = h.t;
+  const Tiling<T> t = tiling<T>(shape);
+  const Head<T> h{shape, x, t, w.padded_before, {x.slope, shape.shift()},
+                  scaled_rows(x.q, shape.tq, shape.d, t.dp, static_cast<T>(shape.scale), w.q_rows)};
   T* keys_t = w.keys_t.take(t.chunks * shape.d * t.bc);
   for (std::size_t c = 0; c < t.chunks; ++c)
     pack_transposed(x.k, shape.d, c * t.bc, std::min(t.bc, shape.tk - c * t.bc), t.bc, keys_t + c * shape.d * t.bc);
@@ -365,22 +423,23 @@ template <class T>
 struct BackwardRows {
   const T* g;       // dO [Tq, Dv]
   const T* g_rows;  // dO [Tq, Dvp]
-  const T* q_rows;  // Q [Tq, Dp]
+  const T* q_rows;  // scale Q [Tq, Dp]
   const T* lse;     // [Tq]
   const T* delta;   // D_i = dO_i . O_i, [Tq]
   T* dq;            // [Tq, Dp]
 };
 
-// Rows [i, i + MR) against the chunk: P = exp(scale s + bias - L) and dS = scale P (dP - D) into p, ds
-// (rows of [., Bc], zero where no row of a tile sees its keys), then dQ += dS K for these rows.
+// Rows [i, i + MR) against the chunk: P = exp(scale s + bias - L) and dS' = P (dP - D) (dS without its
+// scale) into p, ds (rows of [., Bc], zero where no row of a tile sees its keys), then dQ += dS' K for
+// these rows.
 template <class T, int MR>
 void backward_row_tile(const Head<T>& h, const BackwardChunk<T>& ch, const BackwardRows<T>& a, std::size_t i, T* p, T* ds) {
   constexpr std::size_t W = kLanes<T>;
   const HeadShape& s = h.shape;
   const std::size_t bc = h.t.bc, dp = h.t.dp;
   const RowSpan rows(s, i, MR);
-  const ScoreMap<T> map = h.map;
-  const bool alibi = map.alibi();
+  const Bias<T> bias = h.bias;
+  const bool alibi = bias.any();
   flash::for_each_col_tile(0, (ch.c + W - 1) / W, [&](auto nv, std::size_t v0) {
     constexpr int NV = decltype(nv)::value;
     const std::size_t j = ch.c0 + v0 * W;
@@ -393,10 +452,10 @@ void backward_row_tile(const Head<T>& h, const BackwardChunk<T>& ch, const Backw
         }
       return;
     }
-    const Acc<T, MR, NV> scores = flash::multiply<T, MR, NV>(h.x.q + i * s.d, s.d, 1, ch.keys_t + v0 * W, bc, 0, s.d);
+    const Acc<T, MR, NV> scores = flash::multiply<T, MR, NV>(h.queries + i * h.t.dp, h.t.dp, 1, ch.keys_t + v0 * W, bc, 0, s.d);
     for (int r = 0; r < MR; ++r)
       for (int v = 0; v < NV; ++v) {
-        Vec<T> weight = flash::exp<T>(map(scores.v[r][v], i + r, j + v * W, alibi) - a.lse[i + r]);
+        Vec<T> weight = flash::exp<T>(bias(scores.v[r][v], i + r, j + v * W, alibi) - a.lse[i + r]);
         if (kind == TileKind::mixed) weight = h.visible_lanes(i + r, j + v * W) ? weight : Vec<T>{};
         flash::store(p + r * bc + (v0 + v) * W, weight);
       }
@@ -404,7 +463,7 @@ void backward_row_tile(const Head<T>& h, const BackwardChunk<T>& ch, const Backw
     for (int r = 0; r < MR; ++r)
       for (int v = 0; v < NV; ++v) {
         const Vec<T> weight = flash::load(p + r * bc + (v0 + v) * W);
-        flash::store(ds + r * bc + (v0 + v) * W, weight * (dweights.v[r][v] - a.delta[i + r]) * map.scale);
+        flash::store(ds + r * bc + (v0 + v) * W, weight * (dweights.v[r][v] - a.delta[i + r]));
       }
   });
   const std::pair<std::size_t, std::size_t> seen = h.seen_keys(rows, ch.c0, ch.c);
@@ -454,15 +513,16 @@ void flash_backward(const HeadShape& shape, const HeadOperands<T>& x, const T* o
                     FlashScratch<T>& scratch) {
   auto& w = scratch.buffers();
   count_padding(x, shape.tk, w.padded_before);
-  const Head<T> h{shape, x, tiling<T>(shape), w.padded_before, {static_cast<T>(shape.scale), x.slope, shape.shift()}};
-  const Tiling<T>& t = h.t;
+  const Tiling<T> t = tiling<T>(shape);
+  const T scale = static_cast<T>(shape.scale);
+  const Head<T> h{shape, x, t, w.padded_before, {x.slope, shape.shift()}, scaled_rows(x.q, shape.tq, shape.d, t.dp, scale, w.q_rows)};
   T* delta = w.delta.take(shape.tq);
   for (std::size_t i = 0; i < shape.tq; ++i) {
     T sum = 0;
     for (std::size_t c = 0; c < shape.dv; ++c) sum += g[i * shape.dv + c] * out[i * shape.dv + c];
     delta[i] = sum;
   }
-  const BackwardRows<T> a{g,     padded_rows(g, shape.tq, shape.dv, t.dvp, w.g_rows), padded_rows(x.q, shape.tq, shape.d, t.dp, w.q_rows),
+  const BackwardRows<T> a{g,     padded_rows(g, shape.tq, shape.dv, t.dvp, w.g_rows), h.queries,
                           lse,   delta,
                           t.dp == shape.d ? dq : w.dq_acc.take(shape.tq * t.dp)};
   std::fill(a.dq, a.dq + shape.tq * t.dp, T(0));
@@ -493,7 +553,9 @@ void flash_backward(const HeadShape& shape, const HeadOperands<T>& x, const T* o
     if (dk_rows != dk + c0 * shape.d) unpad_rows(dk_rows, c, t.dp, shape.d, dk + c0 * shape.d);
     if (dv_rows != dv + c0 * shape.dv) unpad_rows(dv_rows, c, t.dvp, shape.dv, dv + c0 * shape.dv);
   }
+  // dS was left unscaled: dQ = scale dS K.
   if (a.dq != dq) unpad_rows(a.dq, shape.tq, t.dp, shape.d, dq);
+  for (std::size_t e = 0; e < shape.tq * shape.d; ++e) dq[e] *= scale;
 }
 
 template class FlashScratch<float>;

@@ -28,18 +28,18 @@ struct Simd<float> {
   typedef float V __attribute__((vector_size(32)));
   typedef std::int32_t I __attribute__((vector_size(32)));
   static constexpr int lanes = 8;
-  static constexpr int mantissa_bits = 23;
-  // exp's range: below lowest the result is 0 (e^-87.3 is the smallest normal float); above highest it
-  // is capped (the kernel's arguments are <= 0 up to rounding).
-  static constexpr float lowest = -87.33654f, highest = 88.0f;
+  static constexpr int mantissa_bits = 23, exponent_bias = 127;
+  // exp's range: at lowest, x log2 e rounds to -127 (2^-127 is built as 0); above highest it is capped
+  // (the kernel's arguments are <= 0 up to rounding).
+  static constexpr float lowest = -88.0f, highest = 88.0f;
 };
 template <>
 struct Simd<double> {
   typedef double V __attribute__((vector_size(32)));
   typedef std::int64_t I __attribute__((vector_size(32)));
   static constexpr int lanes = 4;
-  static constexpr int mantissa_bits = 52;
-  static constexpr double lowest = -708.3964185322641, highest = 709.0;
+  static constexpr int mantissa_bits = 52, exponent_bias = 1023;
+  static constexpr double lowest = -709.0, highest = 709.0;
   static constexpr double ln2_hi = 6.93145751953125e-1, ln2_lo = 1.42860682030941723212e-6;  // Cody-Waite split of ln 2
 };
 
@@ -62,6 +62,36 @@ template <class T>
 inline Vec<T> splat(T x) {
   return Vec<T>{} + x;
 }
+// max(a, b) and min(a, b) lane by lane, for operands that are not NaN: one vmaxps / vminps with AVX
+// (GCC keeps `a > b ? a : b` as a compare and a blend, two instructions, for the sake of NaN and -0).
+inline Vec<float> max(Vec<float> a, Vec<float> b) {
+#ifdef __AVX__
+  return __builtin_ia32_maxps256(a, b);
+#else
+  return a > b ? a : b;
+#endif
+}
+inline Vec<double> max(Vec<double> a, Vec<double> b) {
+#ifdef __AVX__
+  return __builtin_ia32_maxpd256(a, b);
+#else
+  return a > b ? a : b;
+#endif
+}
+inline Vec<float> min(Vec<float> a, Vec<float> b) {
+#ifdef __AVX__
+  return __builtin_ia32_minps256(a, b);
+#else
+  return a < b ? a : b;
+#endif
+}
+inline Vec<double> min(Vec<double> a, Vec<double> b) {
+#ifdef __AVX__
+  return __builtin_ia32_minpd256(a, b);
+#else
+  return a < b ? a : b;
+#endif
+}
 // The lane indices 0, 1, ..., W - 1 as values.
 template <class T>
 inline Vec<T> iota() {
@@ -82,17 +112,19 @@ inline T horizontal_sum(Vec<T> v) {
   return s;
 }
 
-// exp(x) lane by lane, exactly 0 below `lowest` (so exp(-inf) = 0, no denormals).
+// exp(x) lane by lane; exactly 0 at and below `lowest` (so exp(-inf) = 0, and no denormals).
 // float: 2^(x log2 e) = 2^n 2^f with n the nearest integer and |f| <= 1/2 (f by one FMA, exact up to
 // log2 e's rounding), 2^f by a degree-6 polynomial fitted for relative error (about 1e-7 in float
-// arithmetic, 1 ulp); this costs about 14 instructions per vector where Cephes' expf with its two-step
-// reduction took 21, and the forward runs one exp per score. double: x = n ln2 + r with ln 2 split in two
-// (Cody-Waite), exp(r) by Taylor to r^13 (error below 1e-17 relative), for the float64 tests.
+// arithmetic, 1 ulp); 14 instructions a vector where Cephes' expf with its two-step reduction and
+// compare-and-blend clamps took 21, and the forward runs one exp per score. double: x = n ln2 + r with
+// ln 2 split in two (Cody-Waite), exp(r) by Taylor to r^13 (error below 1e-17 relative), for the
+// float64 tests. 2^n is built as a float, (n + bias) in the exponent field, so that n one below the
+// smallest normal exponent gives exactly 0.
 template <class T>
 inline Vec<T> exp(Vec<T> x) {
   using S = Simd<T>;
   using I = typename S::I;
-  const Vec<T> clamped = x < S::lowest ? splat<T>(S::lowest) : (x > S::highest ? splat<T>(S::highest) : x);
+  const Vec<T> clamped = min(max(x, splat<T>(S::lowest)), splat<T>(S::highest));
   // Adding 1.5 * 2^mantissa_bits rounds x log2(e) to an integer n held in the low mantissa bits of t.
   const T magic = T(1.5) * static_cast<T>(std::int64_t{1} << S::mantissa_bits);
   const T log2e = T(1.4426950408889634);
@@ -117,9 +149,9 @@ inline Vec<T> exp(Vec<T> x) {
     p = splat<T>(inverse_factorials[0]);
     for (std::size_t i = 1; i < sizeof inverse_factorials / sizeof inverse_factorials[0]; ++i) p = p * r + inverse_factorials[i];
   }
-  // t's low bits hold n (two's complement); shifted into the exponent field, they multiply p by 2^n.
-  const Vec<T> scaled = reinterpret_cast<Vec<T>>(reinterpret_cast<I>(p) + (reinterpret_cast<I>(t) << S::mantissa_bits));
-  return x < S::lowest ? Vec<T>{} : scaled;
+  // t's low bits hold n (two's complement; the bits above them shift out).
+  const I power = (reinterpret_cast<I>(t) + S::exponent_bias) << S::mantissa_bits;
+  return p * reinterpret_cast<Vec<T>>(power);
 }
 
 // The accumulators of one MR x (NV W) tile.
