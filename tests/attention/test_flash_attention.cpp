@@ -108,6 +108,34 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{67, 600, 24, 24, 40, false, true, false}, Case{130, 600, 32, 32, 0, true, false, true}),
     [](const ::testing::TestParamInfo<Case>& p) { return name_of(p.param); });
 
+TEST(FlashAttention, ScoresThatRiseAlongTheKeysRescaleTheRunningSums) {
+  // Key j scaled by 1 + j / 2: each chunk's scores pass the previous chunks' max by hundreds, far more
+  // than the forward's one-pass margin and than exp's range in either type, so rows must leave the
+  // one-pass path and rescale their output and sum (without it the weights overflow). float64 to 1e-12;
+  // float32 to 1e-4 (the scores are in the hundreds, so their rounding moves the weights by 1e-5).
+  const std::size_t t = 600, d = 16;
+  std::vector<double> rise(t * d);
+  for (std::size_t j = 0; j < t; ++j)
+    for (std::size_t c = 0; c < d; ++c) rise[j * d + c] = 1.0 + double(j) / 2.0;
+  const Tensor keys = (testing::param({1, 2, t, d}, 12) * from_vector(rise, {t, d}, DType::float64)).detach();
+  for (bool causal : {false, true})
+    for (DType dtype : {DType::float64, DType::float32}) {
+      std::vector<double> got[2];
+      for (int fused = 0; fused < 2; ++fused) {
+        const DType type = fused ? dtype : DType::float64;
+        std::vector<Tensor> in{testing::param({1, 2, t, d}, 9).detach().to(type), keys.clone().to(type), testing::param({1, 2, t, d}, 10).detach().to(type)};
+        for (Tensor& x : in) x.set_requires_grad(true);
+        const Tensor out = fused ? softmax_attention(in[0], in[1], in[2], kScale, Tensor(), causal)
+                                 : testing::composed_attention(in[0], in[1], in[2], kScale, 0, causal, {}, {});
+        sum(out * testing::param({1, 2, t, d}, 11).detach().to(type)).backward();
+        got[fused] = out.to_vector();
+        for (const Tensor& x : in)
+          for (double g : x.grad().to_vector()) got[fused].push_back(g);
+      }
+      EXPECT_LT(relative_error(got[1], got[0]), dtype == DType::float64 ? 1e-12 : 1e-4) << "causal " << causal << " " << dtype_name(dtype);
+    }
+}
+
 TEST(FlashAttention, Float32AgreesWithFloat64AtLength4096) {
   // One head of the benchmark's size (d = 32), bidirectional and causal: every chunk, block and the
   // online softmax's rescaling over 4096 keys, float against double.
