@@ -1,6 +1,6 @@
 // softmax(scale q k^T + bias, key padding, causal, window) v for heads [B, H, T, D], for softmax_attention:
 // the op around the fused kernel of flash_attention.cpp. The forward keeps each row's log-sum-exp L
-// (and the output, which the caller holds anyway); the backward recomputes the weights
+// (and, for long sequences, the output); the backward recomputes the weights
 // P = exp(scale s + bias - L) tile by tile (the FlashAttention recipe: with dP = dO V^T and
 // D_i = dO_i . O_i, dS = scale P (dP - D)). No [Tq, Tk] tensor is made: memory O(T D) per head, and
 // tiles no query may see (causal: about half; a window: all but its band) are skipped.
@@ -61,17 +61,18 @@ Tensor blocked_softmax_attention(const Tensor& q, const Tensor& k, const Tensor&
     });
   });
   if (needs_grad({&q, &k, &v})) {
-    // Keeps q, k, v and the output (the callers hold them anyway: the same storage) and one number per
-    // query row.
+    // Keeps q, k, v (the callers hold them anyway), one number per query row, and for keys beyond one
+    // chunk the output (the storage the caller receives; flash_attention.hpp says why).
+    const Tensor kept_out = flash_backward_needs_output(shape) ? out.detach() : Tensor();
     record(out, "softmax_attention", {q, k, v},
-           [q = q.detach(), k = k.detach(), v = v.detach(), o = out.detach(), lse, mask, shape, heads, operands](const Tensor& g) {
+           [q = q.detach(), k = k.detach(), v = v.detach(), o = kept_out, lse, mask, shape, heads, operands](const Tensor& g) {
              Tensor dq = empty(q.shape(), q.dtype()), dk = empty(k.shape(), k.dtype()), dv = empty(v.shape(), v.dtype());
              dispatch_floating(q.dtype(), "softmax_attention backward", [&](auto tag) {
                using T = typename decltype(tag)::type;
                parallel_for(heads, 1, [&](std::size_t h0, std::size_t h1) {
                  FlashScratch<T> scratch;
                  for (std::size_t h = h0; h < h1; ++h)
-                   flash_backward(shape, operands(q, k, v, mask, h, tag), o.data<T>() + h * shape.tq * shape.dv,
+                   flash_backward(shape, operands(q, k, v, mask, h, tag), o.defined() ? o.data<T>() + h * shape.tq * shape.dv : nullptr,
                                   lse.data<T>() + h * shape.tq, g.data<T>() + h * shape.tq * shape.dv, dq.data<T>() + h * shape.tq * shape.d,
                                   dk.data<T>() + h * shape.tk * shape.d, dv.data<T>() + h * shape.tk * shape.dv, scratch);
                });

@@ -23,6 +23,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <stdexcept>
 #include <vector>
 
 #include "framework/attention/softmax/flash_tiles.hpp"
@@ -369,6 +370,8 @@ void count_padding(const HeadOperands<T>& x, std::size_t tk, std::vector<std::ui
 
 }  // namespace
 
+bool flash_backward_needs_output(const HeadShape& shape) { return shape.tk > tiling<float>(shape).bc; }
+
 template <class T>
 void flash_forward(const HeadShape& shape, const HeadOperands<T>& x, T* out, T* lse, FlashScratch<T>& scratch) {
   auto& w = scratch.buffers();
@@ -423,7 +426,7 @@ struct BackwardRows {
   const T* g_rows;  // dO [Tq, Dvp]
   const T* q_rows;  // scale Q [Tq, Dp]
   const T* lse;     // [Tq]
-  const T* delta;   // D_i = dO_i . O_i, [Tq]
+  const T* delta;   // D_i = dO_i . O_i, [Tq]; null when one chunk holds every key (D is then sum_j P_ij dP_ij)
   T* dq;            // [Tq, Dp]
 };
 
@@ -460,10 +463,26 @@ void backward_row_tile(const Head<T>& h, const BackwardChunk<T>& ch, const Backw
     const Acc<T, MR, NV> dweights = flash::multiply<T, MR, NV>(a.g + i * s.dv, s.dv, 1, ch.values_t + v0 * W, bc, 0, s.dv);
     for (int r = 0; r < MR; ++r)
       for (int v = 0; v < NV; ++v) {
+        if (!a.delta) {  // dP for now
+          flash::store(ds + r * bc + (v0 + v) * W, dweights.v[r][v]);
+          continue;
+        }
         const Vec<T> weight = flash::load(p + r * bc + (v0 + v) * W);
         flash::store(ds + r * bc + (v0 + v) * W, weight * (dweights.v[r][v] - a.delta[i + r]));
       }
   });
+  if (!a.delta) {
+    // The chunk holds each row's every key: D = sum_j P_ij dP_ij over it, then dS' = P (dP - D).
+    const std::size_t vectors = (ch.c + W - 1) / W;
+    for (int r = 0; r < MR; ++r) {
+      const T* pr = p + r * bc;
+      T* dr = ds + r * bc;
+      Vec<T> total{};
+      for (std::size_t v = 0; v < vectors; ++v) total += flash::load(pr + v * W) * flash::load(dr + v * W);
+      const T d_row = flash::horizontal_sum<T>(total);
+      for (std::size_t v = 0; v < vectors; ++v) flash::store(dr + v * W, flash::load(pr + v * W) * (flash::load(dr + v * W) - d_row));
+    }
+  }
   const std::pair<std::size_t, std::size_t> seen = h.seen_keys(rows, ch.c0, ch.c);
   const std::size_t lo = seen.first, hi = seen.second;
   if (lo >= hi) return;
@@ -514,11 +533,15 @@ void flash_backward(const HeadShape& shape, const HeadOperands<T>& x, const T* o
   const Tiling<T> t = tiling<T>(shape);
   const T scale = static_cast<T>(shape.scale);
   const Head<T> h{shape, x, t, w.padded_before, {x.slope, shape.shift()}, scaled_rows(x.q, shape.tq, shape.d, t.dp, scale, w.q_rows)};
-  T* delta = w.delta.take(shape.tq);
-  for (std::size_t i = 0; i < shape.tq; ++i) {
-    T sum = 0;
-    for (std::size_t c = 0; c < shape.dv; ++c) sum += g[i * shape.dv + c] * out[i * shape.dv + c];
-    delta[i] = sum;
+  T* delta = nullptr;  // D_i = dO_i . O_i when the keys span several chunks
+  if (flash_backward_needs_output(shape)) {
+    if (!out) throw std::logic_error("flash_backward: keys in several chunks need the forward's output");
+    delta = w.delta.take(shape.tq);
+    for (std::size_t i = 0; i < shape.tq; ++i) {
+      T sum = 0;
+      for (std::size_t c = 0; c < shape.dv; ++c) sum += g[i * shape.dv + c] * out[i * shape.dv + c];
+      delta[i] = sum;
+    }
   }
   const BackwardRows<T> a{g,     padded_rows(g, shape.tq, shape.dv, t.dvp, w.g_rows), h.queries,
                           lse,   delta,

@@ -74,8 +74,15 @@ class FlashScratch {
 template <class T>
 void flash_forward(const HeadShape& shape, const HeadOperands<T>& x, T* out, T* lse, FlashScratch<T>& scratch);
 
+// Whether flash_backward needs the forward's output: D_i = dO_i . O_i enters every tile of dS, and when
+// the keys span several chunks the backward meets a row's keys chunk by chunk, so it takes D from the
+// output; when one chunk holds them all (up to 128 keys at D = 32, 256 at D = 16, the lengths models
+// train with) it sums D = sum_j P_ij dP_ij over the row itself, and the output need not be kept.
+bool flash_backward_needs_output(const HeadShape& shape);
+
 // dq [Tq, D], dk [Tk, D], dv [Tk, Dv] (overwritten) from the output gradient g [Tq, Dv], the forward's
-// out and lse: the weights recomputed tile by tile, dS = scale P (dP - rowsum(g * out)).
+// lse and out (null when flash_backward_needs_output is false): the weights recomputed tile by tile,
+// dS = scale P (dP - D).
 template <class T>
 void flash_backward(const HeadShape& shape, const HeadOperands<T>& x, const T* out, const T* lse, const T* g, T* dq, T* dk,
                     T* dv, FlashScratch<T>& scratch);
