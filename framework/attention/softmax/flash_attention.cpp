@@ -370,6 +370,8 @@ void count_padding(const HeadOperands<T>& x, std::size_t tk, std::vector<std::ui
 
 }  // namespace
 
+// float's chunks are never longer than double's (its wider vectors pad D as much or more), so one float
+// chunk is one double chunk too.
 bool flash_backward_needs_output(const HeadShape& shape) { return shape.tk > tiling<float>(shape).bc; }
 
 template <class T>
@@ -533,9 +535,9 @@ void flash_backward(const HeadShape& shape, const HeadOperands<T>& x, const T* o
   const Tiling<T> t = tiling<T>(shape);
   const T scale = static_cast<T>(shape.scale);
   const Head<T> h{shape, x, t, w.padded_before, {x.slope, shape.shift()}, scaled_rows(x.q, shape.tq, shape.d, t.dp, scale, w.q_rows)};
-  T* delta = nullptr;  // D_i = dO_i . O_i when the keys span several chunks
-  if (flash_backward_needs_output(shape)) {
-    if (!out) throw std::logic_error("flash_backward: keys in several chunks need the forward's output");
+  T* delta = nullptr;  // D_i = dO_i . O_i, from the output when it was kept
+  if (!out && t.chunks > 1) throw std::logic_error("flash_backward: keys in several chunks need the forward's output");
+  if (out) {
     delta = w.delta.take(shape.tq);
     for (std::size_t i = 0; i < shape.tq; ++i) {
       T sum = 0;

@@ -81,8 +81,8 @@ void flash_forward(const HeadShape& shape, const HeadOperands<T>& x, T* out, T* 
 bool flash_backward_needs_output(const HeadShape& shape);
 
 // dq [Tq, D], dk [Tk, D], dv [Tk, Dv] (overwritten) from the output gradient g [Tq, Dv], the forward's
-// lse and out (null when flash_backward_needs_output is false): the weights recomputed tile by tile,
-// dS = scale P (dP - D).
+// lse and out (which may be null when flash_backward_needs_output is false): the weights recomputed tile
+// by tile, dS = scale P (dP - D).
 template <class T>
 void flash_backward(const HeadShape& shape, const HeadOperands<T>& x, const T* out, const T* lse, const T* g, T* dq, T* dk,
                     T* dv, FlashScratch<T>& scratch);
