@@ -60,11 +60,13 @@ class Buffer {
   std::size_t size_ = 0;
 };
 
-// Sizes of one head's tiling. Bc: keys per chunk, so that the chunk's K^T and V fill about 32 KB (an
-// L1's worth of floats; double takes the same key counts), which a block's row tiles pass over: 128 keys
-// at D = 32, 256 at D = 16. Br: 96 query rows per block. At n = 4096, D = 32, chunks of 64 to 256 keys
-// and blocks of 48 to 192 rows ran within the machine's noise (about 5%) of each other, the forward a
-// little faster from 128 keys on. Sequences up to Bc keys are one chunk.
+// Sizes of one head's tiling. Bc: keys per chunk, at least 128 and up to 256 while the chunk's K^T and
+// V fill no more than 32 KB (an L1's worth of floats; double takes the same key counts): 256 keys at
+// D = 16, 128 from D = 32 on. Br: 96 query rows per block. Measured (min of 3, one thread, 4 heads): at
+// n = 4096, D = 32, chunks of 64 to 256 keys and blocks of 48 to 192 rows within the machine's noise
+// (about 5%) of each other, the forward a little faster from 128 keys on; at n = 2048, D = 16, 256 keys
+// 69 ms against 79 for 64; at D = 128, 128 keys 485 ms (n = 2048) and 2012 ms (n = 4096) against 511
+// and 2249 for the 32 an L1 budget alone would give. Sequences up to Bc keys are one chunk.
 template <class T>
 struct Tiling {
   std::size_t dp, dvp;  // D, Dv rounded up to whole vectors
@@ -79,7 +81,7 @@ Tiling<T> tiling(const HeadShape& s) {
   Tiling<T> t;
   t.dp = round_up(s.d, W), t.dvp = round_up(s.dv, W);
   const std::size_t budget = (std::size_t{32} << 10) / sizeof(float);
-  t.bc = std::clamp<std::size_t>(budget / (t.dp + t.dvp) / 16 * 16, 16, 256);
+  t.bc = std::clamp<std::size_t>(budget / (t.dp + t.dvp) / 16 * 16, 128, 256);
   t.br = 96;
   t.chunks = (s.tk + t.bc - 1) / t.bc;
   return t;
