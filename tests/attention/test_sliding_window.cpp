@@ -1,7 +1,6 @@
-// Sliding-window attention and ALiBi inside the blocked softmax op, against the composed form written out
-// here (dense scores, the bias and the band added and masked element by element, softmax, then the
-// values) in float64, values and gradients to 1e-12: causal and bidirectional, several windows, key
-// padding, sequences of several blocks. And ALiBi's slopes by the paper's rule.
+// Sliding-window attention and ALiBi inside the blocked softmax op, against the composed form
+// (composed_attention.hpp) in float64, values and gradients to 1e-12: causal and bidirectional, several
+// windows, key padding, sequences of several blocks. And ALiBi's slopes by the paper's rule.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,33 +9,11 @@
 #include "framework/attention/kernel.hpp"
 #include "framework/attention/softmax/softmax_attention.hpp"
 #include "framework/nn/positional.hpp"
+#include "tests/attention/composed_attention.hpp"
 #include "tests/test_util.hpp"
 
 namespace attnlab {
 namespace {
-
-// softmax(scale q k^T - m_h |i - j|) v over keys with |i - j| <= window (0: all), j <= i when causal, and
-// not padded; rows without a visible key are zero.
-Tensor composed(const Tensor& q, const Tensor& k, const Tensor& v, double scale, std::size_t window, bool causal,
-                const std::vector<double>& slopes, const std::vector<bool>& padded) {
-  const std::size_t b = q.size(0), h = q.size(1), t = q.size(2);
-  std::vector<double> bias(b * h * t * t), keep(b * h * t * t);
-  for (std::size_t bi = 0; bi < b; ++bi)
-    for (std::size_t hi = 0; hi < h; ++hi)
-      for (std::size_t i = 0; i < t; ++i)
-        for (std::size_t j = 0; j < t; ++j) {
-          const std::size_t at = ((bi * h + hi) * t + i) * t + j;
-          const double distance = std::fabs(double(i) - double(j));
-          const bool visible = (window == 0 || distance <= double(window)) && (!causal || j <= i) && (padded.empty() || !padded[bi * t + j]);
-          keep[at] = visible ? 1.0 : 0.0;
-          bias[at] = visible ? (slopes.empty() ? 0.0 : -slopes[hi] * distance) : -1e300;
-        }
-  const Tensor keep_t = from_vector(keep, {b, h, t, t}, DType::float64);
-  const Tensor scores = matmul(q, k, false, true) * scale + from_vector(bias, {b, h, t, t}, DType::float64);
-  const Tensor weights = exp(scores - max(scores, -1, true)) * keep_t;  // rows of all -1e300: exp(0) * 0
-  const Tensor total = sum(weights, -1, true);
-  return matmul(weights / (total + where(total.to(DType::boolean), zeros({}, DType::float64), ones({}, DType::float64))), v);
-}
 
 struct Band {
   std::size_t t, window;
@@ -59,7 +36,7 @@ TEST_P(BandedSoftmax, EqualsTheComposedFormInValuesAndGradients) {
   }
   const double scale = 0.5;
   const Tensor got = softmax_attention(q, k, v, scale, mask, c.causal, nullptr, ScoreBand{c.window, slopes});
-  const Tensor want = composed(q, k, v, scale, c.window, c.causal, slopes, padded);
+  const Tensor want = testing::composed_attention(q, k, v, scale, c.window, c.causal, slopes, padded);
   testing::expect_values(got, want.to_vector(), 1e-12);
   // The composed path of the op itself (taken when the weights are asked for) agrees too.
   Tensor weights;
@@ -74,13 +51,13 @@ TEST_P(BandedSoftmax, EqualsTheComposedFormInValuesAndGradients) {
     return all;
   };
   const auto g1 = grads_of(softmax_attention(q, k, v, scale, mask, c.causal, nullptr, ScoreBand{c.window, slopes}));
-  const auto g2 = grads_of(composed(q, k, v, scale, c.window, c.causal, slopes, padded));
+  const auto g2 = grads_of(testing::composed_attention(q, k, v, scale, c.window, c.causal, slopes, padded));
   ASSERT_EQ(g1.size(), g2.size());
   for (std::size_t i = 0; i < g1.size(); ++i) EXPECT_NEAR(g1[i], g2[i], 1e-12) << "gradient element " << i;
 }
 
-// 40 tokens with a window of 3 span several blocks of rows (a window's blocks hold about its band);
-// 600 tokens without a window are two blocks (256K scores per block).
+// 40 tokens with a window of 3: most tiles of scores hold no key of the band and are skipped; 600
+// tokens span several blocks of query rows and chunks of keys.
 INSTANTIATE_TEST_SUITE_P(Cases, BandedSoftmax,
                          ::testing::Values(Band{40, 3, true, false, false}, Band{40, 3, false, false, false}, Band{40, 1, true, true, true},
                                            Band{40, 7, false, true, true}, Band{40, 100, true, false, false}, Band{600, 0, true, true, false},

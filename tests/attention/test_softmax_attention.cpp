@@ -44,7 +44,7 @@ TEST(SoftmaxAttention, EqualsTheComposedOpsAndKeepsNoWeights) {
   EXPECT_EQ(Storage::live_bytes() - before, (out.numel() + 2 * 3 * 6) * sizeof(double));
 }
 TEST(SoftmaxAttention, BlockedEqualsTheComposedOps) {
-  // 600 keys: blocks of 436 query rows (256K scores), so two blocks, the second partial. Causal and
+  // 600 keys: several blocks of query rows and chunks of keys, the last of each partial. Causal and
   // not, a padded tail in batch 1, every key padded in batch 2 (zeros, zero gradients); values and
   // gradients.
   Tensor mask = zeros({3, 1, 1, 600}, DType::boolean);
@@ -77,7 +77,7 @@ TEST(SoftmaxAttentionGradcheck, BlockedCrossShapes) {
 }
 TEST(SoftmaxAttention, BlockedTrainingMemoryGrowsAsTD) {
   // Forward and backward at T = 1024, D = 32, 2 heads: one [T, T] float tensor per head would be 4 MB;
-  // the blocked op keeps q, k, v, the output, their gradients and [R, T] blocks.
+  // the blocked op keeps q, k, v, the output, their gradients and scratch of O(T D).
   const std::size_t t = 1024, d = 32;
   Generator gen(19);
   Tensor q = randn({1, 2, t, d}, gen).set_requires_grad(true), k = randn({1, 2, t, d}, gen).set_requires_grad(true),

@@ -1,0 +1,220 @@
+// Register tiles for the fused attention kernel (flash_attention.cpp): a SIMD vector type through GCC's
+// vector extensions, a vectorised exp, and the one micro-kernel every product of the kernel runs on,
+// written once for float and double so that the float64 tests run the code the float32 path runs.
+//
+// Why not OpenBLAS for these products: their inner or outer dimension is the head dim (16-128), so each
+// call is thin; OpenBLAS zeroed C for beta = 0 (sgemm_beta) and repacked both operands on every call,
+// about a quarter of the op's time at n = 4096 (perf), and its products could not apply the scale, the
+// masks and the exp while a tile was in registers.
+//
+// Vectors are 32 bytes (8 floats, 4 doubles) on every x86-64 machine: AVX2 + FMA here (Zen3), and on
+// Zen4, whose 512-bit instructions run as two 256-bit halves, the same FLOP rate; one width means the
+// code tested on one kind of machine is the code that runs on the other.
+//
+// Legend: MR rows of a tile, NV vectors across it, W lanes per vector.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+namespace attnlab::flash {
+
+template <class T>
+struct Simd;
+template <>
+struct Simd<float> {
+  typedef float V __attribute__((vector_size(32)));
+  typedef std::int32_t I __attribute__((vector_size(32)));
+  static constexpr int lanes = 8;
+  static constexpr int mantissa_bits = 23, exponent_bias = 127;
+  // exp's range: at lowest, x log2 e rounds to -127 (2^-127 is built as 0); above highest it is capped
+  // (the kernel's arguments are <= 0 up to rounding).
+  static constexpr float lowest = -88.0f, highest = 88.0f;
+};
+template <>
+struct Simd<double> {
+  typedef double V __attribute__((vector_size(32)));
+  typedef std::int64_t I __attribute__((vector_size(32)));
+  static constexpr int lanes = 4;
+  static constexpr int mantissa_bits = 52, exponent_bias = 1023;
+  static constexpr double lowest = -709.0, highest = 709.0;
+  static constexpr double ln2_hi = 6.93145751953125e-1, ln2_lo = 1.42860682030941723212e-6;  // Cody-Waite split of ln 2
+};
+
+template <class T>
+using Vec = typename Simd<T>::V;
+template <class T>
+constexpr std::size_t kLanes = Simd<T>::lanes;
+
+template <class T>
+inline Vec<T> load(const T* p) {
+  Vec<T> v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+template <class T>
+inline void store(T* p, Vec<T> v) {
+  std::memcpy(p, &v, sizeof v);
+}
+template <class T>
+inline Vec<T> splat(T x) {
+  return Vec<T>{} + x;
+}
+// max(a, b) and min(a, b) lane by lane, for operands that are not NaN: one vmaxps / vminps with AVX
+// (GCC keeps `a > b ? a : b` as a compare and a blend, two instructions, for the sake of NaN and -0).
+inline Vec<float> max(Vec<float> a, Vec<float> b) {
+#ifdef __AVX__
+  return __builtin_ia32_maxps256(a, b);
+#else
+  return a > b ? a : b;
+#endif
+}
+inline Vec<double> max(Vec<double> a, Vec<double> b) {
+#ifdef __AVX__
+  return __builtin_ia32_maxpd256(a, b);
+#else
+  return a > b ? a : b;
+#endif
+}
+inline Vec<float> min(Vec<float> a, Vec<float> b) {
+#ifdef __AVX__
+  return __builtin_ia32_minps256(a, b);
+#else
+  return a < b ? a : b;
+#endif
+}
+inline Vec<double> min(Vec<double> a, Vec<double> b) {
+#ifdef __AVX__
+  return __builtin_ia32_minpd256(a, b);
+#else
+  return a < b ? a : b;
+#endif
+}
+// The lane indices 0, 1, ..., W - 1 as values.
+template <class T>
+inline Vec<T> iota() {
+  Vec<T> v;
+  for (std::size_t i = 0; i < kLanes<T>; ++i) v[i] = static_cast<T>(i);
+  return v;
+}
+template <class T>
+inline T horizontal_max(Vec<T> v) {
+  T m = v[0];
+  for (std::size_t i = 1; i < kLanes<T>; ++i) m = v[i] > m ? v[i] : m;
+  return m;
+}
+template <class T>
+inline T horizontal_sum(Vec<T> v) {
+  T s = v[0];
+  for (std::size_t i = 1; i < kLanes<T>; ++i) s += v[i];
+  return s;
+}
+
+// exp(x) lane by lane; exactly 0 at and below `lowest` (so exp(-inf) = 0, and no denormals).
+// float: 2^(x log2 e) = 2^n 2^f with n the nearest integer and |f| <= 1/2 (f by one FMA, exact up to
+// log2 e's rounding), 2^f by a degree-6 polynomial fitted for relative error (about 1e-7 in float
+// arithmetic, 1 ulp); 14 instructions a vector where Cephes' expf with its two-step reduction and
+// compare-and-blend clamps took 21, and the forward runs one exp per score. double: x = n ln2 + r with
+// ln 2 split in two (Cody-Waite), exp(r) by Taylor to r^13 (error below 1e-17 relative), for the
+// float64 tests. 2^n is built as a float, (n + bias) in the exponent field, so that n one below the
+// smallest normal exponent gives exactly 0.
+template <class T>
+inline Vec<T> exp(Vec<T> x) {
+  using S = Simd<T>;
+  using I = typename S::I;
+  const Vec<T> clamped = min(max(x, splat<T>(S::lowest)), splat<T>(S::highest));
+  // Adding 1.5 * 2^mantissa_bits rounds x log2(e) to an integer n held in the low mantissa bits of t.
+  const T magic = T(1.5) * static_cast<T>(std::int64_t{1} << S::mantissa_bits);
+  const T log2e = T(1.4426950408889634);
+  const Vec<T> t = clamped * log2e + magic;
+  const Vec<T> n = t - magic;
+  Vec<T> p;
+  if constexpr (std::is_same_v<T, float>) {
+    const Vec<T> f = clamped * log2e - n;  // contracted to one FMA: the product is not rounded
+    p = splat<T>(1.535336178e-4f);
+    p = p * f + 1.339887446e-3f;
+    p = p * f + 9.618437359e-3f;
+    p = p * f + 5.550332471e-2f;
+    p = p * f + 2.402264791e-1f;
+    p = p * f + 6.931472029e-1f;
+    p = p * f + 1.0f;
+  } else {
+    const Vec<T> r = (clamped - n * S::ln2_hi) - n * S::ln2_lo;
+    constexpr double inverse_factorials[] = {1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0,
+                                             1.0 / 362880.0,     1.0 / 40320.0,     1.0 / 5040.0,     1.0 / 720.0,
+                                             1.0 / 120.0,        1.0 / 24.0,        1.0 / 6.0,        0.5,
+                                             1.0,                1.0};
+    p = splat<T>(inverse_factorials[0]);
+    for (std::size_t i = 1; i < sizeof inverse_factorials / sizeof inverse_factorials[0]; ++i) p = p * r + inverse_factorials[i];
+  }
+  // t's low bits hold n (two's complement; the bits above them shift out).
+  const I power = (reinterpret_cast<I>(t) + S::exponent_bias) << S::mantissa_bits;
+  return p * reinterpret_cast<Vec<T>>(power);
+}
+
+// The accumulators of one MR x (NV W) tile.
+template <class T, int MR, int NV>
+struct Acc {
+  Vec<T> v[MR][NV];
+};
+
+// acc = sum over k in [k0, k1) of A(r, k) B(k, :): A(r, k) = a[r a_row + k a_inner] (broadcast, so A may
+// be read along rows or columns, e.g. P for P V and P^T dO), B's row k the NV vectors at b + k ldb.
+// MR = 6, NV = 2 holds 12 accumulators, 2 B vectors and a broadcast in AVX2's 16 registers.
+template <class T, int MR, int NV>
+inline Acc<T, MR, NV> multiply(const T* a, std::ptrdiff_t a_row, std::ptrdiff_t a_inner, const T* b, std::ptrdiff_t ldb,
+                               std::ptrdiff_t k0, std::ptrdiff_t k1) {
+  constexpr std::ptrdiff_t W = kLanes<T>;
+  Vec<T> acc[MR][NV] = {};
+  const T* ak = a + k0 * a_inner;
+  const T* bk = b + k0 * ldb;
+  for (std::ptrdiff_t k = k0; k < k1; ++k, ak += a_inner, bk += ldb) {
+    Vec<T> bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = load(bk + v * W);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r) {
+      const T x = ak[r * a_row];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] += x * bv[v];
+    }
+  }
+  Acc<T, MR, NV> out;
+  for (int r = 0; r < MR; ++r)
+    for (int v = 0; v < NV; ++v) out.v[r][v] = acc[r][v];
+  return out;
+}
+
+template <int N>
+using Int = std::integral_constant<int, N>;
+
+// Row tiles over [0, rows): f(Int<MR>, r0) for tiles of 6 rows, the last rows in tiles of 4, 2 and 1.
+template <class F>
+inline void for_each_row_tile(std::size_t rows, F&& f) {
+  std::size_t r0 = 0;
+  for (; r0 + 6 <= rows; r0 += 6) f(Int<6>{}, r0);
+  if (rows - r0 >= 4) f(Int<4>{}, r0), r0 += 4;
+  if (rows - r0 >= 2) f(Int<2>{}, r0), r0 += 2;
+  if (rows - r0 >= 1) f(Int<1>{}, r0);
+}
+
+// Column tiles over vectors [v_begin, v_end): f(Int<NV>, v0) for tiles of 2 vectors, an odd last one alone.
+template <class F>
+inline void for_each_col_tile(std::size_t v_begin, std::size_t v_end, F&& f) {
+  std::size_t v0 = v_begin;
+  for (; v0 + 2 <= v_end; v0 += 2) f(Int<2>{}, v0);
+  if (v0 < v_end) f(Int<1>{}, v0);
+}
+
+// f(Int<MR>, Int<NV>, r0, v0) over rows [0, rows) x vectors [0, vectors), column tiles outermost so that
+// a tile's B panel stays in L1 while the rows pass over it.
+template <class F>
+inline void for_each_tile(std::size_t rows, std::size_t vectors, F&& f) {
+  for_each_col_tile(0, vectors, [&](auto nv, std::size_t v0) {
+    for_each_row_tile(rows, [&](auto mr, std::size_t r0) { f(mr, nv, r0, v0); });
+  });
+}
+
+}  // namespace attnlab::flash
