@@ -80,8 +80,7 @@ void add_threads_option(CLI::App* command, int& threads) {
 }
 
 int resolve_threads(int requested) {
-  if (requested > 0) return requested;
-  return std::max(1, attnlab::available_cores() / std::max(1, attnlab::dist::Communicator::world().local_size()));
+  return attnlab::default_threads(requested, attnlab::dist::Communicator::world().local_size());
 }
 
 void add_decode_options(CLI::App* command, attnlab::DecodeOptions& d) {
@@ -155,7 +154,7 @@ void add_run_commands(CLI::App& app, Commands& c) {
   c.compare = app.add_subcommand("compare", "train every variant x seed of a comparison file (CONFIG [key=value ...]); the same command resumes it");
   c.compare->add_option("args", c.compare_args, "the comparison's YAML file, then key=value overrides for every run")->required();
   c.compare->add_option("--jobs", c.compare_options.jobs, "runs at a time")->check(CLI::Range(1, 64))->capture_default_str();
-  c.compare->add_option("--threads", c.compare_options.threads, "threads per run; 0: the cores divided among the jobs")
+  c.compare->add_option("--threads", c.compare_options.threads, "threads per run; 0: the cores divided among the jobs (of every rank on this machine under mpirun)")
       ->check(CLI::Range(0, 256))
       ->capture_default_str();
 

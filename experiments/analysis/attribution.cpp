@@ -47,13 +47,12 @@ Tensor through_frozen_norm(const Tensor& component, const Tensor& scale, const L
 struct Components {
   std::vector<std::string> blocks, attentions;
   std::size_t heads = 0;
-  bool feed_forward = true;
+  bool feed_forward;
   std::vector<std::string> names;
   std::vector<int> head_of;  // per component: the index in `attentions` when it is a head's result, else -1
-  Components(const Model& model, std::vector<std::string> stack) : blocks(std::move(stack)), attentions{"attn"}, heads(model.n_heads()) {
+  Components(const Model& model, std::vector<std::string> stack) : blocks(std::move(stack)), attentions{"attn"}, heads(model.n_heads()), feed_forward(model.feed_forward()) {
     for (const PartBlocks& p : part_blocks(model)) {
       if (p.attention == "cross_attn") attentions.push_back("cross_attn");
-      if (!p.blocks.empty() && p.blocks[0] == blocks[0]) feed_forward = p.feed_forward;
     }
     add("embed", -1);
     for (std::size_t l = 0; l < blocks.size(); ++l) {

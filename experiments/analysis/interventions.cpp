@@ -130,20 +130,12 @@ Evaluation evaluate_with(const AnalysisInputs& in, const HookRequest& hooks) {
 std::vector<PartBlocks> part_blocks(const Model& model) {
   std::vector<PartBlocks> parts;
   for (const Model::AttentionPart& p : model.attention_parts()) {
-    PartBlocks b{p.name, {}, "attn"};
+    PartBlocks b{p.name, {}, "attn", p.feed_forward};
     for (const std::string& hook : p.pattern_hooks) {
       // "decoder.blocks.1.cross_attn.hook_pattern" -> "decoder.blocks.1." and "cross_attn"
       const std::size_t end = hook.rfind(".hook_pattern"), dot = hook.rfind('.', end - 1);
       b.blocks.push_back(hook.substr(0, dot + 1));
       b.attention = hook.substr(dot + 1, end - dot - 1);
-    }
-    if (!b.blocks.empty()) {
-      // Its first block's feed-forward weight, under whatever the model names the stack's owner ("body.").
-      const std::string ff = b.blocks[0] + "ff.fc1.weight";
-      const auto params = model.named_parameters();
-      b.feed_forward = std::any_of(params.begin(), params.end(), [&](const auto& p) {
-        return p.name.size() >= ff.size() && p.name.compare(p.name.size() - ff.size(), ff.size(), ff) == 0;
-      });
     }
     parts.push_back(b);
   }

@@ -34,8 +34,10 @@ double measured_sgemm_gflops() {
 }
 
 // FLOPs of one training step per token, as nanoGPT estimates them (its estimate_mfu, after the PaLM
-// paper): 6 N for the weights a token is multiplied by (N: the parameters but the embeddings, which are
-// looked up) and 12 L H Q T for attention (L layers, H heads of Q, T tokens).
+// paper): 6 N for the weights a token is multiplied by and 12 L H Q T for attention (L layers, H heads of
+// Q, T tokens). nanoGPT's N leaves out the position embedding only, its token embedding being the output
+// layer's weight (tied); this model's output layer is separate (as torch_gpt.py's), so N leaves out both
+// embeddings, which are looked up, and keeps the output layer, which is multiplied.
 double flops_per_token(const Model& model, const GptBenchOptions& o) {
   const double embeddings = static_cast<double>((o.vocab + o.block) * o.dim);
   const double n = static_cast<double>(model.parameter_count()) - embeddings;

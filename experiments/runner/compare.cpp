@@ -283,9 +283,8 @@ int run_comparison(const std::string& config_path, const CompareOptions& options
   comm.barrier();
   if (comm.rank() != 0) read();
   // The cores of this machine, divided among the runs at a time of every rank on it.
-  const int cores = available_cores();
   const int jobs = std::max(1, options.jobs);
-  const int threads = options.threads > 0 ? options.threads : std::max(1, cores / (jobs * comm.local_size()));
+  const int threads = default_threads(options.threads, jobs * comm.local_size());
   const std::size_t expected = expected_runs(*spec, plan);
   const std::size_t already = static_cast<std::size_t>(
       std::count_if(plan.begin(), plan.end(), [](const PlannedRun& p) { return !needs_running(p); }));
@@ -305,7 +304,10 @@ int run_comparison(const std::string& config_path, const CompareOptions& options
   for (std::size_t i = 0; i < plan.size(); ++i) included[i] = spec->choosing_seed(plan[i].seed);
   run_jobs(*spec, plan, included, jobs, threads, expected, stop, done, failed);
   double stopping = stop.requested() ? 1.0 : 0.0;
-  if (spec->two_phase()) comm.sum(&stopping, 1);  // a collective: every rank's choosing runs are done; was any stopped?
+  if (spec->two_phase()) {
+    comm.barrier();              // waits (sleeping, not polling a core) until every rank's choosing runs are done
+    comm.sum(&stopping, 1);      // was any rank stopped?
+  }
   if (spec->two_phase() && stopping == 0) {
     const std::vector<bool> selected = comm.rank() == 0 ? selected_runs(*spec, plan) : std::vector<bool>(plan.size());
     for (std::size_t i = 0; i < plan.size(); ++i) included[i] = !spec->choosing_seed(plan[i].seed) && selected[i];

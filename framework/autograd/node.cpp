@@ -82,6 +82,7 @@ void Node::release() {
 void record(Tensor& out, const char* name, std::vector<Tensor> inputs, Node::BackwardFn backward) {
   auto& impl = *out.impl();
   impl.grad_fn = std::make_shared<Node>(name, std::move(inputs), std::move(backward));
+  impl.output_nr = 0;  // the node's only output (a tensor recorded before as output k of another node is not any more)
   impl.requires_grad = true;
 }
 

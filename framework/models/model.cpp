@@ -77,6 +77,7 @@ std::vector<KernelUse> kernel_uses(const ModelConfig& config, const DataShape& s
 
 std::vector<Model::AttentionPart> Model::attention_parts() const {
   AttentionPart part;
+  part.feed_forward = feed_forward();
   for (std::size_t l = 0; l < n_layers(); ++l) part.pattern_hooks.push_back("blocks." + std::to_string(l) + ".attn.hook_pattern");
   return {part};
 }

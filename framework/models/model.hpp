@@ -80,6 +80,7 @@ class Model : public Module {
   ModelOutput forward(const Batch& batch, const ForwardOptions& options = {});
   // The attention blocks (for patterns and analysis).
   virtual std::size_t n_layers() const = 0;
+  virtual bool feed_forward() const = 0;  // the blocks have a feed-forward (model.feed_forward)
   virtual std::size_t n_heads() const = 0;
   // The tokens the model reads for a batch (throughput): its token ids, or a ViT's patches and CLS.
   virtual std::size_t tokens_read(const Batch& batch) const { return batch.input.numel(); }
@@ -91,6 +92,7 @@ class Model : public Module {
     std::vector<std::string> pattern_hooks;  // one per layer: "blocks.0.attn.hook_pattern", ...
     bool target_queries = false;             // queries are decoder positions
     bool target_keys = false;                // keys are decoder positions
+    bool feed_forward = true;                // its blocks have a feed-forward (model.feed_forward)
   };
   virtual std::vector<AttentionPart> attention_parts() const;
   // How position `i` of what the attention sees reads on a heatmap's axis when the model, not the data,

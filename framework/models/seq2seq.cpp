@@ -143,7 +143,8 @@ Tensor Seq2Seq::run(const Batch& batch, const HookScope& hooks) {
 }
 
 std::vector<Model::AttentionPart> Seq2Seq::attention_parts() const {
-  AttentionPart enc{"encoder", {}, false, false}, dec{"decoder", {}, true, true}, cross{"cross", {}, true, false};
+  const bool ff = feed_forward();
+  AttentionPart enc{"encoder", {}, false, false, ff}, dec{"decoder", {}, true, true, ff}, cross{"cross", {}, true, false, ff};
   for (std::size_t l = 0; l < encoder_config_.n_layers; ++l) enc.pattern_hooks.push_back("encoder.blocks." + std::to_string(l) + ".attn.hook_pattern");
   for (std::size_t l = 0; l < decoder_config_.n_layers; ++l) {
     dec.pattern_hooks.push_back("decoder.blocks." + std::to_string(l) + ".attn.hook_pattern");

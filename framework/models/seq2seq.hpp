@@ -75,6 +75,7 @@ class Seq2Seq : public Model {
                                    double length_penalty = 1.0);
 
   std::size_t n_layers() const override { return encoder_config_.n_layers; }
+  bool feed_forward() const override { return encoder_config_.feed_forward; }
   std::size_t n_heads() const override { return encoder_config_.n_heads; }
   std::size_t tokens_read(const Batch& batch) const override { return batch.input.numel() + batch.decoder_input.numel(); }
   std::vector<AttentionPart> attention_parts() const override;

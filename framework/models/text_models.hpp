@@ -39,6 +39,7 @@ class CausalLM : public Model {
   std::vector<std::int64_t> generate(const std::vector<std::int64_t>& prompt, std::size_t n_tokens, double temperature,
                                      std::size_t top_k, Generator& gen);
   std::size_t n_layers() const override { return encoder_config_.n_layers; }
+  bool feed_forward() const override { return encoder_config_.feed_forward; }
   std::size_t n_heads() const override { return encoder_config_.n_heads; }
   const LayerNorm* final_norm() const override { return body->encoder->final_norm.get(); }
   std::size_t vocab_size() const { return body->vocab_size(); }
@@ -63,6 +64,7 @@ class SequenceClassifier : public Model {
   SequenceClassifier(const ModelConfig& config, const DataShape& shape, Generator& gen);
   static std::size_t sequence_length(const ModelConfig& config, const DataShape& shape);
   std::size_t n_layers() const override { return encoder_config_.n_layers; }
+  bool feed_forward() const override { return encoder_config_.feed_forward; }
   std::size_t n_heads() const override { return encoder_config_.n_heads; }
   const LayerNorm* final_norm() const override { return body->encoder->final_norm.get(); }
 
@@ -86,6 +88,7 @@ class TokenClassifier : public Model {
   TokenClassifier(const ModelConfig& config, const DataShape& shape, Generator& gen);
   static std::size_t sequence_length(const ModelConfig& config, const DataShape& shape);
   std::size_t n_layers() const override { return encoder_config_.n_layers; }
+  bool feed_forward() const override { return encoder_config_.feed_forward; }
   std::size_t n_heads() const override { return encoder_config_.n_heads; }
   const LayerNorm* final_norm() const override { return body->encoder->final_norm.get(); }
 

@@ -21,6 +21,7 @@ class ViT : public Model {
   // images [B, Cin, Hi, Wi] -> patches [B, N, Cin * P * P], row-major over the patch grid.
   Tensor patchify(const Tensor& images) const;
   std::size_t n_layers() const override { return encoder_config_.n_layers; }
+  bool feed_forward() const override { return encoder_config_.feed_forward; }
   std::size_t n_heads() const override { return encoder_config_.n_heads; }
   // The patches and the CLS token of each image.
   std::size_t tokens_read(const Batch& batch) const override;

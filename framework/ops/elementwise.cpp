@@ -356,7 +356,7 @@ void gelu_pass(const T* x, const T* g, T* h, T* s, std::size_t n) {
   const T c = static_cast<T>(0.5 * M_2_SQRTPI * M_SQRT1_2);  // 1 / sqrt(2 pi)
   std::size_t i = 0;
   for (; i + width <= n; i += width) {
-    // (The products in the order of the earlier xtensor expressions: the same values to the last bit.)
+    // (The products in the order of the earlier xtensor expressions, which gave the same values.)
     const B v = B::load_unaligned(x + i);
     const B erf1 = B(T(1)) + xsimd::erf(v * B(static_cast<T>(M_SQRT1_2)));
     if (h) (B(T(0.5)) * v * erf1).store_unaligned(h + i);
@@ -383,7 +383,12 @@ Tensor gelu_parts(const Tensor& x, const Tensor& grad, bool value, const Tensor&
     const T* pg = grad.defined() ? grad.data<T>() : nullptr;
     T* ph = value ? h.data<T>() : nullptr;
     T* ps = slope.defined() ? const_cast<T*>(slope.data<T>()) : nullptr;
-    parallel_for(x.numel(), kGrain, [&](std::size_t i0, std::size_t i1) {
+    // Split in whole blocks of 64 values, so only the tensor's own tail takes the scalar path (std::erf
+    // and xsimd::erf round differently): the values do not depend on the thread count.
+    constexpr std::size_t kBlock = 64;
+    const std::size_t n = x.numel();
+    parallel_for((n + kBlock - 1) / kBlock, kGrain / kBlock, [&](std::size_t b0, std::size_t b1) {
+      const std::size_t i0 = b0 * kBlock, i1 = std::min(n, b1 * kBlock);
       gelu_pass(px + i0, pg ? pg + i0 : nullptr, ph ? ph + i0 : nullptr, ps ? ps + i0 : nullptr, i1 - i0);
     });
   });

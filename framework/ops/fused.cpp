@@ -208,13 +208,6 @@ Tensor log_softmax(const Tensor& x) {
 
 namespace {
 
-// Layer norm's forward over rows of `cols`: out = x_hat * weight + bias, keeping x_hat and 1/std for the
-// backward.
-struct LayerNormForward {
-  Tensor out, normalized, inv_std;
-};
-namespace {
-
 // y = h * w + b over rows of h (w and b [cols], either undefined), in one pass: a LayerNorm's output from
 // its normalised input.
 Tensor scale_shift_rows(const Tensor& h, const Tensor& w, const Tensor& b) {
@@ -235,8 +228,11 @@ Tensor scale_shift_rows(const Tensor& h, const Tensor& w, const Tensor& b) {
   return y;
 }
 
-}  // namespace
-
+// Layer norm's forward over rows of `cols`: out = x_hat * weight + bias, keeping x_hat and 1/std for the
+// backward.
+struct LayerNormForward {
+  Tensor out, normalized, inv_std;
+};
 LayerNormForward layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   check_last_axis(x, "layer_norm");
   const std::size_t cols = x.size(-1);
@@ -296,12 +292,14 @@ std::vector<Tensor> layer_norm_backward(const Tensor& normalized, const Tensor& 
     const T* ps = inv_std.data<T>();
     const T* pg = g.data<T>();
     const T* pw = w.defined() ? w.data<T>() : nullptr;
-    // One pass over the rows, in as many blocks as there are threads: each block sums its rows' weight
-    // and bias gradients (g h and g) into a row of `partial`, and writes
+    // One pass over the rows, in blocks: each block sums its rows' weight and bias gradients (g h and g)
+    // into a row of `partial`, and writes
     //   dx = rstd * (dh - mean(dh) - h * mean(dh * h)),  dh = g * w.
-    // The blocks' partial sums are added in block order afterwards, so the result does not depend on
-    // which thread ran which block.
-    const std::size_t blocks = std::max<std::size_t>(1, std::min<std::size_t>(static_cast<std::size_t>(num_threads()), rows / 8));
+    // The blocks' partial sums are added in block order afterwards. The blocks depend on the rows alone
+    // (32 rows a block, at most 64 blocks), never on the thread count, so the gradients are the same
+    // whichever threads ran them and however many there were.
+    constexpr std::size_t kRowsPerBlock = 32, kMaxBlocks = 64;
+    const std::size_t blocks = std::clamp<std::size_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, 1, kMaxBlocks);
     std::vector<T> partial((rw || rb) ? blocks * 2 * cols : 0, T(0));
     parallel_for(blocks, 1, [&](std::size_t b0, std::size_t b1) {
       for (std::size_t block = b0; block < b1; ++block) {

@@ -22,4 +22,9 @@ int available_cores() {
   return static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
 }
 
+int default_threads(int requested, int sharers) {
+  if (requested > 0) return requested;
+  return std::max(1, available_cores() / std::max(1, sharers));
+}
+
 }  // namespace attnlab

@@ -17,6 +17,9 @@ void set_num_threads(int threads);
 int num_threads();
 // The machine's cores as this process may use them (its CPU affinity), at least 1.
 int available_cores();
+// The threads a process uses: `requested` when positive, else available_cores() divided among the
+// `sharers` that run at once on this machine (ranks, a comparison's jobs), at least 1.
+int default_threads(int requested, int sharers);
 
 // Calls body(begin, end) on disjoint chunks covering [0, n), in parallel when n is at least 2 * grain
 // and more than one thread is configured; serially (one call) otherwise or inside another parallel region.

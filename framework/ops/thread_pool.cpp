@@ -1,6 +1,7 @@
 #include "framework/ops/thread_pool.hpp"
 
 #include <chrono>
+#include <stdexcept>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -54,6 +55,7 @@ ThreadPool::~ThreadPool() { stop_workers(); }
 bool ThreadPool::in_region() { return t_in_region; }
 
 void ThreadPool::resize(int threads) {
+  if (t_in_region) throw std::logic_error("ThreadPool::resize called inside a parallel region (a worker cannot stop itself)");
   if (threads < 1) threads = 1;
   if (threads == this->threads()) return;
   stop_workers();
@@ -113,7 +115,15 @@ void ThreadPool::run(std::size_t chunks, ChunkFn fn, void* context) {
   if (chunks == 0) return;
   if (workers_.empty() || chunks == 1 || t_in_region) {
     InRegion inside;  // a region inside this one runs serially too
-    for (std::size_t c = 0; c < chunks; ++c) fn(context, c);
+    std::exception_ptr error;
+    for (std::size_t c = 0; c < chunks; ++c) {
+      try {
+        fn(context, c);
+      } catch (...) {
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
     return;
   }
   {

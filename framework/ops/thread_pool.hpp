@@ -26,14 +26,18 @@ class ThreadPool {
   static ThreadPool& instance();
   ~ThreadPool();
 
-  // Threads taking part in a region, the caller included (at least 1). Starts or stops workers.
+  // One thread drives the pool: resize and run are called from one thread at a time (attnlab's main
+  // thread; a run from inside a chunk runs serially on that chunk's thread).
+  //
+  // Threads taking part in a region, the caller included (at least 1). Starts or stops workers; refused
+  // (std::logic_error) from inside a chunk, where it would wait for its own thread.
   void resize(int threads);
   int threads() const { return static_cast<int>(workers_.size()) + 1; }
   // Whether the calling thread is running a chunk (a region inside a chunk runs serially).
   static bool in_region();
 
   // Runs fn(context, c) for every c in [0, chunks) and returns when all have run; the first exception a
-  // chunk throws is rethrown here (the other chunks still run).
+  // chunk throws is rethrown here once every chunk has run, in parallel or serially alike.
   void run(std::size_t chunks, ChunkFn fn, void* context);
 
  private:

@@ -29,6 +29,27 @@ TEST(Engine, SharedSubgraphSumsBothPaths) {
   EXPECT_DOUBLE_EQ(x.grad().item(), 2 * 3 * 4 + 9);
 }
 
+TEST(Engine, GradientsAddedInPlaceNeverChangeATensorSomeoneElseHolds) {
+  // The engine adds into a gradient in place only when nothing else holds it (engine.cpp's sole_owner).
+  Tensor x = from_vector({1.0, 2.0}, {2}, DType::float64).set_requires_grad(true);
+  const Tensor seed = from_vector({0.5, -1.0}, {2}, DType::float64);
+  (x + x).backward(seed);  // add hands one gradient tensor to both of its inputs
+  testing::expect_values(x.grad(), {1.0, -2.0});
+  testing::expect_values(seed, {0.5, -1.0});  // the caller's seed is untouched
+  const Tensor held = x.grad();
+  Tensor y = x * 2.0;
+  y.backward(seed, /*retain_graph=*/true);
+  y.backward(seed);  // a retained graph, twice: the leaf's gradient accumulates each time
+  testing::expect_values(x.grad(), {3.0, -6.0});
+  testing::expect_values(held, {3.0, -6.0});  // accumulation into the leaf's gradient is in place, as in PyTorch
+  testing::expect_values(seed, {0.5, -1.0});
+  Tensor z = from_vector({1.0, 1.0}, {2}, DType::float64).set_requires_grad(true);
+  Tensor shared = reshape(z, {1, 2});  // a view sharing z's storage
+  (sum(shared) + sum(z * 3.0)).backward();
+  testing::expect_values(z.grad(), {4.0, 4.0});
+  testing::expect_values(z, {1.0, 1.0});
+}
+
 TEST(Engine, SecondBackwardThroughReleasedGraphThrows) {
   Tensor x = from_vector({2.0}, {1}).set_requires_grad(true);
   Tensor y = sum(exp(x));

@@ -2,6 +2,9 @@
 // batch, row kernels split by rows, elementwise ops by ranges.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <stdexcept>
+
 #include "framework/ops/parallel.hpp"
 #include "tests/test_util.hpp"
 
@@ -60,6 +63,81 @@ TEST(Parallel, RowKernelsAndElementwiseOpsGiveTheSameValues) {
   expect_same_on_two_threads([&] { return scaled_masked_softmax(reshape(x, {3, 100, 257}), 0.3, Tensor(), true); }, {x});
   const Tensor targets = uniform({300}, gen, 0, 257, DType::float64).to(DType::int64);
   expect_same_on_two_threads([&] { return cross_entropy(x, targets); }, {x});
+}
+
+TEST(Parallel, LayerNormGradientsAreBitForBitTheSameOnOneAndTwoThreads) {
+  // The weight and bias gradients are sums over rows, taken in blocks that depend on the rows alone.
+  Generator gen(3);
+  Tensor x = randn({777, 96}, gen).set_requires_grad(true), w = randn({96}, gen).set_requires_grad(true),
+         b = randn({96}, gen).set_requires_grad(true);
+  const Tensor g = randn({777, 96}, gen);
+  auto grads = [&](int threads) {
+    set_num_threads(threads);
+    for (Tensor t : {x, w, b}) t.zero_grad();
+    layer_norm(x, w, b).backward(g);
+    return std::vector<std::vector<double>>{x.grad().to_vector(), w.grad().to_vector(), b.grad().to_vector()};
+  };
+  const auto one = grads(1), two = grads(2);
+  set_num_threads(1);
+  EXPECT_EQ(one, two);
+}
+
+TEST(Parallel, GeluIsBitForBitTheSameOnOneAndTwoThreads) {
+  // Split in whole SIMD blocks: only the tensor's own tail takes the scalar erf.
+  Generator gen(4);
+  Tensor x = randn({300, 257}, gen).set_requires_grad(true);
+  const Tensor g = randn({300, 257}, gen);
+  auto run = [&](int threads) {
+    set_num_threads(threads);
+    x.zero_grad();
+    Tensor y = gelu(x);
+    y.backward(g);
+    return std::vector<std::vector<double>>{y.to_vector(), x.grad().to_vector()};
+  };
+  const auto one = run(1), two = run(2);
+  set_num_threads(1);
+  EXPECT_EQ(one, two);
+}
+
+TEST(ThreadPool, NestedRegionsRunSeriallyAndBackToBackRegionsAllComplete) {
+  set_num_threads(2);
+  std::vector<std::atomic<int>> hits(64);
+  for (int round = 0; round < 2000; ++round)
+    parallel_for(hits.size(), 8, [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) {
+        EXPECT_TRUE(ThreadPool::in_region());
+        parallel_for(4, 1, [&](std::size_t ib, std::size_t ie) { hits[i] += static_cast<int>(ie - ib); });  // serial inside
+      }
+    });
+  set_num_threads(1);
+  for (const auto& h : hits) EXPECT_EQ(h.load(), 2000 * 4);
+}
+
+TEST(ThreadPool, ResizingBetweenRegionsWorksAndInsideOneIsRefused) {
+  for (int threads : {2, 1, 2, 2, 1}) {
+    set_num_threads(threads);
+    EXPECT_EQ(ThreadPool::instance().threads(), threads);
+    std::atomic<int> sum{0};
+    parallel_for(1000, 10, [&](std::size_t b, std::size_t e) { sum += static_cast<int>(e - b); });
+    EXPECT_EQ(sum.load(), 1000);
+  }
+  set_num_threads(2);
+  EXPECT_THROW(parallel_for(100, 10, [&](std::size_t, std::size_t) { ThreadPool::instance().resize(1); }), std::logic_error);
+  set_num_threads(1);
+}
+
+TEST(ThreadPool, AChunksExceptionReachesTheCallerAfterTheOtherChunksRan) {
+  set_num_threads(2);
+  std::atomic<int> ran{0};
+  EXPECT_THROW(ThreadPool::instance().run(
+                   8, [](void* context, std::size_t chunk) {
+                     ++*static_cast<std::atomic<int>*>(context);
+                     if (chunk == 3) throw std::runtime_error("chunk 3");
+                   },
+                   &ran),
+               std::runtime_error);
+  EXPECT_EQ(ran.load(), 8);
+  set_num_threads(1);
 }
 
 }  // namespace
