@@ -9,8 +9,8 @@
 // output and per-row log-sum-exp L are written once at the end.
 //
 // Backward, per chunk of keys (its K^T, V^T packed, its dK, dV accumulated in place), per block of
-// query rows that see it: P = exp(scale s + bias - L) and dS' = P (dP - D) with dP = dO V^T and
-// D_i = dO_i . O_i, both tile by tile, then dQ += dS' K for the block's rows, dV += P^T dO and
+// query rows that see it: the logits and dP = dO V^T tile by tile, then P = exp(scale s + bias - L) and
+// dS' = P (dP - D) with D_i = dO_i . O_i in a streaming pass per row, then dQ += dS' K for the block's rows, dV += P^T dO and
 // dK += dS'^T (scale Q) (A read down its columns, as broadcasts); dQ is scaled at the end. Tiles that
 // no row of them may see are skipped (causal: about half of them; a window: all but its band), and each
 // product's inner range is cut to the keys (or rows) the tile's rows (or keys) see.
@@ -415,61 +415,64 @@ struct BackwardRows {
 };
 
 // Rows [i, i + MR) against the chunk: P = exp(scale s + bias - L) and dS' = P (dP - D) (dS without its
-// scale) into p, ds (rows of [., Bc], zero where no row of a tile sees its keys), then dQ += dS' K for
-// these rows.
+// scale) into p, ds (rows of [., Bc], zero outside the keys the rows see), then dQ += dS' K for these
+// rows. The logits and dP = dO V^T come from register tiles (stored straight from the registers where
+// no mask or bias touches the tile); the exp and dS' follow in a streaming pass per row.
 template <class T, int MR>
-void backward_row_tile(const Head<T>& h, const BackwardChunk<T>& ch, const BackwardRows<T>& a, std::size_t i, T* p, T* ds) {
+__attribute__((noinline)) void backward_row_tile(const Head<T>& h, const BackwardChunk<T>& ch, const BackwardRows<T>& a, std::size_t i,
+                                                 T* p, T* ds) {
   constexpr std::size_t W = kLanes<T>;
   const HeadShape& s = h.shape;
   const std::size_t bc = h.t.bc, dp = h.t.dp;
+  const std::size_t vectors = (ch.c + W - 1) / W;
   const RowSpan rows(s, i, MR);
-  const Bias<T> bias = h.bias;
-  const bool alibi = bias.any();
-  flash::for_each_col_tile(0, (ch.c + W - 1) / W, [&](auto nv, std::size_t v0) {
-    constexpr int NV = decltype(nv)::value;
-    const std::size_t j = ch.c0 + v0 * W;
-    const TileKind kind = h.kind(rows, j, NV * W);
-    if (kind == TileKind::hidden) {
-      for (int r = 0; r < MR; ++r)
-        for (int v = 0; v < NV; ++v) {
-          flash::store(p + r * bc + (v0 + v) * W, Vec<T>{});
-          flash::store(ds + r * bc + (v0 + v) * W, Vec<T>{});
-        }
-      return;
-    }
-    const Acc<T, MR, NV> scores = flash::multiply<T, MR, NV>(h.queries + i * h.t.dp, h.t.dp, 1, ch.keys_t + v0 * W, bc, 0, s.d);
-    for (int r = 0; r < MR; ++r)
-      for (int v = 0; v < NV; ++v) {
-        Vec<T> weight = flash::exp<T>(bias(scores.v[r][v], i + r, j + v * W, alibi) - a.lse[i + r]);
-        if (kind == TileKind::mixed) weight = h.visible_lanes(i + r, j + v * W) ? weight : Vec<T>{};
-        flash::store(p + r * bc + (v0 + v) * W, weight);
-      }
-    const Acc<T, MR, NV> dweights = flash::multiply<T, MR, NV>(a.g + i * s.dv, s.dv, 1, ch.values_t + v0 * W, bc, 0, s.dv);
-    for (int r = 0; r < MR; ++r)
-      for (int v = 0; v < NV; ++v) {
-        if (!a.delta) {  // dP for now
-          flash::store(ds + r * bc + (v0 + v) * W, dweights.v[r][v]);
-          continue;
-        }
-        const Vec<T> weight = flash::load(p + r * bc + (v0 + v) * W);
-        flash::store(ds + r * bc + (v0 + v) * W, weight * (dweights.v[r][v] - a.delta[i + r]));
-      }
-  });
-  if (!a.delta) {
-    // The chunk holds each row's every key: D = sum_j P_ij dP_ij over it, then dS' = P (dP - D).
-    const std::size_t vectors = (ch.c + W - 1) / W;
-    for (int r = 0; r < MR; ++r) {
-      const T* pr = p + r * bc;
-      T* dr = ds + r * bc;
-      Vec<T> total{};
-      for (std::size_t v = 0; v < vectors; ++v) total += flash::load(pr + v * W) * flash::load(dr + v * W);
-      const T d_row = flash::horizontal_sum<T>(total);
-      for (std::size_t v = 0; v < vectors; ++v) flash::store(dr + v * W, flash::load(pr + v * W) * (flash::load(dr + v * W) - d_row));
-    }
-  }
   const std::pair<std::size_t, std::size_t> seen = h.seen_keys(rows, ch.c0, ch.c);
   const std::size_t lo = seen.first, hi = seen.second;
-  if (lo >= hi) return;
+  if (lo >= hi) {
+    for (int r = 0; r < MR; ++r) {
+      std::fill(p + r * bc, p + r * bc + vectors * W, T(0));
+      std::fill(ds + r * bc, ds + r * bc + vectors * W, T(0));
+    }
+    return;
+  }
+  const std::size_t v_lo = lo / W, v_hi = (hi + W - 1) / W;
+  for (int r = 0; r < MR; ++r) {  // keys none of the rows sees: weights 0
+    std::fill(p + r * bc, p + r * bc + v_lo * W, T(0));
+    std::fill(p + r * bc + v_hi * W, p + r * bc + vectors * W, T(0));
+    std::fill(ds + r * bc, ds + r * bc + v_lo * W, T(0));
+    std::fill(ds + r * bc + v_hi * W, ds + r * bc + vectors * W, T(0));
+  }
+  Vec<T> top[MR];  // unused: the backward knows each row's L
+  store_logits<T, MR>(h, ch.keys_t, ch.c0, rows, i, v_lo, v_hi, p, top);
+  flash::for_each_col_tile(v_lo, v_hi, [&](auto nv, std::size_t v0) {
+    constexpr int NV = decltype(nv)::value;
+    if (h.kind(rows, ch.c0 + v0 * W, NV * W) == TileKind::hidden) {
+      for (int r = 0; r < MR; ++r)
+        for (int v = 0; v < NV; ++v) flash::store(ds + r * bc + (v0 + v) * W, Vec<T>{});
+      return;
+    }
+    const Acc<T, MR, NV> dweights = flash::multiply<T, MR, NV>(a.g + i * s.dv, s.dv, 1, ch.values_t + v0 * W, bc, 0, s.dv);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) flash::store(ds + r * bc + (v0 + v) * W, dweights.v[r][v]);
+  });
+  for (int r = 0; r < MR; ++r) {
+    T* pr = p + r * bc;
+    T* dr = ds + r * bc;
+    const Vec<T> lse = flash::splat(a.lse[i + r]);
+    for (std::size_t v = v_lo; v < v_hi; ++v) flash::store(pr + v * W, flash::exp<T>(flash::load(pr + v * W) - lse));
+    T d_row;
+    if (a.delta) {
+      d_row = a.delta[i + r];
+    } else {  // the chunk holds each row's every key: D = sum_j P_ij dP_ij over it
+      Vec<T> total{};
+      for (std::size_t v = v_lo; v < v_hi; ++v) total += flash::load(pr + v * W) * flash::load(dr + v * W);
+      d_row = flash::horizontal_sum<T>(total);
+    }
+    const Vec<T> d = flash::splat(d_row);
+    for (std::size_t v = v_lo; v < v_hi; ++v) flash::store(dr + v * W, flash::load(pr + v * W) * (flash::load(dr + v * W) - d));
+  }
   flash::for_each_col_tile(0, dp / W, [&](auto nv, std::size_t v0) {
     constexpr int NV = decltype(nv)::value;
     const Acc<T, MR, NV> acc = flash::multiply<T, MR, NV>(ds, bc, 1, ch.keys + v0 * W, dp, lo, hi);
