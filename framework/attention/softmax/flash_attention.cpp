@@ -3,13 +3,14 @@
 // Forward, per block of Br query rows and chunk of Bc keys (K^T packed once per head in chunks
 // [D, Bc], so a tile's B rows are contiguous; Q scaled once): for each tile of up to 6 rows, the scores
 // against the chunk's keys those rows may see (6 x 16 tiles: Q values broadcast, K^T rows loaded; ALiBi
-// bias, masks and the exp applied in registers), an online-softmax update of the rows' running max and
-// sum (the accumulated output rescaled when the max grows by more than a margin), and O += P V over the
-// keys the rows see. The block's output and per-row log-sum-exp L are written once at the end.
+// bias and masks applied in registers) with each row's max over them, then per row an online-softmax
+// update of its running max and sum (the accumulated output rescaled when the max grows) and the exp in
+// one streaming pass over the row's logits, and O += P V over the keys the rows see. The block's
+// output and per-row log-sum-exp L are written once at the end.
 //
 // Backward, per chunk of keys (its K^T, V^T packed, its dK, dV accumulated in place), per block of
-// query rows that see it: P = exp(scale s + bias - L) and dS' = P (dP - D) with dP = dO V^T and
-// D_i = dO_i . O_i, both tile by tile, then dQ += dS' K for the block's rows, dV += P^T dO and
+// query rows that see it: the logits and dP = dO V^T tile by tile, then P = exp(scale s + bias - L) and
+// dS' = P (dP - D) with D_i = dO_i . O_i in a streaming pass per row, then dQ += dS' K for the block's rows, dV += P^T dO and
 // dK += dS'^T (scale Q) (A read down its columns, as broadcasts); dQ is scaled at the end. Tiles that
 // no row of them may see are skipped (causal: about half of them; a window: all but its band), and each
 // product's inner range is cut to the keys (or rows) the tile's rows (or keys) see.
@@ -231,46 +232,55 @@ struct ForwardChunk {
   std::size_t c0, c;
 };
 
-// The scores of rows [i, i + MR) against the chunk's vectors [v_lo, v_hi), tile by tile: visible(r, v, x)
-// for each vector x of logits (scale s + bias, masked keys -inf) of row i + r at vector v of the chunk,
-// hidden(r, v) for the vectors of tiles none of the rows sees.
-template <class T, int MR, class Visible, class Hidden>
-void for_each_score_vector(const Head<T>& h, const ForwardChunk<T>& ch, const RowSpan& rows, std::size_t i, std::size_t v_lo,
-                           std::size_t v_hi, Visible&& visible, Hidden&& hidden) {
+// The logits (scale s + bias, -inf where masked) of rows [i, i + MR) against the chunk's vectors
+// [v_lo, v_hi) into rows of out [., Bc], tile by tile, and each row's max over them into top. Tiles
+// that all rows see whole and no bias touches (all but the edges of a mask) are stored straight from
+// the registers; the others take the bias and the mask lane by lane; tiles none of the rows sees get -inf.
+template <class T, int MR>
+void store_logits(const Head<T>& h, const T* keys_t, std::size_t c0, const RowSpan& rows, std::size_t i, std::size_t v_lo,
+                  std::size_t v_hi, T* out, Vec<T>* top) {
   constexpr std::size_t W = kLanes<T>;
+  constexpr T neg_inf = -std::numeric_limits<T>::infinity();
+  const std::size_t bc = h.t.bc;
   const Bias<T> bias = h.bias;
   const bool alibi = bias.any();
   flash::for_each_col_tile(v_lo, v_hi, [&](auto nv, std::size_t v0) {
     constexpr int NV = decltype(nv)::value;
-    const std::size_t j = ch.c0 + v0 * W;
+    const std::size_t j = c0 + v0 * W;
     const TileKind kind = h.kind(rows, j, NV * W);
     if (kind == TileKind::hidden) {
       for (int r = 0; r < MR; ++r)
-        for (int v = 0; v < NV; ++v) hidden(r, v0 + v);
+        for (int v = 0; v < NV; ++v) flash::store(out + r * bc + (v0 + v) * W, flash::splat(neg_inf));
       return;
     }
-    const Acc<T, MR, NV> acc = flash::multiply<T, MR, NV>(h.queries + i * h.t.dp, h.t.dp, 1, ch.keys_t + v0 * W, h.t.bc, 0, h.shape.d);
+    const Acc<T, MR, NV> acc = flash::multiply<T, MR, NV>(h.queries + i * h.t.dp, h.t.dp, 1, keys_t + v0 * W, bc, 0, h.shape.d);
+    if (kind == TileKind::visible && !alibi) {
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+        for (int v = 0; v < NV; ++v) {
+          flash::store(out + r * bc + (v0 + v) * W, acc.v[r][v]);
+          top[r] = flash::max(acc.v[r][v], top[r]);
+        }
+      return;
+    }
     for (int r = 0; r < MR; ++r)
       for (int v = 0; v < NV; ++v) {
         Vec<T> x = bias(acc.v[r][v], i + r, j + v * W, alibi);
-        if (kind == TileKind::mixed) x = h.visible_lanes(i + r, j + v * W) ? x : flash::splat(-std::numeric_limits<T>::infinity());
-        visible(r, v0 + v, x);
+        if (kind == TileKind::mixed) x = h.visible_lanes(i + r, j + v * W) ? x : flash::splat(neg_inf);
+        flash::store(out + r * bc + (v0 + v) * W, x);
+        top[r] = flash::max(x, top[r]);
       }
   });
 }
 
-// How far a chunk's scores may rise above a row's running max m before the row is rescaled: until then
-// its weights are exp(x - m) <= e^16 (no overflow: its sum stays below 4096 e^16 e^16 for any length a
-// float row holds), so a chunk takes one pass, the exp applied while the scores are in registers.
-constexpr double kRescaleMargin = 16;
-
-// Rows [i, i + MR) of the block (its row r0 on) against the chunk: their weights exp(x - m) into scores
-// and their sum added to l, with m their running max, then out += P V. A chunk takes one pass when m
-// is known and no score exceeds it by kRescaleMargin; else (a row's first chunk, or a score that high)
-// two: the scores, the chunk's max, m raised to it (the row's output and l rescaled by exp(m_old -
-// m_new)), then the weights.
+// Rows [i, i + MR) of the block (its row r0 on) against the chunk, in three passes while the chunk's
+// [MR, C] logits stay in L1: the logits and each row's max over the chunk (register tiles); per row, the
+// running max m raised to that max (the row's output and sum l rescaled by exp(m_old - m_new)), the
+// weights exp(x - m) in place and their sum added to l (a streaming pass, whose vectors are
+// independent so the core overlaps their exps); then out += P V over the keys the rows see.
 template <class T, int MR>
-void forward_row_tile(const Head<T>& h, const ForwardChunk<T>& ch, std::size_t i, T* scores, T* out, T* row_max, T* row_sum) {
+__attribute__((noinline)) void forward_row_tile(const Head<T>& h, const ForwardChunk<T>& ch, std::size_t i, T* scores, T* out, T* row_max, T* row_sum) {
   constexpr std::size_t W = kLanes<T>;
   constexpr T neg_inf = -std::numeric_limits<T>::infinity();
   const std::size_t bc = h.t.bc, dvp = h.t.dvp;
@@ -279,60 +289,30 @@ void forward_row_tile(const Head<T>& h, const ForwardChunk<T>& ch, std::size_t i
   const std::size_t lo = seen.first, hi = seen.second;
   if (lo >= hi) return;
   const std::size_t v_lo = lo / W, v_hi = (hi + W - 1) / W;
-  bool one_pass = true;
-  for (int r = 0; r < MR; ++r) one_pass = one_pass && row_max[r] != neg_inf;
-  if (one_pass) {
-    T m[MR];
-    Vec<T> total[MR];
-    typename flash::Simd<T>::I over{};
-    for (int r = 0; r < MR; ++r) m[r] = row_max[r], total[r] = Vec<T>{};
-    for_each_score_vector<T, MR>(
-        h, ch, rows, i, v_lo, v_hi,
-        [&](int r, std::size_t v, Vec<T> x) {
-          const Vec<T> p = flash::exp<T>(x - m[r]);
-          flash::store(scores + r * bc + v * W, p);
-          total[r] += p;
-          over |= x > m[r] + T(kRescaleMargin);
-        },
-        [&](int r, std::size_t v) { flash::store(scores + r * bc + v * W, Vec<T>{}); });
-    bool rescale = false;
-    for (std::size_t l = 0; l < kLanes<T>; ++l) rescale = rescale || over[l];
-    if (!rescale)
-      for (int r = 0; r < MR; ++r) row_sum[r] += flash::horizontal_sum<T>(total[r]);
-    one_pass = !rescale;
-  }
-  if (!one_pass) {
-    Vec<T> top[MR];  // each row's max over the chunk, kept while its scores are in registers
-    for (int r = 0; r < MR; ++r) top[r] = flash::splat(neg_inf);
-    for_each_score_vector<T, MR>(
-        h, ch, rows, i, v_lo, v_hi,
-        [&](int r, std::size_t v, Vec<T> x) {
-          flash::store(scores + r * bc + v * W, x);
-          top[r] = flash::max(x, top[r]);
-        },
-        [&](int r, std::size_t v) { flash::store(scores + r * bc + v * W, flash::splat(neg_inf)); });
-    for (int r = 0; r < MR; ++r) {
-      T* sr = scores + r * bc;
-      const T m_chunk = flash::horizontal_max<T>(top[r]);
-      if (m_chunk == neg_inf) {  // the row sees none of these keys (or only padded ones): weights 0
-        std::fill(sr + v_lo * W, sr + v_hi * W, T(0));
-        continue;
-      }
-      if (m_chunk > row_max[r]) {
-        const T alpha = std::exp(row_max[r] - m_chunk);  // 0 when the row saw no key before
-        row_sum[r] *= alpha;
-        for (std::size_t c = 0; c < dvp; ++c) out[r * dvp + c] *= alpha;
-        row_max[r] = m_chunk;
-      }
-      const T m = row_max[r];
-      Vec<T> total{};
-      for (std::size_t v = v_lo; v < v_hi; ++v) {
-        const Vec<T> p = flash::exp<T>(flash::load(sr + v * W) - m);
-        flash::store(sr + v * W, p);
-        total += p;
-      }
-      row_sum[r] += flash::horizontal_sum<T>(total);
+  Vec<T> top[MR];
+  for (int r = 0; r < MR; ++r) top[r] = flash::splat(neg_inf);
+  store_logits<T, MR>(h, ch.keys_t, ch.c0, rows, i, v_lo, v_hi, scores, top);
+  for (int r = 0; r < MR; ++r) {
+    T* sr = scores + r * bc;
+    const T m_chunk = flash::horizontal_max<T>(top[r]);
+    if (m_chunk == neg_inf) {  // the row sees none of these keys (or only padded ones): weights 0
+      std::fill(sr + v_lo * W, sr + v_hi * W, T(0));
+      continue;
     }
+    if (m_chunk > row_max[r]) {
+      const T alpha = std::exp(row_max[r] - m_chunk);  // 0 when the row saw no key before
+      row_sum[r] *= alpha;
+      for (std::size_t c = 0; c < dvp; ++c) out[r * dvp + c] *= alpha;
+      row_max[r] = m_chunk;
+    }
+    const Vec<T> m = flash::splat(row_max[r]);
+    Vec<T> total{};
+    for (std::size_t v = v_lo; v < v_hi; ++v) {
+      const Vec<T> p = flash::exp<T>(flash::load(sr + v * W) - m);
+      flash::store(sr + v * W, p);
+      total += p;
+    }
+    row_sum[r] += flash::horizontal_sum<T>(total);
   }
   flash::for_each_col_tile(0, dvp / W, [&](auto nv, std::size_t v0) {
     constexpr int NV = decltype(nv)::value;
@@ -435,61 +415,64 @@ struct BackwardRows {
 };
 
 // Rows [i, i + MR) against the chunk: P = exp(scale s + bias - L) and dS' = P (dP - D) (dS without its
-// scale) into p, ds (rows of [., Bc], zero where no row of a tile sees its keys), then dQ += dS' K for
-// these rows.
+// scale) into p, ds (rows of [., Bc], zero outside the keys the rows see), then dQ += dS' K for these
+// rows. The logits and dP = dO V^T come from register tiles (stored straight from the registers where
+// no mask or bias touches the tile); the exp and dS' follow in a streaming pass per row.
 template <class T, int MR>
-void backward_row_tile(const Head<T>& h, const BackwardChunk<T>& ch, const BackwardRows<T>& a, std::size_t i, T* p, T* ds) {
+__attribute__((noinline)) void backward_row_tile(const Head<T>& h, const BackwardChunk<T>& ch, const BackwardRows<T>& a, std::size_t i,
+                                                 T* p, T* ds) {
   constexpr std::size_t W = kLanes<T>;
   const HeadShape& s = h.shape;
   const std::size_t bc = h.t.bc, dp = h.t.dp;
+  const std::size_t vectors = (ch.c + W - 1) / W;
   const RowSpan rows(s, i, MR);
-  const Bias<T> bias = h.bias;
-  const bool alibi = bias.any();
-  flash::for_each_col_tile(0, (ch.c + W - 1) / W, [&](auto nv, std::size_t v0) {
-    constexpr int NV = decltype(nv)::value;
-    const std::size_t j = ch.c0 + v0 * W;
-    const TileKind kind = h.kind(rows, j, NV * W);
-    if (kind == TileKind::hidden) {
-      for (int r = 0; r < MR; ++r)
-        for (int v = 0; v < NV; ++v) {
-          flash::store(p + r * bc + (v0 + v) * W, Vec<T>{});
-          flash::store(ds + r * bc + (v0 + v) * W, Vec<T>{});
-        }
-      return;
-    }
-    const Acc<T, MR, NV> scores = flash::multiply<T, MR, NV>(h.queries + i * h.t.dp, h.t.dp, 1, ch.keys_t + v0 * W, bc, 0, s.d);
-    for (int r = 0; r < MR; ++r)
-      for (int v = 0; v < NV; ++v) {
-        Vec<T> weight = flash::exp<T>(bias(scores.v[r][v], i + r, j + v * W, alibi) - a.lse[i + r]);
-        if (kind == TileKind::mixed) weight = h.visible_lanes(i + r, j + v * W) ? weight : Vec<T>{};
-        flash::store(p + r * bc + (v0 + v) * W, weight);
-      }
-    const Acc<T, MR, NV> dweights = flash::multiply<T, MR, NV>(a.g + i * s.dv, s.dv, 1, ch.values_t + v0 * W, bc, 0, s.dv);
-    for (int r = 0; r < MR; ++r)
-      for (int v = 0; v < NV; ++v) {
-        if (!a.delta) {  // dP for now
-          flash::store(ds + r * bc + (v0 + v) * W, dweights.v[r][v]);
-          continue;
-        }
-        const Vec<T> weight = flash::load(p + r * bc + (v0 + v) * W);
-        flash::store(ds + r * bc + (v0 + v) * W, weight * (dweights.v[r][v] - a.delta[i + r]));
-      }
-  });
-  if (!a.delta) {
-    // The chunk holds each row's every key: D = sum_j P_ij dP_ij over it, then dS' = P (dP - D).
-    const std::size_t vectors = (ch.c + W - 1) / W;
-    for (int r = 0; r < MR; ++r) {
-      const T* pr = p + r * bc;
-      T* dr = ds + r * bc;
-      Vec<T> total{};
-      for (std::size_t v = 0; v < vectors; ++v) total += flash::load(pr + v * W) * flash::load(dr + v * W);
-      const T d_row = flash::horizontal_sum<T>(total);
-      for (std::size_t v = 0; v < vectors; ++v) flash::store(dr + v * W, flash::load(pr + v * W) * (flash::load(dr + v * W) - d_row));
-    }
-  }
   const std::pair<std::size_t, std::size_t> seen = h.seen_keys(rows, ch.c0, ch.c);
   const std::size_t lo = seen.first, hi = seen.second;
-  if (lo >= hi) return;
+  if (lo >= hi) {
+    for (int r = 0; r < MR; ++r) {
+      std::fill(p + r * bc, p + r * bc + vectors * W, T(0));
+      std::fill(ds + r * bc, ds + r * bc + vectors * W, T(0));
+    }
+    return;
+  }
+  const std::size_t v_lo = lo / W, v_hi = (hi + W - 1) / W;
+  for (int r = 0; r < MR; ++r) {  // keys none of the rows sees: weights 0
+    std::fill(p + r * bc, p + r * bc + v_lo * W, T(0));
+    std::fill(p + r * bc + v_hi * W, p + r * bc + vectors * W, T(0));
+    std::fill(ds + r * bc, ds + r * bc + v_lo * W, T(0));
+    std::fill(ds + r * bc + v_hi * W, ds + r * bc + vectors * W, T(0));
+  }
+  Vec<T> top[MR];  // unused: the backward knows each row's L
+  store_logits<T, MR>(h, ch.keys_t, ch.c0, rows, i, v_lo, v_hi, p, top);
+  flash::for_each_col_tile(v_lo, v_hi, [&](auto nv, std::size_t v0) {
+    constexpr int NV = decltype(nv)::value;
+    if (h.kind(rows, ch.c0 + v0 * W, NV * W) == TileKind::hidden) {
+      for (int r = 0; r < MR; ++r)
+        for (int v = 0; v < NV; ++v) flash::store(ds + r * bc + (v0 + v) * W, Vec<T>{});
+      return;
+    }
+    const Acc<T, MR, NV> dweights = flash::multiply<T, MR, NV>(a.g + i * s.dv, s.dv, 1, ch.values_t + v0 * W, bc, 0, s.dv);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) flash::store(ds + r * bc + (v0 + v) * W, dweights.v[r][v]);
+  });
+  for (int r = 0; r < MR; ++r) {
+    T* pr = p + r * bc;
+    T* dr = ds + r * bc;
+    const Vec<T> lse = flash::splat(a.lse[i + r]);
+    for (std::size_t v = v_lo; v < v_hi; ++v) flash::store(pr + v * W, flash::exp<T>(flash::load(pr + v * W) - lse));
+    T d_row;
+    if (a.delta) {
+      d_row = a.delta[i + r];
+    } else {  // the chunk holds each row's every key: D = sum_j P_ij dP_ij over it
+      Vec<T> total{};
+      for (std::size_t v = v_lo; v < v_hi; ++v) total += flash::load(pr + v * W) * flash::load(dr + v * W);
+      d_row = flash::horizontal_sum<T>(total);
+    }
+    const Vec<T> d = flash::splat(d_row);
+    for (std::size_t v = v_lo; v < v_hi; ++v) flash::store(dr + v * W, flash::load(pr + v * W) * (flash::load(dr + v * W) - d));
+  }
   flash::for_each_col_tile(0, dp / W, [&](auto nv, std::size_t v0) {
     constexpr int NV = decltype(nv)::value;
     const Acc<T, MR, NV> acc = flash::multiply<T, MR, NV>(ds, bc, 1, ch.keys + v0 * W, dp, lo, hi);
