@@ -14,22 +14,30 @@
 namespace attnlab {
 namespace {
 
-// One product C [m, n] = op(A) op(B) of contiguous operands, split into blocks of rows (or columns, when
-// n > m) across attnlab's threads when it is large enough to pay for it. OpenBLAS itself runs on one
-// thread (see parallel.hpp), so this is the only pool.
+// One product C [m, n] = op(A) op(B) + beta C of contiguous operands, split into blocks of rows (or
+// columns, when n > m) across attnlab's threads when it is large enough to pay for it. OpenBLAS itself
+// runs on one thread (see parallel.hpp), so this is the only pool. With `row_init` ([n]), every row of C
+// starts as it instead (a Linear layer's bias), written by each block just before its product, while
+// the block's rows are in cache and on every thread.
 template <class T>
-void product(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const T* a, const T* b, T* c, T beta = T(0)) {
+void product(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const T* a, const T* b, T* c, T beta = T(0),
+             const T* row_init = nullptr) {
   const std::size_t lda = ta ? m : k, ldb = tb ? k : n;
+  const T block_beta = row_init ? T(1) : beta;
   constexpr std::size_t kMinFlopsPerThread = 1 << 21;
   if (m >= n) {
     parallel_for(m, std::max<std::size_t>(8, kMinFlopsPerThread / std::max<std::size_t>(2 * n * k, 1)),
                  [&](std::size_t r0, std::size_t r1) {
-                   gemm(ta, tb, r1 - r0, n, k, ta ? a + r0 : a + r0 * k, lda, b, ldb, c + r0 * n, n, beta);
+                   if (row_init)
+                     for (std::size_t r = r0; r < r1; ++r) std::copy(row_init, row_init + n, c + r * n);
+                   gemm(ta, tb, r1 - r0, n, k, ta ? a + r0 : a + r0 * k, lda, b, ldb, c + r0 * n, n, block_beta);
                  });
   } else {
     parallel_for(n, std::max<std::size_t>(8, kMinFlopsPerThread / std::max<std::size_t>(2 * m * k, 1)),
                  [&](std::size_t c0, std::size_t c1) {
-                   gemm(ta, tb, m, c1 - c0, k, a, lda, tb ? b + c0 * k : b + c0, ldb, c + c0, n, beta);
+                   if (row_init)
+                     for (std::size_t r = 0; r < m; ++r) std::copy(row_init + c0, row_init + c1, c + r * n + c0);
+                   gemm(ta, tb, m, c1 - c0, k, a, lda, tb ? b + c0 * k : b + c0, ldb, c + c0, n, block_beta);
                  });
   }
 }
@@ -192,13 +200,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   dispatch_floating(x.dtype(), "linear", [&](auto tag) {
     using T = typename decltype(tag)::type;
     T* pc = out.data<T>();
-    if (!bias.defined()) {
-      product(false, true, rows, out_features, in, x.data<T>(), weight.data<T>(), pc);
-      return;
-    }
-    const T* pb = bias.data<T>();
-    for (std::size_t r = 0; r < rows; ++r) std::copy(pb, pb + out_features, pc + r * out_features);
-    product(false, true, rows, out_features, in, x.data<T>(), weight.data<T>(), pc, T(1));
+    product(false, true, rows, out_features, in, x.data<T>(), weight.data<T>(), pc, T(0), bias.defined() ? bias.data<T>() : nullptr);
   });
   if (needs_grad({&x, &weight, &bias})) {
     record(out, "linear", {x, weight, bias},

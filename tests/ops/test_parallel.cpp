@@ -51,6 +51,11 @@ TEST(Parallel, MatmulSplitsGiveTheSameProducts) {
   expect_same_on_two_threads([&] { return matmul(wide_a, wide_b); }, {wide_a, wide_b});  // columns split
   Tensor q = randn({6, 4, 64, 16}, gen).set_requires_grad(true), k = randn({6, 4, 64, 16}, gen).set_requires_grad(true);
   expect_same_on_two_threads([&] { return matmul(q, k, false, true); }, {q, k});  // batch split
+  // linear's bias is each block's starting value, written by the block's own thread
+  Tensor bias = randn({160}, gen).set_requires_grad(true), wide_bias = randn({256}, gen).set_requires_grad(true);
+  expect_same_on_two_threads([&] { return linear(tall, w, bias); }, {tall, w, bias});  // rows split
+  Tensor few = randn({40, 900}, gen).set_requires_grad(true), many_out = randn({256, 900}, gen).set_requires_grad(true);
+  expect_same_on_two_threads([&] { return linear(few, many_out, wide_bias); }, {few, many_out, wide_bias});  // columns split
 }
 
 TEST(Parallel, RowKernelsAndElementwiseOpsGiveTheSameValues) {
