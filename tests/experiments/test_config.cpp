@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <set>
 
+#include <unistd.h>
+
 #include "experiments/runner/compare.hpp"
 #include "experiments/runner/config.hpp"
 #include "framework/io/atomic_file.hpp"
@@ -55,8 +57,9 @@ const char* const kEveryKey[] = {
 };
 
 // A scan config reading its pairs from files (written here: the config reads them to size the model).
+std::string scan_files_dir() { return ::testing::TempDir() + "attnlab_scan_config_" + std::to_string(::getpid()); }  // one per process
 std::string scan_files_config() {
-  const std::string dir = ::testing::TempDir() + "attnlab_scan_config";
+  const std::string dir = scan_files_dir();
   std::filesystem::create_directories(dir);
   write_file_atomically(dir + "/train.txt", "IN: jump twice OUT: I_JUMP I_JUMP\nIN: walk OUT: I_WALK\n");
   write_file_atomically(dir + "/test.txt", "IN: walk twice OUT: I_WALK I_WALK\n");
@@ -78,6 +81,7 @@ TEST(Config, EveryKeyRoundTripsThroughTheResolvedConfig) {
   }
   for (const std::string& key : config_keys())
     EXPECT_TRUE(changed.count(key)) << key << " keeps its default in every config of this test: set it in one of kEveryKey";
+  std::filesystem::remove_all(scan_files_dir());
 }
 
 TEST(Config, ResumableKeysAreTheOnlyOnesARunMayChange) {
