@@ -65,6 +65,24 @@ void accumulate_leaf(const Tensor& leaf, Tensor grad) {
   }
 }
 
+// For every node reachable from the root, how many edges from other reachable nodes lead to it.
+std::unordered_map<Node*, int> count_dependencies(Node* root) {
+  std::unordered_map<Node*, int> dependencies{{root, 0}};
+  std::vector<Node*> stack{root};
+  while (!stack.empty()) {
+    Node* node = stack.back();
+    stack.pop_back();
+    for (const Edge& edge : node->edges()) {
+      Node* next = edge.node.get();
+      if (!next) continue;
+      auto [it, inserted] = dependencies.try_emplace(next, 0);
+      ++it->second;
+      if (inserted) stack.push_back(next);
+    }
+  }
+  return dependencies;
+}
+
 }  // namespace
 
 void Tensor::backward(const Tensor& grad, bool retain_graph) const {
@@ -92,21 +110,9 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
     return;
   }
 
-  // Count, for every node reachable from the root, how many edges from other reachable nodes lead to it.
   Node* root = grad_fn().get();
-  std::unordered_map<Node*, int> dependencies{{root, 0}};
-  std::vector<Node*> stack{root};
-  while (!stack.empty()) {
-    Node* node = stack.back();
-    stack.pop_back();
-    for (const Edge& edge : node->edges()) {
-      Node* next = edge.node.get();
-      if (!next) continue;
-      auto [it, inserted] = dependencies.try_emplace(next, 0);
-      ++it->second;
-      if (inserted) stack.push_back(next);
-    }
-  }
+  std::unordered_map<Node*, int> dependencies = count_dependencies(root);
+  std::vector<Node*> stack;
 
   // Run nodes once all their consumers have contributed their gradient: one per output of the node.
   std::unordered_map<Node*, std::vector<Tensor>> pending;
