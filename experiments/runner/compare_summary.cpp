@@ -251,13 +251,27 @@ void write_comparison_summary(const CompareSpec& spec, const std::vector<Planned
   for (std::size_t i = 0; i < columns.size(); ++i) md << "---|";
   md << "\n";
   table << "</tr>";
+  // The selected axis's cell: the chosen value, "-" before any run that chooses has finished, and how many
+  // values have been tried while some are still to run (the best so far is not yet the best of all).
+  auto chosen_text = [&](const Cell& shown_cell) {
+    if (shown_cell.by_choosing.empty()) return std::string("-");
+    std::size_t tried = 0;
+    for (const Cell& c : cells) {
+      bool same = c.variant == shown_cell.variant;
+      for (std::size_t a = 0; same && a < c.point.size(); ++a) same = a == skip || c.point[a] == shown_cell.point[a];
+      if (same && c.by_choosing.size() == spec.select->seeds) ++tried;
+    }
+    const std::size_t values = spec.grid[skip].values.size();
+    const std::string& value = spec.grid[skip].values[shown_cell.point[skip]];
+    return tried == values ? value : value + " (" + std::to_string(tried) + " of " + std::to_string(values) + " done)";
+  };
   std::vector<ComparisonVariant> report_variants;
   for (const Cell* c : shown) {
     const Stats fm = stats(c->final_metric), bm = stats(c->best_metric);
     const CompareVariant& variant = spec.variants[c->variant];
     const std::string spread = std::isnan(fm.std) ? "" : " ± " + (percent ? num(100 * fm.std, "%.2f") : num(fm.std, "%.4f"));
     std::vector<std::string> cells_text;
-    for (std::size_t a = 0; a < spec.grid.size(); ++a) cells_text.push_back(spec.grid[a].values[c->point[a]]);
+    for (std::size_t a = 0; a < spec.grid.size(); ++a) cells_text.push_back(a == skip ? chosen_text(*c) : spec.grid[a].values[c->point[a]]);
     for (const std::string& t : std::vector<std::string>{std::to_string(c->final_metric.size()) + "/" + std::to_string(spec.seeds.size()), shown_value(fm.mean) + spread,
                                  shown_value(bm.mean), num(stats(c->loss).mean, "%.4f"), num(stats(c->seconds).mean, "%.1f"),
                                  num(stats(c->rate).mean, "%.0f"), num(c->peak, "%.0f"), num(c->params, "%.0f"), num(c->state, "%.0f")})
@@ -269,7 +283,7 @@ void write_comparison_summary(const CompareSpec& spec, const std::vector<Planned
     table << "<td style=\"text-align:left\"><code>" << report::escape(variant.description) << "</code></td></tr>";
     const std::string at = spec.point_label(c->point, skip);
     std::string name = variant.name + (at.empty() ? "" : " " + at);
-    if (spec.select) name += " (" + spec.grid[skip].label + "=" + spec.grid[skip].values[c->point[skip]] + ")";
+    if (spec.select) name += " (" + spec.grid[skip].label + "=" + chosen_text(*c) + ")";
     report_variants.push_back(ComparisonVariant{name, variant.description, c->run_dirs});
   }
   table << "</table>";

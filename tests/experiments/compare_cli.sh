@@ -164,6 +164,19 @@ grep -q 'token_accuracy against state size</text>' "$sweep/report.html" || fail 
 check_references "$sweep/report.html"
 "$attnlab" compare "$work/sweep.yaml" > "$work/sweep-again.log" 2>&1 && grep -q "8 of 8 runs already done" "$work/sweep-again.log" || fail "a finished sweep reran"
 
+# Stopped part-way, a sweep says which rows have no chosen value yet and which were chosen among some of
+# the values only (the best so far is not the best of all).
+sed -e 's/^name: sweep/name: partial/' -e 's/train.steps: 8,/train.steps: 3000,/' "$work/sweep.yaml" > "$work/partial.yaml"
+"$attnlab" compare "$work/partial.yaml" --jobs 1 > "$work/partial.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do grep -q "\[1/8\]" "$work/partial.log" 2>/dev/null && break; sleep 0.1; done
+kill -TERM $pid
+wait $pid
+[ $? = 143 ] || { cat "$work/partial.log"; fail "the partial sweep should have been stopped by SIGTERM"; }
+partial=$work/out/partial/summary.md
+[ "$(grep -c '^| [a-z]* | [0-9]* | [0-9e.-]* (1 of 2 done) | 1/1 |' "$partial")" = 1 ] || { cat "$partial"; fail "the row chosen among one of two values does not say so"; }
+[ "$(grep -c '^| [a-z]* | [0-9]* | - | 0/1 |' "$partial")" = 3 ] || { cat "$partial"; fail "rows with no finished run show a chosen value"; }
+
 # Tuned on one seed, reported over two: seed 0 runs at both learning rates, seed 1 only at the one seed 0
 # chose (by held-out loss), per variant.
 sed -e 's/^name: sweep/name: tuned/' -e 's/^seeds: \[0\]/seeds: [0, 1]/' -e 's/^  model.d_model: \[8, 16\]/  model.d_model: [16]/' \
