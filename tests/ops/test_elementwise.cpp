@@ -83,6 +83,29 @@ TEST(Elementwise, Float32MatchesFloat64) {
   }
 }
 
+// float32 GELU runs its own erf (Abramowitz & Stegun 7.1.26): its value and slope stay within a few
+// float roundings of the exact ones over the whole range, tails included, and every element of a tensor
+// gets the same value whether it falls in a full vector or in the padded tail.
+TEST(Elementwise, Float32GeluIsAccurateEverywhere) {
+  std::vector<double> xs;
+  for (double v = -12.0; v <= 12.0; v += 0.00731) xs.push_back(v);
+  Tensor x = from_vector(xs, {xs.size()}, DType::float32).set_requires_grad(true);
+  Tensor y = gelu(x);
+  sum(y).backward();
+  const auto h = y.to_vector(), s = x.grad().to_vector(), x32 = x.to_vector();
+  const double c = 1.0 / std::sqrt(2.0 * M_PI);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    const double v = x32[i], phi = 0.5 * (1.0 + std::erf(v / std::sqrt(2.0)));
+    EXPECT_NEAR(h[i], v * phi, 3e-7 * std::fabs(v) + 1e-7) << "x = " << v;
+    EXPECT_NEAR(s[i], phi + v * c * std::exp(-0.5 * v * v), 1e-6) << "x = " << v;
+  }
+  // The same values at other offsets: x[i:] puts every element at a different lane and tail position.
+  for (std::size_t offset : {1, 3, 7}) {
+    const auto shifted = gelu(slice(x.detach(), 0, static_cast<std::int64_t>(offset), static_cast<std::int64_t>(xs.size()))).to_vector();
+    for (std::size_t i = 0; i < shifted.size(); ++i) ASSERT_EQ(shifted[i], h[i + offset]) << "offset " << offset;
+  }
+}
+
 TEST(Elementwise, SigmoidSaturatesWithoutNaN) {
   Tensor x = from_vector({-1000.0, 1000.0}, {2});
   const auto y = sigmoid(x).to_vector();
