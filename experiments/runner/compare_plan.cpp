@@ -313,9 +313,8 @@ std::string run_status(const PlannedRun& p) {
   return fs::exists(p.run_dir) ? "unfinished" : "not started";
 }
 
-bool needs_running(const PlannedRun& p) {
-  const std::string status = run_status(p);
-  return status != "finished" && status != "diverged";
-}
+bool run_ended(const std::string& status) { return status == "finished" || status == "diverged"; }
+
+bool needs_running(const PlannedRun& p) { return !run_ended(run_status(p)); }
 
 }  // namespace attnlab

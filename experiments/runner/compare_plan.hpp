@@ -88,9 +88,10 @@ std::string run_status(const PlannedRun& run);
 // reported at (the value of the selected axis whose choosing seeds' finished runs score best); without,
 // every run. compare_summary.cpp, which reads the runs.
 std::vector<bool> selected_runs(const CompareSpec& spec, const std::vector<PlannedRun>& plan);
-// Whether the comparison should (re)start it: neither finished nor diverged (a diverged run diverges
-// again the same way).
-bool needs_running(const PlannedRun& run);
+// Whether a run of this status has ended for good: finished or diverged (a diverged run diverges again
+// the same way); the comparison (re)starts the others.
+bool run_ended(const std::string& status);
+bool needs_running(const PlannedRun& run);  // !run_ended(run_status(run))
 
 // summary.csv, summary.md, runs.csv (with a grid, summary_all.csv) and report.html from the runs that
 // finished (compare_summary.cpp).

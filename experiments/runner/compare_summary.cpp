@@ -70,6 +70,7 @@ struct Cell {
   std::vector<std::size_t> point;
   std::vector<double> final_metric, best_metric, loss, by, seconds, rate;
   std::vector<double> by_choosing;  // `by` of the finished runs of the seeds that choose (select.seeds)
+  bool choosing_ended = true;        // every run of the seeds that choose has finished or diverged
   double peak = NAN, params = NAN, state = NAN;
   std::vector<std::string> run_dirs;  // the finished ones, relative to the comparison folder
   // Each planned run's row of runs.csv: its status and, when finished, its figures.
@@ -90,6 +91,7 @@ std::vector<Cell> read_cells(const CompareSpec& spec, const std::vector<PlannedR
     }
     Cell& c = cells.back();
     c.rows.push_back({&p, run_status(p), ",,,,,,,,"});
+    if (spec.choosing_seed(p.seed) && !run_ended(c.rows.back().status)) c.choosing_ended = false;
     if (c.rows.back().status != "finished") continue;
     const RunFigures f = figures(read_run(p.run_dir), spec.metric, by);
     c.run_dirs.push_back(p.rel);
@@ -252,14 +254,15 @@ void write_comparison_summary(const CompareSpec& spec, const std::vector<Planned
   md << "\n";
   table << "</tr>";
   // The selected axis's cell: the chosen value, "-" before any run that chooses has finished, and how many
-  // values have been tried while some are still to run (the best so far is not yet the best of all).
+  // values have been tried (their choosing runs finished or diverged) while some are still to run: the
+  // best so far is not yet the best of all.
   auto chosen_text = [&](const Cell& shown_cell) {
     if (shown_cell.by_choosing.empty()) return std::string("-");
     std::size_t tried = 0;
     for (const Cell& c : cells) {
       bool same = c.variant == shown_cell.variant;
       for (std::size_t a = 0; same && a < c.point.size(); ++a) same = a == skip || c.point[a] == shown_cell.point[a];
-      if (same && c.by_choosing.size() == spec.select->seeds) ++tried;
+      if (same && c.choosing_ended) ++tried;
     }
     const std::size_t values = spec.grid[skip].values.size();
     const std::string& value = spec.grid[skip].values[shown_cell.point[skip]];

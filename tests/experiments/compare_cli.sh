@@ -177,6 +177,14 @@ partial=$work/out/partial/summary.md
 [ "$(grep -c '^| [a-z]* | [0-9]* | [0-9e.-]* (1 of 2 done) | 1/1 |' "$partial")" = 1 ] || { cat "$partial"; fail "the row chosen among one of two values does not say so"; }
 [ "$(grep -c '^| [a-z]* | [0-9]* | - | 0/1 |' "$partial")" = 3 ] || { cat "$partial"; fail "rows with no finished run show a chosen value"; }
 
+# A value whose run diverged has been tried: with the other value finished, the choice is complete.
+sed -e 's/^name: sweep/name: tried/' -e 's/^  model.d_model: \[8, 16\]/  model.d_model: [8]/' \
+    -e 's/^  train.optimizer.lr: .*/  train.optimizer.lr: [1e-3, 1e30]/' \
+    -e 's/^set: {/set: {train.optimizer: {name: sgd}, train.grad_clip: 0, /' "$work/sweep.yaml" > "$work/tried.yaml"
+"$attnlab" compare "$work/tried.yaml" --jobs 2 > "$work/tried.log" 2>&1
+grep -q "DIVERGED" "$work/tried.log" || { cat "$work/tried.log"; fail "the 1e30 runs did not diverge"; }
+[ "$(grep -c '^| [a-z]* | 8 | 1e-3 | 1/1 |' "$work/out/tried/summary.md")" = 2 ] || { cat "$work/out/tried/summary.md"; fail "a diverged value counts as not yet tried"; }
+
 # Tuned on one seed, reported over two: seed 0 runs at both learning rates, seed 1 only at the one seed 0
 # chose (by held-out loss), per variant.
 sed -e 's/^name: sweep/name: tuned/' -e 's/^seeds: \[0\]/seeds: [0, 1]/' -e 's/^  model.d_model: \[8, 16\]/  model.d_model: [16]/' \
