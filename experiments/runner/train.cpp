@@ -275,6 +275,9 @@ TrainResult Trainer::stopped(const StopSignals& stop) {
   progress_.message("attnlab: stopped by " + std::string(signalled ? stop.name() : "SIGTERM (sent to another rank)") + " after step " +
                     std::to_string(state_.step) + "; checkpoint written. Resume with: " + launcher + "attnlab train --resume " + run_dir_);
   result_.stop_signal = signalled ? stop.signal() : SIGTERM;
+  // Every rank leaves together: once a signal has reached it, mpirun kills the whole job as soon as one
+  // rank exits, so a rank that left early would cut rank 0's checkpoint and message short.
+  parallel_.comm().barrier();
   return result_;
 }
 
