@@ -173,7 +173,7 @@ ProbeRows probe_rows(const AnalysisInputs& in, const std::vector<Batch>& batches
   std::int64_t example = 0;
   for (std::size_t bi = 0; bi < batches.size() && rows.batch.size() < limit; ++bi) {
     const Batch& b = batches[bi];
-    // A ViT's stream holds its CLS token and patches: the positions probed.
+    // A ViT's stream holds its patches (and CLS token): the positions probed.
     const std::size_t t = tokens ? b.input.size(1) : in.model.tokens_read(b) / b.input.size(0);
     const data::DataSource::TokenProperties task = tokens ? in.data.token_properties(b) : data::DataSource::TokenProperties();
     for (const auto& [name, labels] : task)
@@ -233,7 +233,7 @@ void residual_probes(const AnalysisInputs& in, std::uint64_t seed, AnalysisResul
     if (std::find(rows.batch.begin(), rows.batch.end(), bi) == rows.batch.end()) break;
     const ModelOutput run = in.model.forward(in.batches[bi], o);
     for (std::size_t k = 0; k < hooks.size(); ++k) {
-      const Tensor& stream = run.cache.at(hooks[k]);  // [B, T, C]; a ViT's positions are its CLS and patches
+      const Tensor& stream = run.cache.at(hooks[k]);  // [B, T, C]; a ViT's positions are its patches (and CLS)
       const std::vector<double> v = stream.to_vector();
       const std::size_t t = stream.size(1);
       width = stream.size(2);
@@ -276,7 +276,8 @@ void residual_probes(const AnalysisInputs& in, std::uint64_t seed, AnalysisResul
 }
 
 void rollout_maps(const AnalysisInputs& in, const RolloutOptions& options, const std::string& dir, AnalysisResult& out) {
-  if (!dynamic_cast<const ViT*>(&in.model) || in.batches.empty()) return;
+  const ViT* vit = dynamic_cast<const ViT*>(&in.model);
+  if (!vit || in.batches.empty()) return;
   EvalScope scope(in.model);
   const Batch& b = in.batches[0];
   ForwardOptions o;
@@ -295,7 +296,7 @@ void rollout_maps(const AnalysisInputs& in, const RolloutOptions& options, const
       const Tensor one = slice(it->second, 0, static_cast<I>(p), static_cast<I>(p) + 1);
       layers.push_back(squeeze(one, 0));
     }
-    const Tensor map = class_token_map(attention_rollout(layers, options));
+    const Tensor map = rollout_map(attention_rollout(layers, options, vit->class_token()), vit->class_token());
     const Tensor image = slice(b.input, 0, static_cast<I>(p), static_cast<I>(p) + 1);
     const std::string file = "rollout_probe_" + std::to_string(p) + ".png";
     write_rollout_png(dir + "/" + file, squeeze(image, 0), map);

@@ -38,21 +38,21 @@ std::vector<double> fuse(const Tensor& layer, HeadFusion fusion) {
   return fused;
 }
 
-// vit-explain's discard: the floor(ratio * T^2) smallest entries set to 0, except entry 0 (the class
-// token's attention to itself).
-void discard_lowest(std::vector<double>& a, double ratio) {
+// vit-explain's discard: the floor(ratio * T^2) smallest entries set to 0, except entry 0 when it is
+// the class token's attention to itself.
+void discard_lowest(std::vector<double>& a, double ratio, bool class_token) {
   const std::size_t n = static_cast<std::size_t>(static_cast<double>(a.size()) * ratio);
   if (n == 0) return;
   std::vector<std::size_t> order(a.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return a[x] < a[y]; });
   for (std::size_t k = 0; k < n; ++k)
-    if (order[k] != 0) a[order[k]] = 0.0;
+    if (order[k] != 0 || !class_token) a[order[k]] = 0.0;
 }
 
 }  // namespace
 
-Tensor attention_rollout(const std::vector<Tensor>& layers, const RolloutOptions& options) {
+Tensor attention_rollout(const std::vector<Tensor>& layers, const RolloutOptions& options, bool class_token) {
   if (layers.empty()) throw std::invalid_argument("attention_rollout: no layers");
   if (!(options.discard_ratio >= 0 && options.discard_ratio < 1)) throw std::invalid_argument("attention_rollout: discard_ratio must be in [0, 1)");
   const std::size_t t = layers[0].size(1);
@@ -61,7 +61,7 @@ Tensor attention_rollout(const std::vector<Tensor>& layers, const RolloutOptions
   for (const Tensor& layer : layers) {
     if (layer.dim() != 3 || layer.size(1) != t || layer.size(2) != t) throw std::invalid_argument("attention_rollout: layers must be [H, T, T] alike");
     std::vector<double> a = fuse(layer, options.head_fusion);
-    discard_lowest(a, options.discard_ratio);
+    discard_lowest(a, options.discard_ratio, class_token);
     for (std::size_t i = 0; i < t; ++i) {  // (A + I) / 2, each row renormalised to sum to one
       double row = 0;
       for (std::size_t j = 0; j < t; ++j) row += a[i * t + j] = (a[i * t + j] + (i == j ? 1.0 : 0.0)) / 2;
@@ -76,11 +76,18 @@ Tensor attention_rollout(const std::vector<Tensor>& layers, const RolloutOptions
   return from_vector(result, {t, t}, DType::float64);
 }
 
-Tensor class_token_map(const Tensor& rollout) {
-  const std::size_t t = rollout.size(0), patches = t - 1, side = static_cast<std::size_t>(std::lround(std::sqrt(static_cast<double>(patches))));
-  if (side * side != patches) throw std::invalid_argument("class_token_map: " + std::to_string(patches) + " patches are not a square grid");
+Tensor rollout_map(const Tensor& rollout, bool class_token) {
+  const std::size_t t = rollout.size(0), first = class_token ? 1 : 0, patches = t - first,
+                    side = static_cast<std::size_t>(std::lround(std::sqrt(static_cast<double>(patches))));
+  if (side * side != patches) throw std::invalid_argument("rollout_map: " + std::to_string(patches) + " patches are not a square grid");
   const std::vector<double> v = rollout.to_vector();
-  std::vector<double> map(v.begin() + 1, v.begin() + static_cast<std::ptrdiff_t>(t));
+  std::vector<double> map(patches, 0.0);
+  if (class_token) {
+    std::copy(v.begin() + 1, v.begin() + static_cast<std::ptrdiff_t>(t), map.begin());
+  } else {
+    for (std::size_t i = 0; i < t; ++i)
+      for (std::size_t j = 0; j < t; ++j) map[j] += v[i * t + j] / static_cast<double>(t);
+  }
   const double top = *std::max_element(map.begin(), map.end());
   if (top > 0)
     for (double& x : map) x /= top;

@@ -2,8 +2,9 @@
 // (mean, max or min over heads), optionally the weakest share of its entries dropped (vit-explain's
 // discard_ratio, never the class token's own column), plus the identity for the residual connection, the
 // rows renormalised to sum to one (rows: a popular implementation divides the columns by mistake), and
-// the layers multiplied from the first to the last. The class token's row over the patches is the map of
-// where the model looked.
+// the layers multiplied from the first to the last. What the classifier reads is the map of where the
+// model looked: the class token's row over the patches, or, for a ViT that pools the mean of its patches
+// (model.pooling mean), the mean of the rows.
 #pragma once
 
 #include <cstddef>
@@ -23,12 +24,14 @@ struct RolloutOptions {
   double discard_ratio = 0.0;  // [0, 1): the share of each layer's fused entries set to zero (the lowest)
 };
 
-// `layers`: one pattern per layer for one image, [H, T, T] (T = 1 + patches, the class token first).
-// Returns the rollout [T, T] (float64), rows summing to one.
-Tensor attention_rollout(const std::vector<Tensor>& layers, const RolloutOptions& options);
+// `layers`: one pattern per layer for one image, [H, T, T] (T = 1 + patches with the class token first,
+// else T = patches). Returns the rollout [T, T] (float64), rows summing to one. The discard spares the
+// class token's attention to itself.
+Tensor attention_rollout(const std::vector<Tensor>& layers, const RolloutOptions& options, bool class_token = true);
 
-// The class token's row of a rollout over the patches, as a grid [side, side] scaled so its maximum is 1.
-Tensor class_token_map(const Tensor& rollout);
+// What the classifier reads of a rollout, over the patches, as a grid [side, side] scaled so its maximum
+// is 1: the class token's row, or without one the mean of all rows (the pooled output's mix).
+Tensor rollout_map(const Tensor& rollout, bool class_token = true);
 
 // A PNG of `image` ([C, H, W] in [0, 1], C = 1 or 3) on the left and, on the right, the same image
 // with `map` ([g, g], in [0, 1], each cell covering its patch) blended half and half over it on the

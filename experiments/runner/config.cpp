@@ -124,7 +124,9 @@ Schema<ModelConfig> model_schema() {
   s.choice("positional", &ModelConfig::positional, positional_kind_names(),
            "token models: added positions (`sinusoidal`, `learned`), rotated queries and keys (`rotary`, needs an even head "
            "dimension), a per-head distance bias on the scores (`alibi`, Press et al. 2022; kernels that declare it) or `none`");
-  s.choice("pooling", &ModelConfig::pooling, pooling_names(), "sequence_classifier: `mean` over real tokens or a learned `cls` token");
+  s.choice("pooling", &ModelConfig::pooling, pooling_names(),
+           "sequence_classifier, vit: the head reads the `mean` over the real tokens (a ViT's patches: global average pooling, "
+           "no CLS token) or a learned `cls` token prepended to the sequence");
   s.field("init_from", &ModelConfig::init_from,
           "a weights folder written by `attnlab export` (or by numpy: one .npy per tensor and index.json) to start from")
       .resumable();

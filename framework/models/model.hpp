@@ -45,7 +45,7 @@ struct ModelConfig {
   std::string kind = "token_tagger";
   EncoderConfig encoder;  // sizes, norm, dropout, activation, attention name and options
   PositionalKind positional = PositionalKind::learned;
-  Pooling pooling = Pooling::mean;  // sequence_classifier
+  Pooling pooling = Pooling::mean;  // sequence_classifier, vit
   std::size_t patch_size = 4;       // vit
   bool tie_embeddings = false;      // causal_lm, seq2seq: the output layer's weight is the (decoder's) token embedding
   std::string init_from;            // a weights folder (attnlab export) to start from (read by the runner)
@@ -82,7 +82,7 @@ class Model : public Module {
   virtual std::size_t n_layers() const = 0;
   virtual bool feed_forward() const = 0;  // the blocks have a feed-forward (model.feed_forward)
   virtual std::size_t n_heads() const = 0;
-  // The tokens the model reads for a batch (throughput): its token ids, or a ViT's patches and CLS.
+  // The tokens the model reads for a batch (throughput): its token ids, or a ViT's patches (and CLS).
   virtual std::size_t tokens_read(const Batch& batch) const { return batch.input.numel(); }
   // Its attention patterns as parts (one for single-stack models; encoder, decoder and cross for an
   // encoder-decoder), each naming its layers' pattern hook points and which sequences its queries and
@@ -96,7 +96,7 @@ class Model : public Module {
   };
   virtual std::vector<AttentionPart> attention_parts() const;
   // How position `i` of what the attention sees reads on a heatmap's axis when the model, not the data,
-  // puts it there (a ViT's "cls" and patches); "" to use the data's token labels.
+  // puts it there (a ViT's patches and "cls"); "" to use the data's token labels.
   virtual std::string position_label(std::size_t /*i*/) const { return ""; }
 
   // The readout, for logit attribution and the logit lens. The residual stream the logits are read from

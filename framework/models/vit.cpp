@@ -15,7 +15,7 @@ std::size_t ViT::sequence_length(const ModelConfig& config, const DataShape& sha
                                         std::to_string(shape.height) + "x" + std::to_string(shape.width) + ")");
   }
   if (shape.num_classes < 2) throw std::invalid_argument("ViT needs at least 2 classes");
-  return (shape.height / p) * (shape.width / p) + 1;
+  return (shape.height / p) * (shape.width / p) + (config.pooling == Pooling::cls ? 1 : 0);
 }
 
 ViT::ViT(const ModelConfig& config, const DataShape& shape, Generator& gen)
@@ -23,14 +23,15 @@ ViT::ViT(const ModelConfig& config, const DataShape& shape, Generator& gen)
       channels_(shape.channels),
       patch_size_(config.patch_size),
       image_height_(shape.height),
-      image_width_(shape.width) {
+      image_width_(shape.width),
+      class_token_(config.pooling == Pooling::cls) {
   encoder_config_.causal = false;
   encoder_config_.max_len = sequence_length(config, shape);
   const std::size_t c = encoder_config_.d_model, patch_dim = channels_ * patch_size_ * patch_size_;
   patch_embed = register_module("patch_embed", std::make_shared<Linear>(patch_dim, c, true, gen));
   {
     NoGradGuard no_grad;
-    cls = register_parameter("cls", randn({1, 1, c}, gen, {}, 0.0, 0.02), ParamKind::embedding);
+    if (class_token_) cls = register_parameter("cls", randn({1, 1, c}, gen, {}, 0.0, 0.02), ParamKind::embedding);
     pos = register_parameter("pos", randn({encoder_config_.max_len, c}, gen, {}, 0.0, 0.02), ParamKind::embedding);
   }
   encoder = register_module("encoder", std::make_shared<Encoder>(encoder_config_, gen));
@@ -56,28 +57,30 @@ Tensor ViT::patchify(const Tensor& images) const {
 
 std::size_t ViT::tokens_read(const Batch& batch) const {
   const std::size_t patches = (batch.input.size(2) / patch_size_) * (batch.input.size(3) / patch_size_);
-  return batch.input.size(0) * (patches + 1);
+  return batch.input.size(0) * (patches + (class_token_ ? 1 : 0));
 }
 
 Tensor ViT::run(const Batch& batch, const HookScope& hooks) {
   const Tensor patches = patchify(batch.input);  // [B, N, Cin P P]
-  const std::size_t n = patches.size(1);
-  if (n + 1 > encoder_config_.max_len) {
-    throw std::invalid_argument("ViT: " + std::to_string(n) + " patches exceed the " + std::to_string(encoder_config_.max_len - 1) +
+  const std::size_t n = patches.size(1), t = n + (class_token_ ? 1 : 0);
+  if (t > encoder_config_.max_len) {
+    throw std::invalid_argument("ViT: " + std::to_string(n) + " patches exceed the " + std::to_string(max_patches()) +
                                 " the model was built for (" + std::to_string(image_height_) + "x" + std::to_string(image_width_) +
                                 " images)");
   }
-  Tensor x = concat({broadcast_to(cls, {batch.input.size(0), 1, cls.size(2)}), patch_embed->forward(patches)}, 1);  // [B, N+1, C]
-  x = hooks("hook_embed", x) + slice(pos, 0, 0, static_cast<I>(n) + 1);
+  Tensor x = patch_embed->forward(patches);  // [B, N, C]
+  if (class_token_) x = concat({broadcast_to(cls, {batch.input.size(0), 1, cls.size(2)}), x}, 1);  // [B, N+1, C]
+  x = hooks("hook_embed", x) + slice(pos, 0, 0, static_cast<I>(t));
   return head->forward(pool(encoder->forward(x, Tensor(), hooks), batch));  // [B, K]
 }
 
 Tensor ViT::pool(const Tensor& hidden, const Batch&) const {
+  if (!class_token_) return mean(hidden, 1);  // [B, C]
   return reshape(slice(hidden, 1, 0, 1), {static_cast<I>(hidden.size(0)), static_cast<I>(hidden.size(2))});
 }
 
-ATTNLAB_REGISTER_MODEL((ModelKindInfo{"vit", "vision transformer: patches and a CLS token through a bidirectional encoder",
-                                      TaskFormat::images, {"patch_size"}, false, &ViT::sequence_length,
+ATTNLAB_REGISTER_MODEL((ModelKindInfo{"vit", "vision transformer: patches (and a CLS token) through a bidirectional encoder",
+                                      TaskFormat::images, {"patch_size", "pooling"}, false, &ViT::sequence_length,
                                       [](const ModelConfig& c, const DataShape& s, Generator& g) {
                                         return std::shared_ptr<Model>(std::make_shared<ViT>(c, s, g));
                                       }}));

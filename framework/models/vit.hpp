@@ -1,7 +1,10 @@
 // ViT (Dosovitskiy et al. 2020), model kind `vit`: an image split into non-overlapping P x P patches,
-// each flattened and linearly projected, a learned CLS token prepended, learned position embeddings
-// added, a bidirectional encoder, and a classification head on the CLS output. The data's shape gives
-// the image size (channels, height, width) and the classes; model.patch_size the patches.
+// each flattened and linearly projected, learned position embeddings added, a bidirectional encoder, and
+// a classification head on the pooled output. model.pooling `cls`: a learned CLS token prepended, the
+// head reads its output (the paper's ViT, timm's global_pool='token'); `mean`: no CLS token, the head
+// reads the mean over the patches (global average pooling: Beyer et al. 2022's "simple ViT", timm's
+// 'avg'). The data's shape gives the image size (channels, height, width) and the classes;
+// model.patch_size the patches.
 //
 // Legend: B batch, Cin image channels, Hi x Wi image size, P patch size, N = (Hi/P)(Wi/P) patches,
 // C model width, K classes.
@@ -16,22 +19,27 @@ namespace attnlab {
 class ViT : public Model {
  public:
   ViT(const ModelConfig& config, const DataShape& shape, Generator& gen);
-  // N + 1 for the images of `shape`; OptionError("patch_size") when P does not divide them.
+  // N (+ 1 with a CLS token) for the images of `shape`; OptionError("patch_size") when P does not divide them.
   static std::size_t sequence_length(const ModelConfig& config, const DataShape& shape);
   // images [B, Cin, Hi, Wi] -> patches [B, N, Cin * P * P], row-major over the patch grid.
   Tensor patchify(const Tensor& images) const;
   std::size_t n_layers() const override { return encoder_config_.n_layers; }
   bool feed_forward() const override { return encoder_config_.feed_forward; }
   std::size_t n_heads() const override { return encoder_config_.n_heads; }
-  // The patches and the CLS token of each image.
+  // The patches (and the CLS token) of each image.
   std::size_t tokens_read(const Batch& batch) const override;
-  // "cls", then the patches "p0", "p1", ... in row-major order.
-  std::string position_label(std::size_t i) const override { return i == 0 ? "cls" : "p" + std::to_string(i - 1); }
+  // "cls" (with a CLS token), then the patches "p0", "p1", ... in row-major order.
+  std::string position_label(std::size_t i) const override {
+    if (!class_token_) return "p" + std::to_string(i);
+    return i == 0 ? "cls" : "p" + std::to_string(i - 1);
+  }
+  bool class_token() const { return class_token_; }  // model.pooling cls
+  std::size_t max_patches() const { return encoder_config_.max_len - (class_token_ ? 1 : 0); }
   const LayerNorm* final_norm() const override { return encoder->final_norm.get(); }
 
   std::shared_ptr<Linear> patch_embed;  // Cin P P -> C
-  Tensor cls;                           // [1, 1, C]
-  Tensor pos;                           // [N + 1, C]
+  Tensor cls;                           // [1, 1, C], with a CLS token only
+  Tensor pos;                           // [N (+ 1), C]
   std::shared_ptr<Encoder> encoder;
   std::shared_ptr<Linear> head;
 
@@ -40,11 +48,12 @@ class ViT : public Model {
   // most as many patches as the configured size (the leading position embeddings are used).
   Tensor run(const Batch& batch, const HookScope& hooks) override;
   const Linear& output_layer() const override { return *head; }
-  Tensor pool(const Tensor& stream, const Batch& batch) const override;  // the CLS output [B, C]
+  Tensor pool(const Tensor& stream, const Batch& batch) const override;  // the CLS output or the patches' mean [B, C]
 
  private:
   EncoderConfig encoder_config_;
   std::size_t channels_, patch_size_, image_height_, image_width_;
+  bool class_token_;
 };
 
 }  // namespace attnlab

@@ -48,10 +48,21 @@ TEST(Rollout, TheClassTokenMapIsItsRowOverThePatchesScaledToOne) {
   std::vector<double> r(25, 0.0);
   const double row[5] = {0.0, 0.1, 0.2, 0.4, 0.3};
   for (std::size_t j = 0; j < 5; ++j) r[j] = row[j];
-  const Tensor map = class_token_map(from_vector(r, {5, 5}, DType::float64));
+  const Tensor map = rollout_map(from_vector(r, {5, 5}, DType::float64));
   ASSERT_EQ(map.shape(), (Shape{2, 2}));
   expect_matrix(map, {0.25, 0.5, 1.0, 0.75});
-  EXPECT_THROW(class_token_map(zeros({4, 4}, DType::float64)), std::invalid_argument);  // 3 patches: no square
+  EXPECT_THROW(rollout_map(zeros({4, 4}, DType::float64)), std::invalid_argument);  // 3 patches: no square
+}
+
+TEST(Rollout, WithoutAClassTokenTheMapIsTheMeanOfTheRows) {
+  // Four patches: column means of the rows [[.4, .2, .2, .2], [0, 1, 0, 0], [0, 0, .5, .5], [0, .2, .2, .6]]
+  // are [.1, .35, .225, .325] -> scaled by .35.
+  const Tensor r = from_vector({0.4, 0.2, 0.2, 0.2, 0, 1, 0, 0, 0, 0, 0.5, 0.5, 0, 0.2, 0.2, 0.6}, {4, 4}, DType::float64);
+  expect_matrix(rollout_map(r, false), {0.1 / 0.35, 1.0, 0.225 / 0.35, 0.325 / 0.35});
+  EXPECT_THROW(rollout_map(zeros({5, 5}, DType::float64), false), std::invalid_argument);  // 5 patches: no square
+  // Without a class token the discard spares no entry: B's two smallest, .2 (entry 0) and .4, are dropped
+  // -> [[0, .8], [.6, 0]] -> (+ I) / 2 = [[.5, .4], [.3, .5]] -> rows [[5/9, 4/9], [.375, .625]].
+  expect_matrix(attention_rollout({kLayerB}, {HeadFusion::mean, 0.5}, false), {5.0 / 9, 4.0 / 9, 0.375, 0.625});
 }
 
 TEST(Rollout, ThePngHoldsTheImageAndItsOverlay) {

@@ -1,4 +1,4 @@
-// ViT: patch extraction by hand, size errors, shapes, gradcheck over images and parameters.
+// ViT: patch extraction by hand, size errors, shapes, both poolings, gradcheck over images and parameters.
 #include <gtest/gtest.h>
 
 #include "framework/models/vit.hpp"
@@ -7,9 +7,10 @@
 namespace attnlab {
 namespace {
 
-ModelConfig tiny_vit() {
+ModelConfig tiny_vit(Pooling pooling = Pooling::cls) {
   ModelConfig c;
   c.kind = "vit";
+  c.pooling = pooling;
   c.patch_size = 2;
   c.encoder.d_model = 4;
   c.encoder.n_heads = 2;
@@ -28,7 +29,13 @@ DataShape images(std::size_t width = 6) {
   return s;
 }
 
-Tensor logits(ViT& vit, const Tensor& x) { return vit.forward(Batch{x, Tensor(), Tensor()}).logits; }
+Batch image_batch(const Tensor& images) {
+  Batch b;
+  b.input = images;
+  return b;
+}
+
+Tensor logits(ViT& vit, const Tensor& x) { return vit.forward(image_batch(x)).logits; }
 
 TEST(ViT, PatchesAreNonOverlappingBlocksInRowMajorOrder) {
   Generator gen(0);
@@ -67,14 +74,48 @@ TEST(ViT, ParameterCount) {
   EXPECT_EQ(vit.parameter_count(), patch_dim * c + c + c + (n + 1) * c + encoder + c * k + k);
 }
 
-TEST(ViTGradcheck, ImagesAndParameters) {
+TEST(ViT, MeanPoolingHasNoClassTokenAndReadsThePatchesMean) {
+  Generator gen(0);
+  ViT vit(tiny_vit(Pooling::mean), images(), gen);
+  const std::size_t c = 4, patch_dim = 8, n = 6, k = 3;
+  EXPECT_FALSE(vit.class_token());
+  EXPECT_FALSE(vit.cls.defined());
+  EXPECT_EQ(ViT::sequence_length(tiny_vit(Pooling::mean), images()), n);
+  EXPECT_EQ(ViT::sequence_length(tiny_vit(Pooling::cls), images()), n + 1);
+  EXPECT_EQ(vit.parameter_count(), patch_dim * c + c + n * c + vit.encoder->parameter_count() + c * k + k);
+  EXPECT_EQ(vit.position_label(0), "p0");
+  EXPECT_EQ(vit.tokens_read(image_batch(zeros({3, 2, 4, 6}))), 3 * n);
+  EXPECT_EQ(logits(vit, zeros({3, 2, 4, 6})).shape(), (Shape{3, 3}));
+  EXPECT_EQ(logits(vit, zeros({1, 2, 4, 4})).shape(), (Shape{1, 3}));  // fewer patches: fine
+  EXPECT_THROW(logits(vit, zeros({1, 2, 8, 8})), std::invalid_argument);
+  // The readout without norm and bias is the head's weight applied to the mean over all positions; with
+  // a class token, to position 0 alone.
+  vit.to(DType::float64);
+  const Tensor stream = testing::param({2, n, c}, 3);
+  const Batch batch = image_batch(zeros({2, 2, 4, 6}, DType::float64));
+  const Tensor w = vit.head->weight;  // [K, C]
+  testing::expect_values(vit.readout(stream, batch, false, false), matmul(mean(stream, 1), w, false, true).to_vector(), 1e-14);
+  Generator gen2(0);
+  ViT with_cls(tiny_vit(Pooling::cls), images(), gen2);
+  with_cls.to(DType::float64);
+  testing::expect_values(with_cls.readout(stream, batch, false, false),
+                         matmul(reshape(slice(stream, 1, 0, 1), {2, static_cast<std::int64_t>(c)}), with_cls.head->weight, false, true).to_vector(),
+                         1e-14);
+}
+
+class ViTGradcheck : public ::testing::TestWithParam<Pooling> {};
+
+TEST_P(ViTGradcheck, ImagesAndParameters) {
   Generator gen(1);
-  ViT vit(tiny_vit(), images(), gen);
+  ViT vit(tiny_vit(GetParam()), images(), gen);
   vit.to(DType::float64);
   std::vector<Tensor> inputs{testing::param({2, 2, 4, 6}, 2)};
   for (const auto& p : vit.parameters()) inputs.push_back(p);
   EXPECT_TRUE(testing::gradcheck_passes([&](const auto& in) { return logits(vit, in[0]); }, inputs));
 }
+
+INSTANTIATE_TEST_SUITE_P(Poolings, ViTGradcheck, ::testing::Values(Pooling::cls, Pooling::mean),
+                         [](const auto& info) { return std::string(pooling_name(info.param)); });
 
 }  // namespace
 }  // namespace attnlab
