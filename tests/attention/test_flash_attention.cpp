@@ -3,7 +3,8 @@
 // head dims that are not whole vectors (padded copies), chunks of keys and blocks of query rows that do
 // not divide the lengths, Tq != Tk both ways, causal, windows, ALiBi and padding. float64 against the
 // composed form to 1e-12 in values and gradients; float32 against it within float tolerance (the float
-// path has 8 lanes where double has 4, so it crosses other edges); float32 against float64 at n = 4096.
+// path has twice double's lanes, 16 and 8 with AVX-512, 8 and 4 without, so it crosses other edges);
+// float32 against float64 at n = 4096.
 #include <gtest/gtest.h>
 
 #include <algorithm>
