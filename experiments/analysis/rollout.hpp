@@ -1,6 +1,6 @@
 // Attention rollout (Abnar and Zuidema 2020) for a ViT: per layer the heads' patterns fused into one
 // (mean, max or min over heads), optionally the weakest share of its entries dropped (vit-explain's
-// discard_ratio, never the class token's own column), plus the identity for the residual connection, the
+// discard_ratio, never the class token's attention to itself), plus the identity for the residual connection, the
 // rows renormalised to sum to one (rows: a popular implementation divides the columns by mistake), and
 // the layers multiplied from the first to the last. What the classifier reads is the map of where the
 // model looked: the class token's row over the patches, or, for a ViT that pools the mean of its patches

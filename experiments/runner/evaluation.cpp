@@ -197,7 +197,7 @@ PatternCapture capture_patterns(Model& model, const Probes& probes, std::size_t 
   const std::size_t count = patterns[0][0].size(0);
   for (std::size_t p = 0; p < count; ++p) {
     std::vector<std::string> labels = probes.labels[p];
-    // Positions the data did not label (images: a ViT's CLS token and patches) are labelled by the model.
+    // Positions the data did not label (images: a ViT's patches and CLS token) are labelled by the model.
     for (std::size_t i = labels.size(); i < patterns[0][0].size(3); ++i) {
       const std::string label = model.position_label(i);
       labels.push_back(label.empty() ? std::to_string(i) : label);

@@ -165,10 +165,16 @@ LoadedRun loaded_run_from(const std::string& dir, const std::string& config_yaml
 }
 
 void load_run_model(Module& model, const LoadedRun& run) {
+  const std::map<std::string, Tensor> state = checkpoint_part(run.checkpoint, "model.");
   try {
-    model.load_state_dict(checkpoint_part(run.checkpoint, "model."));
+    model.load_state_dict(state);
   } catch (const std::invalid_argument& e) {
-    throw std::runtime_error(run.dir + "/" + run.checkpoint_file + " does not fit the model of its config: " + e.what());
+    // Until 2026-11-26 a ViT always had a CLS token while its config.yaml said `pooling: mean`.
+    const bool old_vit = run.config.model.kind == "vit" && run.config.model.pooling == Pooling::mean && state.count("cls");
+    throw std::runtime_error(run.dir + "/" + run.checkpoint_file + " does not fit the model of its config: " + e.what() +
+                             (old_vit ? "\n  This ViT was trained when every ViT had a CLS token, whatever its config.yaml says; set "
+                                        "`pooling: cls` under `model:` in " + run.dir + "/config.yaml"
+                                      : ""));
   }
 }
 

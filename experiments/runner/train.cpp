@@ -73,11 +73,7 @@ class Trainer {
 Experiment build(const ExperimentConfig& c, const std::optional<LoadedRun>& resumed) {
   Experiment x(c);
   if (resumed) {
-    try {
-      x.model->load_state_dict(checkpoint_part(resumed->checkpoint, "model."));
-    } catch (const std::invalid_argument& e) {
-      throw std::runtime_error(resumed->dir + "/" + resumed->checkpoint_file + " does not fit the model of its config: " + e.what());
-    }
+    load_run_model(*x.model, *resumed);
   } else if (!c.model.init_from.empty() && dist::Communicator::world().rank() == 0) {
     try {
       x.model->load_weights(import_npy_folder(c.model.init_from));

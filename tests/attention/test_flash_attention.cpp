@@ -94,8 +94,9 @@ TEST_P(FlashAttention, Float32EqualsTheComposedFormWithinFloatRounding) {
   EXPECT_LT(relative_error(got.grads, want.grads), 5e-6);
 }
 
-// Lengths 1, 7, 67, 130, 600 against row tiles of 6, vectors of 8 floats / 4 doubles, chunks of 64-256
-// keys and blocks of 96 rows; head dims 5, 12, 13 and 24 are not whole vectors of one type or the other.
+// Lengths 1, 7, 67, 130, 600 against row tiles of 6, vectors of 16 floats / 8 doubles (AVX-512) or 8 / 4,
+// chunks of 64-256 keys and blocks of 96 rows; head dims 5, 12, 13 and 24 are not whole vectors of one
+// type or the other.
 INSTANTIATE_TEST_SUITE_P(
     Tiles, FlashAttention,
     ::testing::Values(Case{1, 1, 8, 8, 0, true, false, false}, Case{1, 1, 16, 16, 0, false, true, false},

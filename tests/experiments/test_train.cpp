@@ -16,6 +16,7 @@
 #include "experiments/runner/train.hpp"
 #include "framework/io/checkpoint.hpp"
 #include "framework/io/npy.hpp"
+#include "framework/models/vit.hpp"
 
 namespace attnlab {
 namespace {
@@ -272,6 +273,44 @@ TEST_F(Training, AnEncoderDecoderRunCapturesItsThreeAttentionParts) {
   for (const char* title : {"Encoder self-attention", "Decoder self-attention", "Decoder cross-attention: target down, source across"})
     EXPECT_NE(report.find(title), std::string::npos) << title;
   EXPECT_NE(report.find(">bos</text>"), std::string::npos);  // the decoder's tokens label the cross-attention's rows
+}
+
+// A ViT saved before ViTs read model.pooling had a CLS token while its config said `pooling: mean`:
+// loading its weights into the model its config now builds fails, and the error names the fix.
+TEST(RunFolder, AnOldClassTokenViTSaysHowToLoadIt) {
+  DataShape shape;
+  shape.channels = 1, shape.height = 8, shape.width = 8, shape.num_classes = 4;
+  ModelConfig old_kind;
+  old_kind.kind = "vit", old_kind.patch_size = 4, old_kind.pooling = Pooling::cls;
+  old_kind.encoder.d_model = 8, old_kind.encoder.n_heads = 2, old_kind.encoder.n_layers = 1;
+  Generator gen(0);
+  const ViT saved(old_kind, shape, gen);
+  LoadedRun run;
+  run.dir = "runs/old-vit", run.checkpoint_file = "last.ckpt";
+  for (const auto& [name, t] : saved.state_dict()) run.checkpoint.tensors.emplace("model." + name, t);
+  run.config.model = old_kind;
+  run.config.model.pooling = Pooling::mean;  // what such a run's config.yaml says
+  ViT rebuilt(run.config.model, shape, gen);
+  try {
+    load_run_model(rebuilt, run);
+    FAIL() << "the CLS-token weights loaded into a mean-pooled ViT";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("unexpected: cls"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("set `pooling: cls` under `model:` in runs/old-vit/config.yaml"), std::string::npos) << e.what();
+  }
+  run.config.model.pooling = Pooling::cls;
+  ViT as_saved(run.config.model, shape, gen);
+  EXPECT_NO_THROW(load_run_model(as_saved, run));
+  // A mismatch without the CLS token in the checkpoint carries no such hint.
+  run.checkpoint.tensors.erase("model.cls");
+  run.config.model.pooling = Pooling::mean;
+  ViT mean_pooled(run.config.model, shape, gen);
+  try {
+    load_run_model(mean_pooled, run);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()).find("pooling: cls"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

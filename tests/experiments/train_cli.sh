@@ -62,6 +62,9 @@ check train_vit_quadrants "$attnlab" train "$config" "${tiny[@]}" log.dir="$work
   task.image_size=8 model.kind=vit model.patch_size=4
 check train_vit_fashion_mnist "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name=fmnist \
   task.name=fashion_mnist model.kind=vit model.patch_size=7
+check train_vit_cls "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name=vit-cls task.name=quadrants \
+  task.image_size=8 model.kind=vit model.patch_size=4 model.pooling=cls
+check eval_vit_cls "$attnlab" eval "$work/runs/vit-cls"
 check train_from_resolved_config "$attnlab" train "$work/runs/sort-causal_lm/config.yaml" log.dir="$work/again"
 
 # Weights exported and loaded back, with every positional encoding and a kernel with buffers.

@@ -2,7 +2,7 @@
 //
 // Forward, per block of Br query rows and chunk of Bc keys (K^T packed once per head in chunks
 // [D, Bc], so a tile's B rows are contiguous; Q scaled once): for each tile of up to 6 rows, the scores
-// against the chunk's keys those rows may see (6 x 16 tiles: Q values broadcast, K^T rows loaded; ALiBi
+// against the chunk's keys those rows may see (tiles of 6 rows by 2 vectors: Q values broadcast, K^T rows loaded; ALiBi
 // bias and masks applied in registers) with each row's max over them, then per row an online-softmax
 // update of its running max and sum (the accumulated output rescaled when the max grows) and the exp in
 // one streaming pass over the row's logits, and O += P V over the keys the rows see. The block's
