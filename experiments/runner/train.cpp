@@ -48,6 +48,10 @@ class Trainer {
   RunSummary summary(const std::string& status);
   TrainResult diverged(std::size_t step, double loss, double lr);
   TrainResult stopped(const StopSignals& stop);
+  // Under mpirun, waits for every rank before a stopped or diverged run returns: mpirun kills the whole
+  // job as soon as one rank exits after a signal, or exits non-zero, so a rank that left early would cut
+  // rank 0's checkpoint, summary and message short.
+  void leave_together() const { parallel_.comm().barrier(); }
   TrainResult finish();
 
   const ExperimentConfig c_;
@@ -259,6 +263,7 @@ TrainResult Trainer::diverged(std::size_t step, double loss, double lr) {
                     (culprit.empty() ? "" : " and the gradient of " + culprit + " is not finite") + "; last.ckpt holds step " +
                     std::to_string(state_.step) + ", the state before it. Lower train.optimizer.lr or set train.grad_clip");
   result_.diverged = true;
+  leave_together();
   return result_;
 }
 
@@ -271,9 +276,7 @@ TrainResult Trainer::stopped(const StopSignals& stop) {
   progress_.message("attnlab: stopped by " + std::string(signalled ? stop.name() : "SIGTERM (sent to another rank)") + " after step " +
                     std::to_string(state_.step) + "; checkpoint written. Resume with: " + launcher + "attnlab train --resume " + run_dir_);
   result_.stop_signal = signalled ? stop.signal() : SIGTERM;
-  // Every rank leaves together: once a signal has reached it, mpirun kills the whole job as soon as one
-  // rank exits, so a rank that left early would cut rank 0's checkpoint and message short.
-  parallel_.comm().barrier();
+  leave_together();
   return result_;
 }
 

@@ -110,6 +110,15 @@ else
   fail "SIGTERM to mpirun (status $status)"; cat "$work/stopped.log"
 fi
 
+# 3b. A run that diverges under mpirun: every rank stops at the same step (the reduced loss), rank 0
+# writes last.ckpt and the summary and names the parameter; the job exits non-zero.
+mpi "$attnlab" train "$source/configs/reverse.yaml" "${tiny[@]}" log.dir="$work/runs" name=diverged train.optimizer.name=sgd \
+  train.optimizer.lr=1e30 train.grad_clip=0 > "$work/diverged.log" 2>&1
+status=$?
+[ $status -ne 0 ] && [ "$(grep -c "training stopped at step .* is not finite; last.ckpt holds step" "$work/diverged.log")" = 1 ] \
+  && [ -s "$work/runs/diverged/last.ckpt" ] && grep -q '"status": "diverged"' "$work/runs/diverged/summary.json" \
+  && echo "ok: a run diverging under mpirun keeps its checkpoint and summary" || { fail "divergence under mpirun (status $status)"; cat "$work/diverged.log"; }
+
 # 4. A rank that dies (kill -9) ends the whole job with mpirun's message, never a hang.
 bash "$here/mpirun.sh" "$mpirun" -np 2 "$attnlab" train "$source/configs/reverse.yaml" log.dir="$work/runs" name=killed train.steps=100000 log.interval=10 \
   model.d_model=16 model.n_heads=2 > "$work/killed.log" 2>&1 &
