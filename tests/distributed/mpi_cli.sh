@@ -90,9 +90,9 @@ same_run "$work/runs/one-s2s" "$work/runs/split"
 # resume (mpirun itself exits non-zero after forwarding a signal); the run resumes under mpirun.
 # (Started as mpirun.sh itself, which execs mpirun: $! is mpirun's process id.) A line every 1000 steps,
 # not every 10: OpenMPI 4.1's mpirun holds a SIGTERM for a second before it forwards it and kills the
-# ranks a second after that, and with ~200 lines a second (this model runs ~2000 steps/s on an AVX-512
-# machine) the ranks, seen under strace, made no progress at all after the signal reached them (half of
-# the runs; none of 8 with the sparser log).
+# ranks a second after that, and with a line every 10 steps (this model runs over 1000 steps a second on
+# an AVX-512 machine) the ranks, seen under strace, made no progress at all after the signal reached them
+# (half of the runs; none of 8 with the sparser log).
 bash "$here/mpirun.sh" "$mpirun" -np 2 "$attnlab" train "$source/configs/reverse.yaml" log.dir="$work/runs" name=stopped train.steps=100000 log.interval=1000 \
   model.d_model=16 model.n_heads=2 > "$work/stopped.log" 2>&1 &
 pid=$!
