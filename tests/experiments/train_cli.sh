@@ -195,6 +195,24 @@ done
   || fail "the encoder-decoder's cross-attention heads were not ablated and patched"
 grep -q -E '^decoder 0,[^,]+,[^,]+,[^,]+$' "$work/runs/s2s/analysis/ablation_layers_zero_loss.csv" \
   || { fail "a decoder layer's attention, MLP and cross-attention ablations are not all in their columns"; cat "$work/runs/s2s/analysis/ablation_layers_zero_loss.csv"; }
+# Rollout maps of a ViT with each pooling: a 2 x 2 map over the 8 x 8 images' four patches per probe
+# image, scaled to a maximum of 1.
+for run in vit vit-cls; do
+  check "analyze_$run" "$attnlab" analyze "$work/runs/$run" --only rollout,probes --examples 16
+  python3 - "$work/runs/$run/analysis/rollout_maps.npy" <<'PY' || fail "the rollout maps of $run"
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+size_format, start = ("<H", 10) if data[6] == 1 else ("<I", 12)
+end = start + struct.unpack(size_format, data[8:start])[0]
+header = eval(data[start:end].decode())
+assert header["shape"][1:] == (2, 2), header
+values = struct.unpack("<%dd" % (len(data[end:]) // 8), data[end:])
+for m in range(header["shape"][0]):
+    block = values[4 * m:4 * m + 4]
+    assert abs(max(block) - 1) < 1e-12 and min(block) >= 0, block
+PY
+  [ -s "$work/runs/$run/analysis/rollout_probe_0.png" ] || fail "$run has no rollout picture"
+done
 check analyze_mqar "$attnlab" analyze "$work/runs/mqar-causal_lm" --only probes --examples 64
 head -n 1 "$work/runs/mqar-causal_lm/analysis/probes_accuracy.csv" | grep -q ',value_of_key$' || fail "mqar's value-of-key property was not probed"
 check analyze_only_probes "$attnlab" analyze "$work/runs/induction-causal_lm" --only probes --examples 32
