@@ -57,14 +57,14 @@ Tensor ViT::patchify(const Tensor& images) const {
 
 std::size_t ViT::tokens_read(const Batch& batch) const {
   const std::size_t patches = (batch.input.size(2) / patch_size_) * (batch.input.size(3) / patch_size_);
-  return batch.input.size(0) * (patches + (class_token_ ? 1 : 0));
+  return batch.input.size(0) * (patches + leading());
 }
 
 Tensor ViT::run(const Batch& batch, const HookScope& hooks) {
   const Tensor patches = patchify(batch.input);  // [B, N, Cin P P]
-  const std::size_t n = patches.size(1), t = n + (class_token_ ? 1 : 0);
+  const std::size_t n = patches.size(1), t = n + leading();
   if (t > encoder_config_.max_len) {
-    throw std::invalid_argument("ViT: " + std::to_string(n) + " patches exceed the " + std::to_string(max_patches()) +
+    throw std::invalid_argument("ViT: " + std::to_string(n) + " patches exceed the " + std::to_string(encoder_config_.max_len - leading()) +
                                 " the model was built for (" + std::to_string(image_height_) + "x" + std::to_string(image_width_) +
                                 " images)");
   }

@@ -29,12 +29,8 @@ class ViT : public Model {
   // The patches (and the CLS token) of each image.
   std::size_t tokens_read(const Batch& batch) const override;
   // "cls" (with a CLS token), then the patches "p0", "p1", ... in row-major order.
-  std::string position_label(std::size_t i) const override {
-    if (!class_token_) return "p" + std::to_string(i);
-    return i == 0 ? "cls" : "p" + std::to_string(i - 1);
-  }
+  std::string position_label(std::size_t i) const override { return i < leading() ? "cls" : "p" + std::to_string(i - leading()); }
   bool class_token() const { return class_token_; }  // model.pooling cls
-  std::size_t max_patches() const { return encoder_config_.max_len - (class_token_ ? 1 : 0); }
   const LayerNorm* final_norm() const override { return encoder->final_norm.get(); }
 
   std::shared_ptr<Linear> patch_embed;  // Cin P P -> C
@@ -54,6 +50,7 @@ class ViT : public Model {
   EncoderConfig encoder_config_;
   std::size_t channels_, patch_size_, image_height_, image_width_;
   bool class_token_;
+  std::size_t leading() const { return class_token_ ? 1 : 0; }  // positions before the patches
 };
 
 }  // namespace attnlab

@@ -97,6 +97,9 @@ TEST(ViT, MeanPoolingHasNoClassTokenAndReadsThePatchesMean) {
   testing::expect_values(vit.readout(stream, batch, false, false), matmul(mean(stream, 1), w, false, true).to_vector(), 1e-14);
   Generator gen2(0);
   ViT with_cls(tiny_vit(Pooling::cls), images(), gen2);
+  EXPECT_EQ(with_cls.position_label(0), "cls");
+  EXPECT_EQ(with_cls.position_label(1), "p0");
+  EXPECT_EQ(with_cls.tokens_read(image_batch(zeros({3, 2, 4, 6}))), 3 * (n + 1));
   with_cls.to(DType::float64);
   testing::expect_values(with_cls.readout(stream, batch, false, false),
                          matmul(reshape(slice(stream, 1, 0, 1), {2, static_cast<std::int64_t>(c)}), with_cls.head->weight, false, true).to_vector(),
