@@ -1,6 +1,7 @@
 #include "experiments/bench/bench_gpt.hpp"
 
 #include <chrono>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <cstdio>
 #include <string>
@@ -44,11 +45,8 @@ double flops_per_token(const Model& model, const GptBenchOptions& o) {
   return 6.0 * n + 12.0 * static_cast<double>(o.layers * o.dim * o.block);  // H Q = dim
 }
 
-}  // namespace
-
-int run_gpt_bench(const GptBenchOptions& o) {
-  const double base_rss = current_rss_mb();
-  set_num_threads(o.threads);  // attnlab's pool; OpenBLAS runs on one thread inside it
+// The model of ../shared/bench/torch_gpt.py at the options' sizes.
+ModelConfig gpt_config(const GptBenchOptions& o) {
   ModelConfig config;
   config.kind = "causal_lm";
   config.positional = PositionalKind::learned;
@@ -57,11 +55,23 @@ int run_gpt_bench(const GptBenchOptions& o) {
   config.encoder.n_layers = o.layers;
   config.encoder.norm = NormPlacement::pre;
   config.encoder.activation = Activation::gelu;
+  return config;
+}
+
+DataShape gpt_shape(const GptBenchOptions& o) {
   DataShape shape;
   shape.vocab_size = shape.num_classes = o.vocab;
   shape.max_len = o.block;
+  return shape;
+}
+
+}  // namespace
+
+int run_gpt_bench(const GptBenchOptions& o) {
+  const double base_rss = current_rss_mb();
+  set_num_threads(o.threads);  // attnlab's pool; OpenBLAS runs on one thread inside it
   Generator gen(0);
-  CausalLM model(config, shape, gen);
+  CausalLM model(gpt_config(o), gpt_shape(o), gen);
   AdamWOptions adam;
   adam.lr = 1e-3;
   AdamW optimizer(model.named_parameters(), adam);
@@ -73,7 +83,9 @@ int run_gpt_bench(const GptBenchOptions& o) {
   const std::size_t rows = o.batch / static_cast<std::size_t>(comm.size()), first = rows * static_cast<std::size_t>(comm.rank());
   Generator data(1);
   std::vector<std::int64_t> ids(o.batch * o.block), targets(o.batch * o.block);
+  std::optional<SharingTuner> tuner(std::in_place);  // as training steps are run (Trainer::run)
   auto step = [&] {
+    tuner->begin_step();
     for (auto& id : ids) id = static_cast<std::int64_t>(data.next_below(o.vocab));
     for (std::size_t b = 0; b < o.batch; ++b)  // targets: the sequence rolled left by one (torch.roll(idx, -1, 1))
       for (std::size_t t = 0; t < o.block; ++t) targets[b * o.block + t] = ids[b * o.block + (t + 1) % o.block];
@@ -88,7 +100,9 @@ int run_gpt_bench(const GptBenchOptions& o) {
     parallel.reduce({});
     optimizer.step();
     optimizer.zero_grad();  // free the gradients now (as nanoGPT does): the next forward runs without them
-    return loss.item();
+    const double value = loss.item();
+    tuner->end_step();
+    return value;
   };
   for (std::size_t i = 0; i < o.warmup; ++i) step();
   Storage::reset_peak_bytes();
@@ -97,11 +111,14 @@ int run_gpt_bench(const GptBenchOptions& o) {
   for (std::size_t i = 0; i < o.steps; ++i) step();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double step_s = seconds / static_cast<double>(std::max<std::size_t>(o.steps, 1));
+  const double shared_share = tuner->steps() ? static_cast<double>(tuner->shared_steps()) / static_cast<double>(tuner->steps()) : 1.0;
+  tuner.reset();  // sgemm's rate below is measured on every thread
   nlohmann::ordered_json line{{"impl", "attnlab"},
                               {"threads", o.threads},
                               {"params", model.parameter_count()},
                               {"step_ms", step_s * 1e3},
                               {"tokens_per_s", static_cast<double>(o.batch * o.block) / step_s},
+                              {"shared_steps", shared_share},
                               {"peak_rss_mb", peak_rss_mb()},
                               {"base_rss_mb", base_rss},
                               {"tensor_peak_mb", static_cast<double>(Storage::peak_bytes()) / (1 << 20)},

@@ -136,15 +136,18 @@ TrainResult Trainer::run() {
   start_ = std::chrono::steady_clock::now();
   StopSignals stop;
   const std::vector<Tensor> parameters = x_.model->parameters();
+  SharingTuner tuner;  // whether the steps share their work with the other threads, measured (parallel.hpp)
   for (std::size_t step = first_step_; step <= c_.train.steps; ++step) {
     const double lr = schedule_.lr_at(step - 1);
     optimizer_->set_lr(lr);
+    tuner.begin_step();
     const StepLoss step_loss = forward_backward(stop);
     const double value = step_loss.loss;
     const double norm = clip_grad_norm(parameters, c_.train.grad_clip > 0 ? c_.train.grad_clip : INFINITY);  // of the summed gradient
     if (!std::isfinite(value) || !std::isfinite(norm)) return diverged(step, value, lr);
     optimizer_->step();
     optimizer_->zero_grad();  // free the gradients now: the next forward runs without them
+    tuner.end_step();
     state_.step = step;
     state_.running_loss += value;
     ++state_.running_count;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "framework/ops/blas.hpp"
 
@@ -25,6 +26,67 @@ int available_cores() {
 int default_threads(int requested, int sharers) {
   if (requested > 0) return requested;
   return std::max(1, available_cores() / std::max(1, sharers));
+}
+
+namespace {
+
+constexpr double kFirstHoldSeconds = 5, kLongestHoldSeconds = 120;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+SharingTuner::SharingTuner() : active_(ThreadPool::instance().threads() > 1) {
+  if (active_) plan_probe();
+}
+
+SharingTuner::~SharingTuner() { ThreadPool::instance().set_sharing(true); }
+
+void SharingTuner::plan_probe() {
+  plan_.clear();
+  shared_s_.clear();
+  alone_s_.clear();
+  // SA AS SA AS, stored last first.
+  for (std::size_t pair = 0; pair < kProbePairs; ++pair) {
+    const bool shared_first = pair % 2 == 0;
+    plan_.push_back(shared_first);
+    plan_.push_back(!shared_first);
+  }
+  std::reverse(plan_.begin(), plan_.end());
+  settled_ = false;
+}
+
+void SharingTuner::begin_step() {
+  if (!active_) return;
+  step_start_ = std::chrono::steady_clock::now();
+  if (settled_ && step_start_ >= settled_until_) plan_probe();
+  mode_ = settled_ || unrecorded_ > 0 ? choice_ : plan_.back();
+  ThreadPool::instance().set_sharing(mode_);
+}
+
+void SharingTuner::end_step() {
+  if (!active_) return;
+  const auto now = std::chrono::steady_clock::now();
+  ++steps_;
+  if (mode_) ++shared_steps_;
+  if (settled_) return;
+  if (unrecorded_ > 0) {
+    --unrecorded_;
+    return;
+  }
+  (mode_ ? shared_s_ : alone_s_).push_back(std::chrono::duration<double>(now - step_start_).count());
+  plan_.pop_back();
+  if (!plan_.empty()) return;
+  const bool choice = median(shared_s_) <= median(alone_s_);
+  hold_s_ = hold_s_ > 0 && choice == choice_ ? std::min(2 * hold_s_, kLongestHoldSeconds) : kFirstHoldSeconds;
+  choice_ = choice;
+  settled_ = true;
+  using Clock = std::chrono::steady_clock;
+  settled_until_ = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hold_s_));
 }
 
 }  // namespace attnlab

@@ -5,8 +5,10 @@
 // split their ranges with parallel_for.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <type_traits>
+#include <vector>
 
 #include "framework/ops/thread_pool.hpp"
 
@@ -20,6 +22,44 @@ int available_cores();
 // The threads a process uses: `requested` when positive, else available_cores() divided among the
 // `sharers` that run at once on this machine (ranks, a comparison's jobs), at least 1.
 int default_threads(int requested, int sharers);
+
+// Chooses, from measured step times, whether a loop's parallel regions hand chunks to the pool's workers
+// or run them all on the calling thread. Sharing loses when another process holds one of the cores (a
+// worker descheduled with a chunk in hand holds the step up for a scheduler time slice) and on models so
+// small that moving their data between cores costs more than the second core saves (the toy model of
+// `attnlab bench gpt --dim 64 --block 16` on a 2-vCPU VM: two threads hardly faster than one on a quiet
+// machine). After the loop's first step the tuner times steps alternately shared and alone (kProbePairs
+// pairs, in the order SA AS SA AS against drift), keeps the mode whose median step was shorter, and
+// probes again after a while (5 s, doubling while the choice stays the same, up to 2 minutes), since the
+// machine's load changes. The chunks are the same either way, so a run's results do not depend on the
+// choice (tested bit for bit). With one thread it does nothing; sharing is back on when the tuner goes.
+class SharingTuner {
+ public:
+  SharingTuner();
+  ~SharingTuner();
+  SharingTuner(const SharingTuner&) = delete;
+  SharingTuner& operator=(const SharingTuner&) = delete;
+
+  void begin_step();
+  void end_step();
+  // Steps timed so far and how many of them ran shared.
+  std::size_t steps() const { return steps_; }
+  std::size_t shared_steps() const { return shared_steps_; }
+
+  static constexpr std::size_t kProbePairs = 4;
+
+ private:
+  void plan_probe();
+
+  bool active_;
+  std::vector<bool> plan_;  // modes of the probe steps still to run, last first
+  std::vector<double> shared_s_, alone_s_;
+  std::size_t unrecorded_ = 1;  // the loop's first step (first allocations, cold caches) runs shared, untimed
+  bool settled_ = false, choice_ = true, mode_ = true;
+  double hold_s_ = 0;
+  std::chrono::steady_clock::time_point step_start_, settled_until_;
+  std::size_t steps_ = 0, shared_steps_ = 0;
+};
 
 // Calls body(begin, end) on disjoint chunks covering [0, n), in parallel when n is at least 2 * grain
 // and more than one thread is configured; serially (one call) otherwise or inside another parallel region.

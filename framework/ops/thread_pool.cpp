@@ -64,33 +64,45 @@ void ThreadPool::resize(int threads) {
 
 void ThreadPool::stop_workers() {
   if (workers_.empty()) return;
+  stopping_.store(true);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
     ++generation_;
   }
   wake_.notify_all();
   for (std::thread& w : workers_) w.join();
   workers_.clear();
-  std::lock_guard<std::mutex> lock(mutex_);
-  stopping_ = false;
+  stopping_.store(false);
 }
 
+// The ordering that makes the lock-free hand-off safe, all on sequentially consistent atomics:
+// - a worker announces itself in active_ before it reads open_, and the caller closes open_ before it
+//   waits for active_ to reach 0, so either the caller waits for that worker or the worker sees the
+//   region closed and touches nothing of it;
+// - a parking thread announces itself (sleepers_, caller_parked_) under the mutex before its last look
+//   at what it waits for, and whoever changes that looks at the announcement afterwards and notifies
+//   under the mutex, so no wake-up is lost.
 void ThreadPool::worker_loop() {
   unsigned long long seen = generation_.load();
   for (;;) {
-    spin_until([&] { return generation_.load(std::memory_order_acquire) != seen; });
-    std::unique_lock<std::mutex> lock(mutex_);
-    wake_.wait(lock, [&] { return stopping_ || generation_.load() != seen; });  // stopping_: also when stopped before it began
-    if (stopping_) return;
+    const auto moved = [&] { return generation_.load() != seen || stopping_.load(); };
+    if (!spin_until(moved)) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      ++sleepers_;
+      wake_.wait(lock, moved);
+      --sleepers_;
+    }
+    if (stopping_.load()) return;
     seen = generation_.load();
-    if (!open_) continue;  // that region ended before this worker came
     ++active_;
-    lock.unlock();
-    work_on();
-    lock.lock();
-    if (--active_ == 0) finished_.notify_all();
+    if (open_.load()) work_on();  // the region that is open now (perhaps newer than `seen`): any is fine
+    if (--active_ == 0 && caller_parked_.load()) wake_caller();
   }
+}
+
+void ThreadPool::wake_caller() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  finished_.notify_all();
 }
 
 void ThreadPool::work_on() {
@@ -104,16 +116,22 @@ void ThreadPool::work_on() {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!error_) error_ = std::current_exception();
     }
-    if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == chunks_) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      finished_.notify_all();
-    }
+    if (done_.fetch_add(1) + 1 == chunks_ && caller_parked_.load()) wake_caller();
   }
+}
+
+template <class Done>
+void ThreadPool::caller_wait(Done done) {
+  if (spin_until(done)) return;
+  std::unique_lock<std::mutex> lock(mutex_);
+  caller_parked_.store(true);
+  finished_.wait(lock, done);
+  caller_parked_.store(false);
 }
 
 void ThreadPool::run(std::size_t chunks, ChunkFn fn, void* context) {
   if (chunks == 0) return;
-  if (workers_.empty() || chunks == 1 || t_in_region) {
+  if (workers_.empty() || chunks == 1 || t_in_region || !sharing_) {
     InRegion inside;  // a region inside this one runs serially too
     std::exception_ptr error;
     for (std::size_t c = 0; c < chunks; ++c) {
@@ -126,26 +144,26 @@ void ThreadPool::run(std::size_t chunks, ChunkFn fn, void* context) {
     if (error) std::rethrow_exception(error);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    fn_ = fn, context_ = context, chunks_ = chunks, error_ = nullptr;
-    next_.store(0, std::memory_order_relaxed);
-    done_.store(0, std::memory_order_relaxed);
-    open_ = true;
-    ++generation_;
+  // No worker is inside a region (the last run waited for active_ to reach 0) and open_ is false, so
+  // the region's fields are the caller's to write.
+  fn_ = fn, context_ = context, chunks_ = chunks, error_ = nullptr;
+  next_.store(0, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  open_.store(true);
+  ++generation_;
+  if (sleepers_.load() > 0) {
+    { std::lock_guard<std::mutex> lock(mutex_); }  // a worker between its last look and its wait holds the mutex
+    wake_.notify_all();
   }
-  wake_.notify_all();
   work_on();
-  spin_until([&] { return done_.load(std::memory_order_acquire) == chunks; });
-  std::exception_ptr error;
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    finished_.wait(lock, [&] { return done_.load() == chunks_; });
-    open_ = false;  // no worker joins it any more; wait for those inside to leave
-    finished_.wait(lock, [&] { return active_ == 0; });
-    error = error_;
+  caller_wait([&] { return done_.load() == chunks; });
+  open_.store(false);
+  caller_wait([&] { return active_.load() == 0; });
+  if (error_) {
+    std::exception_ptr error = error_;
+    error_ = nullptr;
+    std::rethrow_exception(error);
   }
-  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace attnlab

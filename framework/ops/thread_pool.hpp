@@ -1,11 +1,20 @@
 // attnlab's one thread pool: the caller and N - 1 workers share the chunks of a parallel region, taking
 // them one at a time from a counter, so a worker that is late (its core busy with another process) leaves
 // its chunks to whoever is free instead of holding up a barrier. Workers that find nothing to do spin for
-// a few microseconds (the next region usually follows at once) and then park on a condition variable;
-// a caller waiting for a chunk that is still running parks too, which lets the operating system put the
-// late worker on the caller's core. Nothing spins for longer than that: with one core taken by another
-// process, two threads cost about what one does (OpenMP's teams spun at their barriers and ran 6x
-// slower there).
+// a few microseconds (the next region usually follows at once) and then park on a condition variable; a
+// caller waiting for a chunk that is still running spins as briefly and then parks too, which lets the
+// operating system put the late worker on the caller's core. Nothing spins for longer than that: with
+// one core taken by another process, two threads cost about what one does (OpenMP's teams spun at their
+// barriers and ran 6x slower there).
+//
+// Whether sharing pays can be switched per stretch of work (set_sharing): with sharing off the caller
+// runs every chunk itself, the same chunks in the same order of results, so what a region computes does
+// not depend on it (SharingTuner, parallel.hpp, decides from measured step times).
+//
+// The hand-off itself takes no lock: a region is published by atomics (open_, generation_) and its end
+// is seen in atomics (done_, active_); the mutex and condition variables are touched only by a thread
+// that parks and by whoever must wake it (counted in sleepers_ / caller_parked_). On a 2-vCPU VM a
+// futex round trip costs tens of microseconds, as much as a small region's work.
 #pragma once
 
 #include <atomic>
@@ -39,27 +48,36 @@ class ThreadPool {
   // Runs fn(context, c) for every c in [0, chunks) and returns when all have run; the first exception a
   // chunk throws is rethrown here once every chunk has run, in parallel or serially alike.
   void run(std::size_t chunks, ChunkFn fn, void* context);
+  // Whether regions hand chunks to the workers (true at first); with false the caller runs them all.
+  void set_sharing(bool on) { sharing_ = on; }
+  bool sharing() const { return sharing_; }
 
  private:
   ThreadPool() = default;
   void worker_loop();
   void work_on();  // takes and runs chunks of the current region until none is left
   void stop_workers();
+  template <class Done>
+  void caller_wait(Done done);  // spins, then parks until done()
+  void wake_caller();
 
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_, finished_;
-  // The region being run, set under the mutex before `generation_` moves on.
+  // The region being run: written by the caller only while it is closed and no worker is inside.
   ChunkFn fn_ = nullptr;
   void* context_ = nullptr;
   std::size_t chunks_ = 0;
-  std::exception_ptr error_;
-  std::atomic<unsigned long long> generation_{0};  // moves on (under the mutex) with every region and at stop
-  bool open_ = false;                              // workers may still join the current region (mutex)
-  bool stopping_ = false;                          // (mutex)
-  int active_ = 0;                                 // workers inside the current region (mutex)
-  alignas(64) std::atomic<std::size_t> next_{0};   // the next chunk to take
-  alignas(64) std::atomic<std::size_t> done_{0};   // chunks finished
+  std::exception_ptr error_;                        // (mutex)
+  std::atomic<bool> open_{false};                   // workers may join the current region
+  std::atomic<bool> stopping_{false};
+  std::atomic<unsigned long long> generation_{0};   // moves on with every region and at stop
+  std::atomic<int> sleepers_{0};                    // workers parked (or about to) on wake_
+  std::atomic<bool> caller_parked_{false};          // the caller parked (or about to) on finished_
+  bool sharing_ = true;  // (the driving thread)
+  alignas(64) std::atomic<int> active_{0};          // workers inside a region (or checking whether one is open)
+  alignas(64) std::atomic<std::size_t> next_{0};    // the next chunk to take
+  alignas(64) std::atomic<std::size_t> done_{0};    // chunks finished
 };
 
 }  // namespace attnlab

@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <random>
 #include <stdexcept>
+#include <thread>
 
+#include "framework/models/text_models.hpp"
 #include "framework/ops/parallel.hpp"
 #include "tests/test_util.hpp"
 
@@ -143,6 +147,123 @@ TEST(ThreadPool, AChunksExceptionReachesTheCallerAfterTheOtherChunksRan) {
                std::runtime_error);
   EXPECT_EQ(ran.load(), 8);
   set_num_threads(1);
+}
+
+TEST(ThreadPool, EveryChunkRunsOnceWhetherWorkersAreSpinningParkedOrStoppedInBetween) {
+  // Regions of 1 to 9 chunks back to back, some after a pause long enough for the workers to park, some
+  // with chunks that sleep (so the caller parks waiting for them), one in fifty throwing, over pools of 2,
+  // 3 and 4 threads; each region's chunks write into that region's own counters on the caller's stack.
+  std::mt19937 rng(5);
+  for (int threads : {2, 3, 4}) {
+    set_num_threads(threads);
+    for (int round = 0; round < 600; ++round) {
+      struct Region {
+        std::vector<std::atomic<int>> hits;
+        int sleep_us;
+        bool throws;
+      } region{std::vector<std::atomic<int>>(1 + rng() % 9), rng() % 4 == 0 ? static_cast<int>(rng() % 60) : 0, rng() % 50 == 0};
+      bool threw = false;
+      try {
+        ThreadPool::instance().run(region.hits.size(), [](void* context, std::size_t chunk) {
+          Region& r = *static_cast<Region*>(context);
+          ++r.hits[chunk];
+          if (r.sleep_us) std::this_thread::sleep_for(std::chrono::microseconds(r.sleep_us));
+          if (r.throws && chunk == 0) throw std::runtime_error("chunk 0");
+        }, &region);
+      } catch (const std::runtime_error&) {
+        threw = true;
+      }
+      EXPECT_EQ(threw, region.throws) << "round " << round;
+      for (const auto& h : region.hits) ASSERT_EQ(h.load(), 1) << "round " << round << " on " << threads << " threads";
+      if (rng() % 5 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
+    }
+  }
+  set_num_threads(1);
+}
+
+TEST(ThreadPool, WithSharingOffTheCallerRunsEveryChunk) {
+  set_num_threads(2);
+  ThreadPool& pool = ThreadPool::instance();
+  pool.set_sharing(false);
+  struct Seen {
+    std::thread::id caller = std::this_thread::get_id();
+    std::atomic<int> elsewhere{0};
+  } seen;
+  for (int round = 0; round < 200; ++round)
+    pool.run(4, [](void* context, std::size_t) {
+      Seen& s = *static_cast<Seen*>(context);
+      if (std::this_thread::get_id() != s.caller) ++s.elsewhere;
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }, &seen);
+  pool.set_sharing(true);
+  set_num_threads(1);
+  EXPECT_EQ(seen.elsewhere.load(), 0);
+}
+
+// A training step of a small GPT on two threads gives the same loss and gradients, bit for bit, whether
+// its regions are shared with the worker or run on the caller alone: the chunks are the same, so the
+// sharing tuner's timing-dependent choice cannot change a run.
+TEST(ThreadPool, AStepIsBitForBitTheSameWithSharingOnAndOff) {
+  ModelConfig config;
+  config.encoder.d_model = 64;
+  config.encoder.n_heads = 4;
+  config.encoder.n_layers = 2;
+  DataShape shape;
+  shape.vocab_size = shape.num_classes = 32;
+  shape.max_len = 32;
+  Generator gen(4);
+  CausalLM model(config, shape, gen);
+  std::vector<std::int64_t> ids(16 * 32), targets(16 * 32);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    ids[i] = static_cast<std::int64_t>(i * 7 % 32);
+    targets[i] = static_cast<std::int64_t>(i * 5 % 32);
+  }
+  set_num_threads(2);
+  auto step = [&](bool sharing) {
+    ThreadPool::instance().set_sharing(sharing);
+    for (Tensor p : model.parameters()) p.zero_grad();
+    Tensor loss = model.loss(from_indices(ids, {16, 32}), from_indices(targets, {16, 32}));
+    loss.backward();
+    std::vector<std::vector<double>> values{loss.to_vector()};
+    for (const Tensor& p : model.parameters()) values.push_back(p.grad().to_vector());
+    return values;
+  };
+  const auto shared = step(true), alone = step(false);
+  ThreadPool::instance().set_sharing(true);
+  set_num_threads(1);
+  EXPECT_EQ(shared, alone);
+}
+
+// The tuner keeps the mode whose steps were faster: here a "step" is a sleep that is longer in one mode.
+bool settles_on_sharing(bool sharing_is_faster) {
+  SharingTuner tuner;
+  auto step = [&] {
+    tuner.begin_step();
+    const bool fast = ThreadPool::instance().sharing() == sharing_is_faster;
+    std::this_thread::sleep_for(std::chrono::milliseconds(fast ? 1 : 8));
+    tuner.end_step();
+  };
+  for (std::size_t i = 0; i < 1 + 2 * SharingTuner::kProbePairs; ++i) step();  // the first step, then the probe
+  const std::size_t probe_shared = tuner.shared_steps();
+  for (int i = 0; i < 5; ++i) step();
+  EXPECT_EQ(probe_shared, 1 + SharingTuner::kProbePairs);  // untimed first step shared, then half of the probe
+  const bool settled = tuner.shared_steps() - probe_shared == 5;
+  EXPECT_TRUE(settled || tuner.shared_steps() == probe_shared) << "the settled steps ran in mixed modes";
+  return settled;
+}
+
+TEST(SharingTuner, KeepsWhicheverModeRanFasterAndSharesAgainWhenItGoes) {
+  set_num_threads(2);
+  EXPECT_TRUE(settles_on_sharing(true));
+  EXPECT_TRUE(ThreadPool::instance().sharing());
+  EXPECT_FALSE(settles_on_sharing(false));
+  EXPECT_TRUE(ThreadPool::instance().sharing());  // turned back on when the tuner went
+  set_num_threads(1);
+  SharingTuner idle;  // one thread: nothing to choose
+  idle.begin_step();
+  idle.end_step();
+  EXPECT_EQ(idle.steps(), 0u);
+  EXPECT_TRUE(ThreadPool::instance().sharing());
 }
 
 }  // namespace
