@@ -228,6 +228,32 @@ Tensor scale_shift_rows(const Tensor& h, const Tensor& w, const Tensor& b) {
   return y;
 }
 
+// Rows [r0, r1) of layer norm's forward (see layer_norm_forward). The pointers do not alias, which lets
+// each loop vectorise without run-time overlap checks.
+template <class T>
+void layer_norm_forward_rows(std::size_t r0, std::size_t r1, std::size_t cols, T eps, const T* __restrict px,
+                             const T* __restrict pw, const T* __restrict pb, T* __restrict py, T* __restrict ph, T* __restrict ps) {
+  for (std::size_t r = r0; r < r1; ++r) {
+    const T* __restrict xr = px + r * cols;
+    T* __restrict hr = ph + r * cols;
+    T* __restrict yr = py + r * cols;
+    const T mu = rowops::sum(xr, cols) / static_cast<T>(cols);
+    T v = 0;
+#pragma omp simd reduction(+ : v)
+    for (std::size_t i = 0; i < cols; ++i) v += (xr[i] - mu) * (xr[i] - mu);
+    const T rstd = T(1) / std::sqrt(v / static_cast<T>(cols) + eps);
+    ps[r] = rstd;
+#pragma omp simd
+    for (std::size_t i = 0; i < cols; ++i) hr[i] = (xr[i] - mu) * rstd;
+    if (pw && pb) {
+#pragma omp simd
+      for (std::size_t i = 0; i < cols; ++i) yr[i] = hr[i] * pw[i] + pb[i];
+    } else {
+      for (std::size_t i = 0; i < cols; ++i) yr[i] = (pw ? hr[i] * pw[i] : hr[i]) + (pb ? pb[i] : T(0));
+    }
+  }
+}
+
 // Layer norm's forward over rows of `cols`: out = x_hat * weight + bias, keeping x_hat and 1/std for the
 // backward.
 struct LayerNormForward {
@@ -256,27 +282,49 @@ LayerNormForward layer_norm_forward(const Tensor& x, const Tensor& weight, const
     T* ph = normalized.data<T>();
     T* ps = inv_std.data<T>();
     parallel_for(rows, rowops::grain(cols), [&](std::size_t r0, std::size_t r1) {
-    for (std::size_t r = r0; r < r1; ++r) {
-      const T* xr = px + r * cols;
-      T* hr = ph + r * cols;
-      T* yr = py + r * cols;
-      const T mu = rowops::sum(xr, cols) / static_cast<T>(cols);
-      T v = 0;
-#pragma omp simd reduction(+ : v)
-      for (std::size_t i = 0; i < cols; ++i) v += (xr[i] - mu) * (xr[i] - mu);
-      const T rstd = T(1) / std::sqrt(v / static_cast<T>(cols) + static_cast<T>(eps));
-      ps[r] = rstd;
-      for (std::size_t i = 0; i < cols; ++i) hr[i] = (xr[i] - mu) * rstd;
-      if (pw && pb) {
-        for (std::size_t i = 0; i < cols; ++i) yr[i] = hr[i] * pw[i] + pb[i];
-      } else {
-        for (std::size_t i = 0; i < cols; ++i) yr[i] = (pw ? hr[i] * pw[i] : hr[i]) + (pb ? pb[i] : T(0));
-      }
-    }
+      layer_norm_forward_rows<T>(r0, r1, cols, static_cast<T>(eps), px, pw, pb, py, ph, ps);
     });
   });
   f.out = out, f.normalized = normalized, f.inv_std = inv_std;
   return f;
+}
+
+// Rows [r0, r1) of layer norm's backward (see layer_norm_backward): adds their g h and g into dw and db
+// (when given) and writes dx (when given). The pointers do not alias, which lets each loop vectorise
+// without run-time overlap checks; kWeight hoists the weight's presence out of the loops.
+template <class T, bool kWeight>
+void layer_norm_backward_rows(std::size_t r0, std::size_t r1, std::size_t cols, const T* __restrict ph, const T* __restrict pg,
+                              const T* __restrict ps, const T* __restrict pw, T* __restrict gx, T* __restrict dw, T* __restrict db) {
+  const T inv_cols = T(1) / static_cast<T>(cols);
+  for (std::size_t r = r0; r < r1; ++r) {
+    const T* __restrict hr = ph + r * cols;
+    const T* __restrict gr = pg + r * cols;
+    if (dw) {
+#pragma omp simd
+      for (std::size_t i = 0; i < cols; ++i) dw[i] += gr[i] * hr[i];
+    }
+    if (db) {
+#pragma omp simd
+      for (std::size_t i = 0; i < cols; ++i) db[i] += gr[i];
+    }
+    if (!gx) continue;
+    T mean_dh = 0, mean_dh_h = 0;
+#pragma omp simd reduction(+ : mean_dh, mean_dh_h)
+    for (std::size_t i = 0; i < cols; ++i) {
+      const T dh = kWeight ? gr[i] * pw[i] : gr[i];
+      mean_dh += dh;
+      mean_dh_h += dh * hr[i];
+    }
+    mean_dh *= inv_cols;
+    mean_dh_h *= inv_cols;
+    const T rstd = ps[r];
+    T* __restrict dx = gx + r * cols;
+#pragma omp simd
+    for (std::size_t i = 0; i < cols; ++i) {
+      const T dh = kWeight ? gr[i] * pw[i] : gr[i];
+      dx[i] = rstd * (dh - mean_dh - hr[i] * mean_dh_h);
+    }
+  }
 }
 
 // Layer norm's backward from x_hat and 1/std: gradients of x, weight and bias (each only when asked).
@@ -301,41 +349,26 @@ std::vector<Tensor> layer_norm_backward(const Tensor& normalized, const Tensor& 
     constexpr std::size_t kRowsPerBlock = 32, kMaxBlocks = 64;
     const std::size_t blocks = std::clamp<std::size_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, 1, kMaxBlocks);
     std::vector<T> partial((rw || rb) ? blocks * 2 * cols : 0, T(0));
+    T* const pgx = rx ? gx.data<T>() : nullptr;
     parallel_for(blocks, 1, [&](std::size_t b0, std::size_t b1) {
       for (std::size_t block = b0; block < b1; ++block) {
         T* dw = partial.empty() ? nullptr : partial.data() + block * 2 * cols;
-        T* db = dw ? dw + cols : nullptr;
-        for (std::size_t r = rows * block / blocks; r < rows * (block + 1) / blocks; ++r) {
-          const T* hr = ph + r * cols;
-          const T* gr = pg + r * cols;
-          if (rw)
-            for (std::size_t i = 0; i < cols; ++i) dw[i] += gr[i] * hr[i];
-          if (rb)
-            for (std::size_t i = 0; i < cols; ++i) db[i] += gr[i];
-          if (!rx) continue;
-          T mean_dh = 0, mean_dh_h = 0;
-#pragma omp simd reduction(+ : mean_dh, mean_dh_h)
-          for (std::size_t i = 0; i < cols; ++i) {
-            const T dh = pw ? gr[i] * pw[i] : gr[i];
-            mean_dh += dh;
-            mean_dh_h += dh * hr[i];
-          }
-          mean_dh /= static_cast<T>(cols);
-          mean_dh_h /= static_cast<T>(cols);
-          T* dx = gx.data<T>() + r * cols;
-          for (std::size_t i = 0; i < cols; ++i) {
-            const T dh = pw ? gr[i] * pw[i] : gr[i];
-            dx[i] = ps[r] * (dh - mean_dh - hr[i] * mean_dh_h);
-          }
+        const std::size_t r0 = rows * block / blocks, r1 = rows * (block + 1) / blocks;
+        if (pw) {
+          layer_norm_backward_rows<T, true>(r0, r1, cols, ph, pg, ps, pw, pgx, rw ? dw : nullptr, rb ? dw + cols : nullptr);
+        } else {
+          layer_norm_backward_rows<T, false>(r0, r1, cols, ph, pg, ps, pw, pgx, rw ? dw : nullptr, rb ? dw + cols : nullptr);
         }
       }
     });
+    T* const pgw = rw ? gw.data<T>() : nullptr;
+    T* const pgb = rb ? gb.data<T>() : nullptr;
     for (std::size_t block = 0; block < (partial.empty() ? 0 : blocks); ++block) {
       const T* dw = partial.data() + block * 2 * cols;
-      if (rw)
-        for (std::size_t i = 0; i < cols; ++i) gw.data<T>()[i] += dw[i];
-      if (rb)
-        for (std::size_t i = 0; i < cols; ++i) gb.data<T>()[i] += dw[cols + i];
+      if (pgw)
+        for (std::size_t i = 0; i < cols; ++i) pgw[i] += dw[i];
+      if (pgb)
+        for (std::size_t i = 0; i < cols; ++i) pgb[i] += dw[cols + i];
     }
   });
   return std::vector<Tensor>{gx, gw, gb};
