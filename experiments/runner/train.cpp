@@ -148,6 +148,7 @@ TrainResult Trainer::run() {
     optimizer_->step();
     optimizer_->zero_grad();  // free the gradients now: the next forward runs without them
     tuner.end_step();
+    if (!tuner.change().empty()) progress_.message("attnlab: " + tuner.change(), true);
     state_.step = step;
     state_.running_loss += value;
     ++state_.running_count;

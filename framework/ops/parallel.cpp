@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "framework/ops/blas.hpp"
 
@@ -71,6 +72,7 @@ void SharingTuner::begin_step() {
 void SharingTuner::end_step() {
   if (!active_) return;
   const auto now = std::chrono::steady_clock::now();
+  change_.clear();
   ++steps_;
   if (mode_) ++shared_steps_;
   if (settled_) return;
@@ -81,7 +83,15 @@ void SharingTuner::end_step() {
   (mode_ ? shared_s_ : alone_s_).push_back(std::chrono::duration<double>(now - step_start_).count());
   plan_.pop_back();
   if (!plan_.empty()) return;
-  const bool choice = median(shared_s_) <= median(alone_s_);
+  const double shared = median(shared_s_), alone = median(alone_s_);
+  const bool choice = shared <= alone;
+  if (choice != choice_) {
+    char line[200];
+    std::snprintf(line, sizeof line, "%s (median step: %.2f ms shared among %d threads, %.2f ms on one; measured again from time to time)",
+                  choice ? "threads: each step's work is shared again" : "threads: each step's work now runs on the calling thread alone",
+                  shared * 1e3, ThreadPool::instance().threads(), alone * 1e3);
+    change_ = line;
+  }
   hold_s_ = hold_s_ > 0 && choice == choice_ ? std::min(2 * hold_s_, kLongestHoldSeconds) : kFirstHoldSeconds;
   choice_ = choice;
   settled_ = true;

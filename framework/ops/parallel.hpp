@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -45,6 +46,9 @@ class SharingTuner {
   // Steps timed so far and how many of them ran shared.
   std::size_t steps() const { return steps_; }
   std::size_t shared_steps() const { return shared_steps_; }
+  // When the probe that end_step just finished changed the mode (the first one too, if it chose to run
+  // alone): a sentence saying so, with the probe's median step times; empty otherwise.
+  const std::string& change() const { return change_; }
 
   static constexpr std::size_t kProbePairs = 4;
 
@@ -59,6 +63,7 @@ class SharingTuner {
   double hold_s_ = 0;
   std::chrono::steady_clock::time_point step_start_, settled_until_;
   std::size_t steps_ = 0, shared_steps_ = 0;
+  std::string change_;
 };
 
 // Calls body(begin, end) on disjoint chunks covering [0, n), in parallel when n is at least 2 * grain

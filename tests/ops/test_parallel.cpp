@@ -243,7 +243,15 @@ bool settles_on_sharing(bool sharing_is_faster) {
     std::this_thread::sleep_for(std::chrono::milliseconds(fast ? 1 : 8));
     tuner.end_step();
   };
-  for (std::size_t i = 0; i < 1 + 2 * SharingTuner::kProbePairs; ++i) step();  // the first step, then the probe
+  for (std::size_t i = 0; i < 1 + 2 * SharingTuner::kProbePairs; ++i) {  // the first step, then the probe
+    step();
+    const bool last = i == 2 * SharingTuner::kProbePairs;
+    // The mode changes (and says so) only when the probe ends choosing to run alone.
+    EXPECT_EQ(tuner.change().empty(), !last || sharing_is_faster) << "step " << i << ": " << tuner.change();
+  }
+  if (!sharing_is_faster) {
+    EXPECT_NE(tuner.change().find("calling thread alone"), std::string::npos) << tuner.change();
+  }
   const std::size_t probe_shared = tuner.shared_steps();
   for (int i = 0; i < 5; ++i) step();
   EXPECT_EQ(probe_shared, 1 + SharingTuner::kProbePairs);  // untimed first step shared, then half of the probe
