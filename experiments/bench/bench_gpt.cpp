@@ -111,19 +111,19 @@ int run_gpt_bench(const GptBenchOptions& o) {
   for (std::size_t i = 0; i < o.steps; ++i) step();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double step_s = seconds / static_cast<double>(std::max<std::size_t>(o.steps, 1));
-  const double shared_share = tuner->steps() ? static_cast<double>(tuner->shared_steps()) / static_cast<double>(tuner->steps()) : 1.0;
+  const std::size_t timed = tuner->steps(), shared = tuner->shared_steps();  // none timed on one thread
   tuner.reset();  // sgemm's rate below is measured on every thread
   nlohmann::ordered_json line{{"impl", "attnlab"},
                               {"threads", o.threads},
                               {"params", model.parameter_count()},
                               {"step_ms", step_s * 1e3},
                               {"tokens_per_s", static_cast<double>(o.batch * o.block) / step_s},
-                              {"shared_steps", shared_share},
                               {"peak_rss_mb", peak_rss_mb()},
                               {"base_rss_mb", base_rss},
                               {"tensor_peak_mb", static_cast<double>(Storage::peak_bytes()) / (1 << 20)},
                               {"cached_mb", static_cast<double>(Storage::cached_bytes()) / (1 << 20)},
                               {"openblas_core", blas_core_name()}};
+  if (timed) line["shared_steps"] = static_cast<double>(shared) / static_cast<double>(timed);  // share of steps run shared
   // The achieved FLOP rate (all processes together) against what sgemm reaches on as many cores.
   const double achieved = flops_per_token(model, o) * static_cast<double>(o.batch * o.block) / step_s / 1e9;
   const double sgemm = measured_sgemm_gflops() * static_cast<double>(comm.size());

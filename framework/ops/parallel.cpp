@@ -31,8 +31,6 @@ int default_threads(int requested, int sharers) {
 
 namespace {
 
-constexpr double kFirstHoldSeconds = 5, kLongestHoldSeconds = 120;
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();

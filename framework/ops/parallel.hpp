@@ -31,9 +31,10 @@ int default_threads(int requested, int sharers);
 // `attnlab bench gpt --dim 64 --block 16` on a 2-vCPU VM: two threads hardly faster than one on a quiet
 // machine). After the loop's first step the tuner times steps alternately shared and alone (kProbePairs
 // pairs, in the order SA AS SA AS against drift), keeps the mode whose median step was shorter, and
-// probes again after a while (5 s, doubling while the choice stays the same, up to 2 minutes), since the
-// machine's load changes. The chunks are the same either way, so a run's results do not depend on the
-// choice (tested bit for bit). With one thread it does nothing; sharing is back on when the tuner goes.
+// probes again after kFirstHoldSeconds, doubling while the choice stays the same up to
+// kLongestHoldSeconds, since the machine's load changes. The chunks are the same either way, so a run's
+// results do not depend on the choice (tested bit for bit). With one thread it does nothing; sharing is
+// back on when the tuner goes.
 class SharingTuner {
  public:
   SharingTuner();
@@ -51,6 +52,7 @@ class SharingTuner {
   const std::string& change() const { return change_; }
 
   static constexpr std::size_t kProbePairs = 4;
+  static constexpr double kFirstHoldSeconds = 5, kLongestHoldSeconds = 120;
 
  private:
   void plan_probe();

@@ -131,7 +131,7 @@ const T* scaled_rows(const T* rows, std::size_t n, std::size_t cols, std::size_t
   return out;
 }
 
-// Keys [c0, c0 + C) of rows [Tk, D] transposed into out [D, ld], W keys at a time; the columns from C to
+// Keys [c0, c0 + C) of rows [Tk, D] transposed into out [D, ld]; the columns from C to
 // the next whole vector are zero (tiles read whole vectors).
 template <class T>
 void pack_transposed(const T* rows, std::size_t d, std::size_t c0, std::size_t c, std::size_t ld, T* out) {
