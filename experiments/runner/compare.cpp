@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -108,7 +109,8 @@ class RunPool {
   void stop_all(int signal) {
     for (const auto& [pid, run] : running_) kill(pid, signal);
   }
-  // Waits for one run to end and reports it; false when the wait was interrupted by a signal.
+  // Waits a moment for a run to end and reports it; false when none ended in that time (or a signal
+  // interrupted the wait).
   bool reap(std::size_t& done, std::vector<std::string>& failed, bool stopping, std::vector<Job>& queue);
 
  private:
@@ -125,7 +127,15 @@ class RunPool {
 
 bool RunPool::reap(std::size_t& done, std::vector<std::string>& failed, bool stopping, std::vector<Job>& queue) {
   int status = 0;
-  const pid_t pid = waitpid(-1, &status, 0);
+  const pid_t pid = waitpid(-1, &status, WNOHANG);
+  if (pid == 0) {
+    // Nothing ended: sleep a moment (a signal cuts it short) and let the caller look at the stop flag
+    // again. A blocking waitpid would miss a signal that came just before it: the runs would never hear
+    // of it and train to the end.
+    const timespec pause{0, 50'000'000};
+    nanosleep(&pause, nullptr);
+    return false;
+  }
   if (pid < 0) {
     if (errno == EINTR) return false;
     throw std::runtime_error(std::string("waiting for a training process: ") + std::strerror(errno));
@@ -263,10 +273,13 @@ void run_jobs(const CompareSpec& spec, const std::vector<PlannedRun>& plan, cons
   while (next < queue.size() || !pool.empty()) {
     if (!stop.requested()) pool.start(queue, next);
     if (pool.empty()) break;
-    if (!pool.reap(done, failed, stop.requested(), queue) && stop.requested() && !forwarded) {
+    // Checked before every wait, so a signal that came while runs were being started or reported
+    // (outside the wait) still reaches them.
+    if (stop.requested() && !forwarded) {
       pool.stop_all(stop.signal());
       forwarded = true;
     }
+    pool.reap(done, failed, stop.requested(), queue);
   }
 }
 

@@ -11,7 +11,7 @@ namespace attnlab {
 class StopSignals {
  public:
   // `restart_calls`: whether an interrupted system call resumes (training) or fails with EINTR
-  // (compare, whose waitpid must wake up to forward the signal to its runs).
+  // (compare, whose pause between looks at its runs ends early to forward the signal to them).
   explicit StopSignals(bool restart_calls = true);
   ~StopSignals();
   StopSignals(const StopSignals&) = delete;
