@@ -96,13 +96,15 @@ class PerformerKernel : public AttentionKernel {
       std::int64_t& calls = calls_.data<std::int64_t>()[0];
       if (calls++ % static_cast<std::int64_t>(config_.redraw_interval) == 0 && calls > 1) draw_features();
     }
+    // Every key feature carries the factor exp(-bound); the denominator's floor must carry it too, or
+    // the ratio is no longer the estimator's: at head dim 64 the bound is about 45, the sums of key
+    // features about e^-45, and an unscaled 1e-12 outweighed them (the output fell to about zero).
+    const double bound = key_bound(), eps = kDenominatorEps * std::exp(-bound);
     if (!context.causal && !context.need_pattern) {
       // One op in blocks of tokens (ops/favor_attention.cpp): no [T, m] tensor at all.
-      return AttentionResult{favor_attention(q, k, v, projection_.to(q.dtype()), context.key_padding_mask, config_.eps, kDenominatorEps,
-                                             key_bound()),
-                             Tensor()};
+      return AttentionResult{favor_attention(q, k, v, projection_.to(q.dtype()), context.key_padding_mask, config_.eps, eps, bound), Tensor()};
     }
-    return feature_attention(features(q, true), features(k, false), v, context, kDenominatorEps, "performer");
+    return feature_attention(features(q, true, bound), features(k, false, bound), v, context, eps, "performer");
   }
 
  private:
@@ -110,14 +112,14 @@ class PerformerKernel : public AttentionKernel {
   // per query row the largest exponent (c cancels in that row's ratio, exactly, eps included), for keys
   // the bound max_r |w_r|^2 / 2 of every key's exponent (a constant: no key depends on another, so no
   // future key leaks into a causal output).
-  Tensor features(const Tensor& x, bool is_query) const {
+  Tensor features(const Tensor& x, bool is_query, double bound) const {
     const Tensor scaled = mul(x, std::pow(static_cast<double>(head_dim_), -0.25));  // x'
     const Tensor proj = matmul(scaled, projection_.to(x.dtype()), false, true);    // [B, H, T, m]
     const Tensor half_norm = mul(sum(scaled * scaled, -1, true), 0.5);            // [B, H, T, 1]
     // One op from the projections to the features: the composed form held about six [B, H, T, m]
     // tensors per call and spent more time in them than in the matrix products.
     return positive_random_features(proj, half_norm, 1.0 / std::sqrt(static_cast<double>(config_.features)), config_.eps,
-                                    is_query, is_query ? 0.0 : key_bound());
+                                    is_query, is_query ? 0.0 : bound);
   }
 
   // The keys' stabiliser, max_r |w_r|^2 / 2, recomputed from the buffer each time so that a loaded
