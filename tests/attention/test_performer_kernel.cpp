@@ -57,6 +57,19 @@ TEST(PerformerKernel, EstimateHoldsAtWideHeads) {
                                                                                 << (dtype == DType::float32 ? 32 : 64);
 }
 
+// Wider heads than float32 can serve (the features underflow: output 0 or NaN at D = 160) are refused
+// when the model is built, with the reason.
+TEST(PerformerKernel, HeadsWiderThan128AreRefused) {
+  Generator gen(3);
+  EXPECT_NO_THROW(make_kernel("performer", KernelSpec{1, 128, 16, true}, YAML::Node(), gen));
+  try {
+    make_kernel("performer", KernelSpec{1, 160, 16, true}, YAML::Node(), gen);
+    ADD_FAILURE() << "head dim 160 was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("head dim of at most 128 (model.d_model / model.n_heads is 160)"), std::string::npos) << e.what();
+  }
+}
+
 TEST(PerformerKernel, FeaturesAreSeededAndRedrawnOnSchedule) {
   Generator g1(3), g2(3);
   YAML::Node options = YAML::Load("{features: 8, redraw_interval: 2}");

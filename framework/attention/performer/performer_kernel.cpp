@@ -72,6 +72,16 @@ class PerformerKernel : public AttentionKernel {
     s.field("eps", &Options::eps, "added to every feature to keep it positive", Range::at_least(0.0));
     return s;
   }
+  // The keys' stabiliser exp(-max_r |w_r|^2 / 2) (see features()) grows with the head dim D: about e^-50
+  // at D = 64, e^-89 at D = 128 with 256 features. Float32 still holds the features at D = 128 (the
+  // error against softmax is as at D = 16); at D = 160 they underflow and the output is 0 or NaN.
+  static constexpr std::size_t kWidestHead = 128;
+  static void check(const KernelSpec& spec, const Options&, const ConfigNode& node) {
+    if (spec.head_dim > kWidestHead)
+      node.fail("features", "performer needs a head dim of at most " + std::to_string(kWidestHead) + " (model.d_model / model.n_heads is " +
+                                std::to_string(spec.head_dim) + "): its key features are scaled by exp(-max_r |w_r|^2 / 2), which float32 " +
+                                "cannot hold for wider heads; use more heads");
+  }
   // The projection [m, D] in float64 while drawn, and the causal path's feature tensors [B, H, T, m] for
   // queries and keys with their gradients.
   static double working_bytes(const KernelSpec& spec, const Options& o, std::size_t batch) {
