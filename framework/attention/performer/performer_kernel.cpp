@@ -107,8 +107,8 @@ class PerformerKernel : public AttentionKernel {
       if (calls++ % static_cast<std::int64_t>(config_.redraw_interval) == 0 && calls > 1) draw_features();
     }
     // Every key feature carries the factor exp(-bound); the denominator's floor must carry it too, or
-    // the ratio is no longer the estimator's: at head dim 64 the bound is about 45, the sums of key
-    // features about e^-45, and an unscaled 1e-12 outweighed them (the output fell to about zero).
+    // the ratio is no longer the estimator's: at head dim 64 the bound is about 50, the sums of key
+    // features about e^-50, and an unscaled 1e-12 outweighed them (the output fell to about zero).
     const double bound = key_bound(), eps = kDenominatorEps * std::exp(-bound);
     if (!context.causal && !context.need_pattern) {
       // One op in blocks of tokens (ops/favor_attention.cpp): no [T, m] tensor at all.
