@@ -330,8 +330,14 @@ void check_attention(const ConfigNode& root, const ExperimentConfig& c) {
       attention.fail("name", std::string(error.what()) + " (model.kind " + c.model.kind + " uses " + use.key + " for " +
                                  kernel_role(use.spec) + ")");
     }
-    // The kernel reads its own options (positioned errors), without building anything yet.
-    check_kernel(use.name, use.spec, KernelOptions(use.options.node(), use.key + ".options", root.source_ptr()), c.train.batch_size);
+    // The kernel reads its own options (positioned errors), without building anything yet. A check about
+    // the model rather than an option, with no options mapping to point at, points at the kernel's name.
+    try {
+      check_kernel(use.name, use.spec, KernelOptions(use.options.node(), use.key + ".options", root.source_ptr()), c.train.batch_size);
+    } catch (const ConfigError& error) {
+      if (error.line() == 0 && error.origin().empty()) attention.fail("name", error.message());
+      throw;
+    }
   }
 }
 

@@ -214,7 +214,14 @@ INSTANTIATE_TEST_SUITE_P(
                   "task.path (training pairs) and task.test_path (held-out pairs) are SCAN-format files given together"},
         BadConfig{"model: {decoder_layers: 2}\n", {}, "1:25", "model.decoder_layers is not read by model.kind token_tagger"},
         BadConfig{"task: {name: copy, min_length: 9}\n", {}, "1:32", "task.min_length (9) must not exceed task.length (8)"},
-        BadConfig{"train: {label_smoothing: 1}\n", {}, "1:26", "'train.label_smoothing' must be [0, 1)"}));
+        BadConfig{"train: {label_smoothing: 1}\n", {}, "1:26", "'train.label_smoothing' must be [0, 1)"},
+        // A kernel's check about the model: at its options when there are any, else at its name.
+        BadConfig{"model:\n  d_model: 320\n  n_heads: 2\n  attention:\n    name: performer\n", {}, "5:11",
+                  "performer needs a head dim of at most 128 (model.d_model / model.n_heads is 160)"},
+        BadConfig{"model:\n  d_model: 320\n  n_heads: 2\n  attention:\n    name: performer\n    options: {features: 64}\n", {}, "6:25",
+                  "performer needs a head dim of at most 128"},
+        BadConfig{"model: {d_model: 320, n_heads: 2}\n", {"model.attention.name=performer"}, "override",
+                  "performer needs a head dim of at most 128"}));
 
 // Inputs that were once accepted silently (they trained the defaults, or dropped a part of the file).
 class SilentlyAccepted : public ::testing::TestWithParam<BadConfig> {};
