@@ -116,7 +116,7 @@ grep -q "resuming seed_0" "$work/out/stop/runs/softmax/seed_0.log" || fail "the 
 
 # A signal that comes between runs (while one is reported and the next started) still stops the run
 # just started: SIGTERM the moment the first run is reported, polled without a pause, twenty times. Before
-# the fix about one try in forty lost the signal (3 of 125) and the next run trained to its end.
+# the fix about one try in forty lost the signal (3 of 115) and the next run trained to its end.
 sed -e 's/name: tiny/name: between/' -e 's/^seeds: \[0, 1\]/seeds: [0, 1, 2]/' -e 's/^analyze: true/analyze: false/' "$work/tiny.yaml" > "$work/between.yaml"
 for try in $(seq 20); do
   rm -rf "$work/out/between"
