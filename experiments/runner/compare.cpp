@@ -109,9 +109,9 @@ class RunPool {
   void stop_all(int signal) {
     for (const auto& [pid, run] : running_) kill(pid, signal);
   }
-  // Waits a moment for a run to end and reports it; false when none ended in that time (or a signal
-  // interrupted the wait).
-  bool reap(std::size_t& done, std::vector<std::string>& failed, bool stopping, std::vector<Job>& queue);
+  // Waits a moment for a run to end and reports it (nothing when none ended in that time or a signal
+  // cut the wait short: the caller looks at the stop flag and comes back).
+  void reap(std::size_t& done, std::vector<std::string>& failed, bool stopping, std::vector<Job>& queue);
 
  private:
   struct Running {
@@ -125,7 +125,7 @@ class RunPool {
   std::map<pid_t, Running> running_;
 };
 
-bool RunPool::reap(std::size_t& done, std::vector<std::string>& failed, bool stopping, std::vector<Job>& queue) {
+void RunPool::reap(std::size_t& done, std::vector<std::string>& failed, bool stopping, std::vector<Job>& queue) {
   int status = 0;
   const pid_t pid = waitpid(-1, &status, WNOHANG);
   if (pid == 0) {
@@ -134,14 +134,11 @@ bool RunPool::reap(std::size_t& done, std::vector<std::string>& failed, bool sto
     // of it and train to the end.
     const timespec pause{0, 50'000'000};
     nanosleep(&pause, nullptr);
-    return false;
+    return;
   }
-  if (pid < 0) {
-    if (errno == EINTR) return false;
-    throw std::runtime_error(std::string("waiting for a training process: ") + std::strerror(errno));
-  }
+  if (pid < 0) throw std::runtime_error(std::string("waiting for a training process: ") + std::strerror(errno));
   const auto it = running_.find(pid);
-  if (it == running_.end()) return true;
+  if (it == running_.end()) return;
   const Job job = it->second.job;
   const PlannedRun* p = job.run;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.started).count();
@@ -169,7 +166,6 @@ bool RunPool::reap(std::size_t& done, std::vector<std::string>& failed, bool sto
     std::printf("  %sFAILED   %s (exit %d); see %s.log\n", tag_.c_str(), p->rel.c_str(), code, p->rel.c_str());
   }
   std::fflush(stdout);
-  return true;
 }
 
 std::string command_line(const std::string& config_path, const CompareOptions& options) {
