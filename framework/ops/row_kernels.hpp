@@ -6,12 +6,14 @@
 // that already pay for xtensor's headers.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <limits>
 #include <vector>
 
 #include <xsimd/memory/xsimd_aligned_allocator.hpp>
+#include <xsimd/xsimd.hpp>
 
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xmath.hpp>
@@ -56,11 +58,21 @@ T dot(const T* x, const T* y, std::size_t n) {
   return s;
 }
 
-// y = exp(x - shift) over one row (x and y may be the same row).
+// y = exp(x - shift) over one row (x and y may be the same row). Every element goes through xsimd's exp,
+// the tail too (through a padded batch): an element's value depends on nothing but its input, not on the
+// row's alignment or its place in the row, so results cannot move with what the heap held before.
 template <class T>
 void exp_shifted(const T* x, T* y, std::size_t n, T shift) {
-  auto yv = view(y, n);
-  xt::noalias(yv) = xt::exp(view(x, n) - shift);
+  using Batch = xsimd::batch<T>;
+  constexpr std::size_t lanes = Batch::size;
+  const Batch s(shift);
+  std::size_t i = 0;
+  for (; i + lanes <= n; i += lanes) xsimd::exp(Batch::load_unaligned(x + i) - s).store_unaligned(y + i);
+  if (i == n) return;
+  alignas(64) T tail[lanes] = {};
+  std::copy(x + i, x + n, tail);
+  xsimd::exp(Batch::load_aligned(tail) - s).store_aligned(tail);
+  std::copy(tail, tail + (n - i), y + i);
 }
 
 // Rows per parallel chunk: enough work (about 16K elements) to pay for a thread.

@@ -98,6 +98,15 @@ class BlockCache {
   std::size_t budget_ = 0;
 };
 
+std::atomic<int>& poison() {
+  static std::atomic<int> byte{[] {
+    const char* env = std::getenv("ATTNLAB_POISON");
+    return env && *env ? static_cast<int>(std::strtol(env, nullptr, 0) & 0xff) : -1;
+  }()};
+  return byte;
+}
+int poison_byte() { return poison().load(std::memory_order_relaxed); }
+
 BlockCache& block_cache() {
   static BlockCache* cache = new BlockCache();  // never destroyed: storages may outlive static destructors
   return *cache;
@@ -108,6 +117,7 @@ Storage::Storage(DType dtype, std::size_t numel, bool zero) : dtype_(dtype), num
   const std::size_t bytes = nbytes();
   data_ = block_cache().acquire(BlockCache::block_size(bytes), capacity_);
   if (zero) std::memset(data_, 0, capacity_);
+  else if (const int byte = poison_byte(); byte >= 0) std::memset(data_, byte, capacity_);
   const std::size_t live = g_live_bytes += bytes;
   std::size_t peak = g_peak_bytes.load();
   while (live > peak && !g_peak_bytes.compare_exchange_weak(peak, live)) {
@@ -123,5 +133,6 @@ std::size_t Storage::live_bytes() { return g_live_bytes.load(); }
 std::size_t Storage::peak_bytes() { return g_peak_bytes.load(); }
 void Storage::reset_peak_bytes() { g_peak_bytes = g_live_bytes.load(); }
 std::size_t Storage::cached_bytes() { return block_cache().cached(); }
+void Storage::set_poison_byte(int byte) { poison() = byte < 0 ? -1 : (byte & 0xff); }
 
 }  // namespace attnlab

@@ -29,6 +29,10 @@ class Storage {
   static void reset_peak_bytes();
   // Bytes of freed large blocks kept for reuse (see storage.cpp), and the most it has held.
   static std::size_t cached_bytes();
+  // A debugging aid: from now on, fill every buffer that is not zero-initialised with `byte` (0xff makes
+  // every float a NaN), or leave it as the allocator gave it (-1, the default). A result that changes
+  // with the byte read memory no op wrote. The environment variable ATTNLAB_POISON=<byte> sets it at start.
+  static void set_poison_byte(int byte);
 
  private:
   DType dtype_;
