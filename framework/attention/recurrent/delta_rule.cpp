@@ -45,38 +45,48 @@ HeadInputs<T> head_inputs(const Tensor& q, const Tensor& k, const Tensor& v, con
 // Buffers of one worker, reused over chunks and heads.
 template <class T>
 struct Scratch {
-  std::vector<T> l, neg_l, g, c, gamma, p, m, x, du, nd, nk, state;
+  std::vector<double> l, columns;  // cumulative log decays, summed in double (see chunk_gates); column sums
+  rowops::AlignedVector<T> inv_g, g, c, gamma, p, m, x, du, nd, nk, state;
   explicit Scratch(const RuleDims& d)
-      : l(d.chunk), neg_l(d.chunk), g(d.chunk), c(d.chunk), gamma(d.chunk * d.chunk), p(d.chunk * d.chunk), m(d.chunk * d.chunk),
+      : l(d.chunk), columns(d.chunk), inv_g(d.chunk), g(d.chunk), c(d.chunk), gamma(d.chunk * d.chunk), p(d.chunk * d.chunk), m(d.chunk * d.chunk),
         x(d.chunk * d.chunk), du(d.chunk * d.dv), nd(d.chunk * d.dv), nk(d.chunk * d.dk), state(d.dk * d.dv) {}
 };
 
 // The chunk's cumulative log decay l_i, g_i = exp(l_i), c_i = exp(l_{n-1} - l_i) and, when gated,
-// Gamma_ij = exp(l_i - l_j) for j <= i; 0, 1, 1 ungated. Gamma is g_i / g_j while g stays far from
-// underflow (l > -60 in float, -600 in double), else one vectorised exp per entry (strong decays).
+// Gamma_ij = exp(l_i - l_j) for j <= i; 0, 1, 1 ungated. l is summed in double whatever T is: in float
+// the running sum's rounding (about eps |l_i| per term) would enter every g_i and Gamma_ij as a relative
+// error that grows with the chunk and the decay's strength, where the token-by-token recurrence has
+// about eps per decay. Gamma is g_i / g_j while g stays far from underflow (l > -60 in float, -600 in
+// double), else exp of the difference, taken in double and then rounded (strong decays).
 template <class T>
 void chunk_gates(const T* log_alpha, std::size_t n, Scratch<T>& s) {
-  T total = 0;
+  double total = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    total += log_alpha ? log_alpha[i] : T(0);
+    total += log_alpha ? static_cast<double>(log_alpha[i]) : 0.0;
     s.l[i] = total;
-    s.neg_l[i] = -total;
-    s.g[i] = std::exp(total);
+    s.g[i] = static_cast<T>(std::exp(total));
   }
-  for (std::size_t i = 0; i < n; ++i) s.c[i] = std::exp(s.l[n - 1] - s.l[i]);
+  for (std::size_t i = 0; i < n; ++i) s.c[i] = static_cast<T>(std::exp(s.l[n - 1] - s.l[i]));
   if (!log_alpha) return;
-  const T floor = sizeof(T) == 4 ? T(-60) : T(-600);
+  const double floor = sizeof(T) == 4 ? -60.0 : -600.0;
   if (s.l[n - 1] > floor) {
-    for (std::size_t j = 0; j < n; ++j) s.neg_l[j] = T(1) / s.g[j];  // 1 / g_j
+    for (std::size_t j = 0; j < n; ++j) s.inv_g[j] = static_cast<T>(std::exp(-s.l[j]));  // 1 / g_j
     for (std::size_t i = 0; i < n; ++i) {
       T* row = s.gamma.data() + i * n;
       const T gi = s.g[i];
 #pragma omp simd
-      for (std::size_t j = 0; j <= i; ++j) row[j] = gi * s.neg_l[j];
+      for (std::size_t j = 0; j < i; ++j) row[j] = gi * s.inv_g[j];
+      row[i] = T(1);
     }
     return;
   }
-  for (std::size_t i = 0; i < n; ++i) rowops::exp_shifted(s.neg_l.data(), s.gamma.data() + i * n, i + 1, s.neg_l[i]);  // exp(l_i - l_j)
+  for (std::size_t i = 0; i < n; ++i) {
+    T* row = s.gamma.data() + i * n;
+    const double li = s.l[i];
+#pragma omp simd
+    for (std::size_t j = 0; j <= i; ++j) row[j] = static_cast<T>(li - s.l[j]);
+    rowops::exp_shifted(row, row, i + 1, T(0));  // exp(l_i - l_j)
+  }
 }
 
 // m [n, n] (leading dimension n) times Gamma on and below the diagonal (strictly below when `strict`),
@@ -148,26 +158,27 @@ struct ChunkGrads {
 // The delta correction's share of a chunk's backward, given dU in s.du (dk, dS_start and dl accumulate).
 template <class T>
 void backward_delta(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, std::size_t n, const T* state, const T* u,
-                    const ChunkGrads<T>& gr, T* ds_start, std::vector<T>& dl, Scratch<T>& s) {
+                    const ChunkGrads<T>& gr, T* ds_start, std::vector<double>& dl, Scratch<T>& s) {
   const T *k = in.k + t0 * d.dk, *v = in.v + t0 * d.dv, *beta = in.beta + t0;
   delta_system(k, beta, n, d, s);
   T* db = s.du.data();
   unit_lower_solve(true, n, d.dv, s.x.data(), n, db, d.dv);          // dB = (I + A)^-T dU
   gemm(false, true, n, n, d.dv, db, d.dv, u, d.dv, s.p.data(), n);   // -dA = dB U^T
-  std::fill(s.nd.begin(), s.nd.begin() + static_cast<std::ptrdiff_t>(n), T(0));  // column sums of dM . M
+  std::fill(s.columns.begin(), s.columns.end(), 0.0);  // column sums of dM . M (in double, as dl)
   for (std::size_t i = 0; i < n; ++i) {
     const T* mi = s.m.data() + i * n;
     const T* gamma = s.gamma.data() + i * n;
     T* pi = s.p.data() + i * n;
     T* xi = s.x.data() + i * n;
-    T* column = s.nd.data();
-    T dbeta = 0, row = 0;
+    double* column = s.columns.data();
+    T dbeta = 0;
+    double row = 0;
     const T b = beta[i];
 #pragma omp simd reduction(+ : dbeta, row)
     for (std::size_t j = 0; j < i; ++j) {
       const T da = -pi[j], dm = b * da;
       dbeta += da * mi[j];
-      const T share = dm * mi[j];
+      const double share = static_cast<double>(dm) * static_cast<double>(mi[j]);
       row += share;
       column[j] += share;
       xi[j] = d.gated ? dm * gamma[j] : dm;  // X
@@ -177,7 +188,7 @@ void backward_delta(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, 
     if (d.gated) dl[i] += row;
   }
   if (d.gated)
-    for (std::size_t j = 0; j < n; ++j) dl[j] -= s.nd[j];
+    for (std::size_t j = 0; j < n; ++j) dl[j] -= s.columns[j];
   gemm(false, false, n, d.dk, n, s.x.data(), n, k, d.dk, gr.dk, d.dk, T(1));  // dK += X K
   gemm(true, false, n, d.dk, n, s.x.data(), n, k, d.dk, gr.dk, d.dk, T(1));   // dK += X^T K
   gemm(false, false, n, d.dv, d.dk, k, d.dk, state, d.dv, s.nd.data(), d.dv);  // K S
@@ -208,7 +219,7 @@ void backward_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, 
                     const ChunkGrads<T>& gr, T* ds, Scratch<T>& s) {
   const T *q = in.q + t0 * d.dk, *k = in.k + t0 * d.dk;
   chunk_gates(in.log_alpha ? in.log_alpha + t0 : nullptr, n, s);
-  std::vector<T> dl(n, T(0));
+  std::vector<double> dl(n, 0.0);  // the cumulative log decays' gradient, summed in double as l is
   const std::size_t last = n - 1;
   gemm(false, true, n, n, d.dk, q, d.dk, k, d.dk, s.p.data(), n);
   decay_lower(s.p.data(), n, s, false, d.gated);                         // P
@@ -221,17 +232,17 @@ void backward_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, 
     dl[j] -= s.c[j] * dc;
   }
   gemm(false, true, n, n, d.dv, gr.go, d.dv, u, d.dv, s.x.data(), n);  // dP = dO U^T
-  std::fill(s.nk.begin(), s.nk.begin() + static_cast<std::ptrdiff_t>(n), T(0));  // column sums of dP . P
+  std::fill(s.columns.begin(), s.columns.end(), 0.0);  // column sums of dP . P
   for (std::size_t i = 0; i < n; ++i) {
     T* dp = s.x.data() + i * n;
     std::fill(dp + i + 1, dp + n, T(0));
     if (!d.gated) continue;
     const T *pi = s.p.data() + i * n, *gamma = s.gamma.data() + i * n;
-    T* column = s.nk.data();
-    T row = 0;
+    double* column = s.columns.data();
+    double row = 0;
 #pragma omp simd reduction(+ : row)
-    for (std::size_t j = 0; j <= i; ++j) {
-      const T share = dp[j] * pi[j];
+    for (std::size_t j = 0; j < i; ++j) {  // the diagonal (Gamma_ii = 1) would add to row i and take from column i alike
+      const double share = static_cast<double>(dp[j]) * static_cast<double>(pi[j]);
       row += share;
       column[j] += share;
       dp[j] *= gamma[j];
@@ -239,7 +250,7 @@ void backward_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, 
     dl[i] += row;
   }
   if (d.gated)
-    for (std::size_t j = 0; j < n; ++j) dl[j] -= s.nk[j];
+    for (std::size_t j = 0; j < n; ++j) dl[j] -= s.columns[j];
   gemm(false, false, n, d.dk, n, s.x.data(), n, k, d.dk, gr.dq, d.dk);  // dQ = dP' K
   gemm(true, false, n, d.dk, n, s.x.data(), n, q, d.dk, gr.dk, d.dk);   // dK = dP'^T Q
   gemm(false, true, n, d.dk, d.dv, gr.go, d.dv, state, d.dv, s.nk.data(), d.dk);  // dO S^T
@@ -264,8 +275,8 @@ void backward_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, 
     std::copy(s.du.begin(), s.du.begin() + static_cast<std::ptrdiff_t>(n * d.dv), gr.dv);
   }
   if (d.gated) {
-    T total = 0;
-    for (std::size_t i = n; i-- > 0;) gr.dla[i] = total += dl[i];
+    double total = 0;
+    for (std::size_t i = n; i-- > 0;) gr.dla[i] = static_cast<T>(total += dl[i]);
   }
   std::copy(ds_start, ds_start + d.dk * d.dv, ds);
 }

@@ -137,7 +137,7 @@ class RecurrentKernel : public AttentionKernel {
   using Options = RecurrentOptions;
   static Schema<Options> options_schema() {
     Schema<Options> s;
-    s.field("chunk", &Options::chunk, "tokens per chunk of the chunked (WY) form; changes speed, not values", Range::at_least(1));
+    s.field("chunk", &Options::chunk, "tokens per chunk of the chunked (WY) form; changes speed, and values only by float rounding (any chunk up to T)", Range::at_least(1));
     s.field("output_norm", &Options::output_norm, "normalise each head's output by its root mean square (no gain)");
     return s;
   }
