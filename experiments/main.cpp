@@ -16,6 +16,7 @@
 #include "experiments/runner/compare.hpp"
 #include "experiments/runner/report.hpp"
 #include "experiments/runner/run_commands.hpp"
+#include "experiments/runner/stop_signals.hpp"
 #include "experiments/runner/train.hpp"
 #include "framework/distributed/communicator.hpp"
 #include "framework/io/config_node.hpp"
@@ -283,6 +284,9 @@ int main(int argc, char** argv) {
   add_run_commands(app, commands);
   add_tool_commands(app, commands);
   CLI11_PARSE(app, argc, argv);
+  // train unblocks the stop signals once its handler is in place (stop_signals.hpp); any other command
+  // started by `attnlab compare` (a run's analysis) stops at once, as a signal's default.
+  if (!*commands.train) attnlab::unblock_stop_signals();
   try {
     start_mpi(commands, &argc, &argv);
     const int status = dispatch(commands);

@@ -1,5 +1,7 @@
 #include "experiments/runner/stop_signals.hpp"
 
+#include <pthread.h>
+
 #include <atomic>
 
 namespace attnlab {
@@ -14,6 +16,14 @@ extern "C" void on_stop_signal(int signal) {
 
 }  // namespace
 
+void unblock_stop_signals() {
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
+}
+
 StopSignals::StopSignals(bool restart_calls) {
   g_signal = 0;
   struct sigaction action {};
@@ -22,6 +32,7 @@ StopSignals::StopSignals(bool restart_calls) {
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, &previous_int_);
   sigaction(SIGTERM, &action, &previous_term_);
+  unblock_stop_signals();
 }
 
 StopSignals::~StopSignals() {

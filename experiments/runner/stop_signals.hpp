@@ -2,11 +2,20 @@
 // schedulers, `kill` and `docker stop` send before a kill) only set a flag, which the training loop and
 // `attnlab compare` poll to stop after the current step with a checkpoint written. The previous handlers
 // come back when it goes out of scope.
+//
+// `attnlab compare` starts its runs with both signals blocked, so that one it forwards while a run is
+// still starting up waits for the run's handler instead of killing it before it can write a checkpoint:
+// a StopSignals unblocks them once its handler is in place (a pending signal then sets the flag), and
+// every command that installs none calls unblock_stop_signals() first thing.
 #pragma once
 
 #include <csignal>
 
 namespace attnlab {
+
+// Unblocks SIGINT and SIGTERM in the calling thread (a signal pending since the process started is
+// delivered now, to whatever handler is in place).
+void unblock_stop_signals();
 
 class StopSignals {
  public:

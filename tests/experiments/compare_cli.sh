@@ -95,18 +95,16 @@ sed -e 's/name: tiny/name: placed/' "$work/tiny.yaml" > "$work/placed.yaml"
 grep -q "command-line override \`log.dir=$work/elsewhere\`: the comparison sets seed, name and log.dir" "$work/logdir.log" || { cat "$work/logdir.log"; fail "the log.dir error does not name the override"; }
 { [ -e "$work/elsewhere" ] || [ -e "$work/out/placed" ]; } && fail "a refused comparison wrote a folder"
 
-# Interrupted, then resumed with the same command.
+# Interrupted, then resumed with the same command. The stop comes at an exact point, not after a wait
+# (ATTNLAB_TEST_STOP_AT, compare.cpp): SIGTERM right after the first run started, before it can have
+# installed its handler; the run holds the forwarded signal until it can stop with a checkpoint.
 sed -e 's/name: tiny/name: stop/' "$work/tiny.yaml" > "$work/stop.yaml"
-"$attnlab" compare "$work/stop.yaml" train.steps=1500 > "$work/stop.log" 2>&1 &
-pid=$!
-for _ in $(seq 100); do [ -e "$work/out/stop/runs/softmax/seed_0/metrics.jsonl" ] && break; sleep 0.1; done
-sleep 0.3
-kill -TERM $pid
-wait $pid
+ATTNLAB_TEST_STOP_AT=start:1 "$attnlab" compare "$work/stop.yaml" train.steps=1500 > "$work/stop.log" 2>&1
 code=$?
 [ $code = 143 ] || { cat "$work/stop.log"; fail "a comparison stopped by SIGTERM should exit 143, got $code"; }
 grep -q "stopped by SIGTERM. Resume with the same command: attnlab compare $work/stop.yaml train.steps=1500" "$work/stop.log" || fail "the stopped comparison does not say how to resume"
-[ -s "$work/out/stop/runs/softmax/seed_0/last.ckpt" ] || fail "the interrupted run left no checkpoint"
+[ -s "$work/out/stop/runs/softmax/seed_0/last.ckpt" ] || { cat "$work/stop.log" "$work/out/stop/runs/softmax/seed_0.log"; fail "the interrupted run left no checkpoint"; }
+grep -q "stopped by SIGTERM after step [0-9]*; checkpoint written" "$work/out/stop/runs/softmax/seed_0.log" || fail "the run does not say it stopped with a checkpoint"
 [ -e "$work/out/stop/runs/softmax/seed_0/summary.json" ] && fail "the interrupted run claims to be finished"
 if "$attnlab" compare "$work/stop.yaml" train.steps=1400 > "$work/other.log" 2>&1; then fail "resuming with other settings should be refused"; fi
 "$attnlab" compare "$work/stop.yaml" train.steps=1500 > "$work/resume.log" 2>&1 || { cat "$work/resume.log"; fail "the resumed comparison did not finish"; }
@@ -114,23 +112,22 @@ grep -q "0 of 4 runs already done" "$work/resume.log" || fail "resume miscounted
 grep -q "resuming seed_0" "$work/out/stop/runs/softmax/seed_0.log" || fail "the interrupted run started again instead of resuming"
 [ "$(grep -c '"step":1500,"split":"eval"' "$work/out/stop/runs/softmax/seed_0/metrics.jsonl")" = 1 ] || fail "the resumed run's metrics are not one continuous log"
 
-# A signal that comes between runs (while one is reported and the next started) still stops the run
-# just started: SIGTERM the moment the first run is reported, polled without a pause, twenty times. Before
-# the fix about one try in forty lost the signal (3 of 115) and the next run trained to its end.
+# A signal that comes between runs (while one is reported and the next started): no other run starts. One
+# that comes right after a run started reaches it: it stops with a checkpoint (before
+# its handler was in place the forwarded signal used to kill it). Both at exact points of the loop.
 sed -e 's/name: tiny/name: between/' -e 's/^seeds: \[0, 1\]/seeds: [0, 1, 2]/' -e 's/^analyze: true/analyze: false/' "$work/tiny.yaml" > "$work/between.yaml"
-for try in $(seq 20); do
-  rm -rf "$work/out/between"
-  "$attnlab" compare "$work/between.yaml" train.steps=2000 train.eval_interval=1000 log.interval=1000 --jobs 1 --threads 1 \
-    > "$work/between.log" 2>&1 &
-  pid=$!
-  deadline=$((SECONDS + 60))
-  until grep -q "\[1/6\]" "$work/between.log" 2>/dev/null || [ $SECONDS -gt $deadline ]; do :; done
-  kill -TERM $pid
-  wait $pid
-  code=$?
-  { [ $code = 143 ] && grep -q "stopped  runs/" "$work/between.log" && ! grep -q "\[2/6\]" "$work/between.log"; } \
-    || { cat "$work/between.log"; fail "try $try: SIGTERM between runs did not stop the next one (exit $code)"; break; }
-done
+ATTNLAB_TEST_STOP_AT=report:1 "$attnlab" compare "$work/between.yaml" train.steps=200 --jobs 1 --threads 1 > "$work/between.log" 2>&1
+code=$?
+{ [ $code = 143 ] && grep -q "\[1/6\]" "$work/between.log" && [ "$(grep -c "started  *runs/" "$work/between.log")" = 1 ] \
+    && grep -q "stopped by SIGTERM. Resume" "$work/between.log"; } \
+  || { cat "$work/between.log"; fail "SIGTERM between runs: another run started, or the stop was not reported (exit $code)"; }
+rm -rf "$work/out/between"
+ATTNLAB_TEST_STOP_AT=start:2 "$attnlab" compare "$work/between.yaml" train.steps=200 --jobs 1 --threads 1 > "$work/between.log" 2>&1
+code=$?
+second=$(grep -o "started  *runs/[^ ]*" "$work/between.log" | sed -n '2s/started  *//p')
+{ [ $code = 143 ] && [ -n "$second" ] && grep -q "stopped  $second " "$work/between.log" && [ -s "$work/out/between/$second/last.ckpt" ] \
+    && ! grep -q "\[2/6\]" "$work/between.log"; } \
+  || { cat "$work/between.log"; fail "SIGTERM as the second run started did not stop it with a checkpoint (exit $code)"; }
 
 # A run that diverges is reported as such and not retried (it would diverge again the same way).
 sed -e 's/name: tiny/name: diverge/' -e 's/model.attention.name: linear/train.optimizer: {name: sgd, lr: 1.0e+30}, train.grad_clip: 0/' \
@@ -185,11 +182,7 @@ check_references "$sweep/report.html"
 # Stopped part-way, a sweep says which rows have no chosen value yet and which were chosen among some of
 # the values only (the best so far is not the best of all).
 sed -e 's/^name: sweep/name: partial/' -e 's/train.steps: 8,/train.steps: 3000,/' "$work/sweep.yaml" > "$work/partial.yaml"
-"$attnlab" compare "$work/partial.yaml" --jobs 1 > "$work/partial.log" 2>&1 &
-pid=$!
-for _ in $(seq 600); do grep -q "\[1/8\]" "$work/partial.log" 2>/dev/null && break; sleep 0.1; done
-kill -TERM $pid
-wait $pid
+ATTNLAB_TEST_STOP_AT=report:1 "$attnlab" compare "$work/partial.yaml" --jobs 1 > "$work/partial.log" 2>&1
 [ $? = 143 ] || { cat "$work/partial.log"; fail "the partial sweep should have been stopped by SIGTERM"; }
 partial=$work/out/partial/summary.md
 [ "$(grep -c '^| [a-z]* | [0-9]* | [0-9e.-]* (1 of 2 done) | 1/1 |' "$partial")" = 1 ] || { cat "$partial"; fail "the row chosen among one of two values does not say so"; }

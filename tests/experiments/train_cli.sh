@@ -122,7 +122,7 @@ stop_and_resume() {  # signal, expected exit status
   "$attnlab" train "$config" log.dir="$work/runs" name="$name" train.steps=100000 model.d_model=16 model.n_heads=2 \
     > "$work/$name.log" 2>&1 &
   local pid=$!
-  for _ in $(seq 100); do grep -q "step 50/" "$work/$name.log" 2>/dev/null && break; sleep 0.1; done
+  for _ in $(seq 1200); do grep -q "step 50/" "$work/$name.log" 2>/dev/null && break; sleep 0.1; done
   kill -"$signal" $pid
   wait $pid
   local status=$?
@@ -144,7 +144,7 @@ stop_and_resume TERM 143
 "$attnlab" train "$config" log.dir="$work/runs" name=killed train.steps=100000 train.checkpoint_interval=100 \
   train.eval_interval=100 log.interval=10 model.d_model=16 model.n_heads=2 > "$work/killed.log" 2>&1 &
 pid=$!
-for _ in $(seq 100); do grep -q "step 150/" "$work/killed.log" 2>/dev/null && break; sleep 0.1; done
+for _ in $(seq 1200); do grep -q "step 150/" "$work/killed.log" 2>/dev/null && break; sleep 0.1; done
 kill -9 $pid
 wait $pid 2> /dev/null
 echo half > "$work/runs/killed/last.ckpt.tmp"
