@@ -195,6 +195,38 @@ TEST(RecurrentKernels, DeltaPatternsAreSignedAndCausal) {
   EXPECT_FALSE(kernel->capabilities().normalised_pattern);
 }
 
+// "Padded keys write nothing and decay nothing": with padding at the start and in the middle, every real
+// position's output equals that of the same sequence with the padded positions taken out, for every
+// recurrent kernel and gate (their decays and writes read the layer input, so a padded token that wrote or
+// decayed would change every later output).
+TEST(RecurrentKernels, PaddedKeysWriteNothingAndDecayNothing) {
+  constexpr std::size_t h = 2, t = 9, d = 4;
+  const std::vector<bool> padded = {true, false, false, true, true, false, false, false, true};
+  const auto real = [&](const Tensor& x, std::int64_t axis) {  // x without its padded positions along `axis`
+    std::vector<Tensor> kept;
+    for (std::size_t i = 0; i < t; ++i)
+      if (!padded[i]) kept.push_back(slice(x, axis, static_cast<I>(i), static_cast<I>(i) + 1));
+    return concat(kept, axis);
+  };
+  std::vector<double> mask(t);
+  for (std::size_t i = 0; i < t; ++i) mask[i] = padded[i] ? 1.0 : 0.0;
+  for (const auto& [name, options] : std::vector<std::pair<std::string, std::string>>{
+           {"delta", "{chunk: 4}"}, {"gated_delta", "{chunk: 4}"}, {"decay", "{chunk: 4}"}, {"decay", "{chunk: 4, gate: data}"}}) {
+    Generator gen(3);
+    auto kernel = make_kernel(name, KernelSpec{h, d, t, true, true}, YAML::Load(options), gen);
+    kernel->to(DType::float64);
+    const Tensor q = testing::param({1, h, t, d}, 41), k = testing::param({1, h, t, d}, 42), v = testing::param({1, h, t, d}, 43);
+    const Tensor x = testing::param({1, t, h * d}, 44);
+    AttentionContext with_padding{true, from_vector(mask, {1, t}, DType::boolean)};
+    with_padding.input = x;
+    AttentionContext without{true};
+    without.input = real(x, 1);
+    const Tensor padded_out = kernel->forward(q, k, v, with_padding).output;
+    const Tensor compact_out = kernel->forward(real(q, 2), real(k, 2), real(v, 2), without).output;
+    testing::expect_values(real(padded_out, 2), compact_out.to_vector(), 1e-12);
+  }
+}
+
 TEST(RecurrentKernels, RefuseBidirectionalAndMissingInput) {
   Generator gen(2);
   EXPECT_THROW(make_kernel("delta", KernelSpec{2, 4, 8, false}, YAML::Node(), gen), std::invalid_argument);

@@ -2,14 +2,17 @@
 // (recurrent/delta_rule.hpp), causal only:
 //   delta        DeltaNet (Yang et al. 2024): S_t = S_{t-1} + beta_t k_t (v_t - S_{t-1}^T k_t)^T, o_t = S_t^T q_t,
 //                q and k L2-normalised, beta_t = sigmoid(w_h . x_t + b_h) from the layer input.
-//   gated_delta  Gated DeltaNet (Yang et al. 2025): the same with a decay alpha_t applied to the state before
-//                the write, Mamba-2's gate alpha_t = exp(-exp(a_h) softplus(w_h . x_t + dt_h)).
+//   gated_delta  Gated DeltaNet (Yang et al. 2025): the same (q, k L2-normalised, beta_t as delta's) with a decay
+//                alpha_t applied to the state before the write, Mamba-2's gate alpha_t = exp(-exp(a_h)
+//                softplus(w_h . x_t + dt_h)).
 //   decay        linear attention with a decaying state, S_t = alpha S_{t-1} + k_t v_t^T, q scaled by
 //                1/sqrt(D): fixed per head as RetNet's retention (gamma_h = 1 - 2^(-5-h), Sun et al. 2023) or
-//                from the input as the scalar gate of GLA and Mamba-2 (Yang et al. 2023; Dao and Gu 2024).
-// Each normalises its output per head by its root mean square (option output_norm, on by default, as
-// flash-linear-attention's o_norm and RetNet's group norm; the norm's gain would be absorbed by the
-// output projection, so it has none). Padded keys write nothing and decay nothing.
+//                from the input with Mamba-2's scalar gate above (Dao and Gu 2024). GLA's gate (Yang et al.
+//                2023: sigmoid(W x_t)^(1/16), one per key dimension) is not implemented.
+// Each normalises its output per head by its root mean square, x / sqrt(mean(x^2) + eps), eps 1e-6 (option
+// output_norm, on by default, as flash-linear-attention's o_norm, whose eps is 1e-5, and RetNet's group
+// norm), without a gain: one per dimension would be absorbed by the output projection. Padded keys write
+// nothing and decay nothing (tested).
 //
 // Their pattern is the effective mixing o_i = sum_j A_ij v_j, signed and unnormalised (rows do not sum
 // to one): the output is linear in v for given q, k and gates, so A is the op applied to v = I (columns of
@@ -41,7 +44,7 @@ struct RecurrentOptions {
 // RMS normalisation with divisor D): five composed ops on [B, H, T, D] were a sixth of a gated step.
 // Backward: dx = r dy - (r^3 / divisor) x (x . dy), r the row's factor. `factors`, when given, receives
 // r per row [..., 1] (no gradient).
-Tensor normalise_rows(const Tensor& x, double divisor, double eps = 1e-6, Tensor* factors = nullptr) {
+Tensor normalise_rows(const Tensor& x, double divisor, double eps, Tensor* factors = nullptr) {
   const std::size_t d = x.size(-1), rows = x.numel() / std::max<std::size_t>(d, 1);
   Shape factor_shape = x.shape();
   factor_shape.back() = 1;
@@ -77,7 +80,8 @@ Tensor normalise_rows(const Tensor& x, double divisor, double eps = 1e-6, Tensor
   }
   return y;
 }
-Tensor l2_normalise(const Tensor& x) { return normalise_rows(x, 1.0); }
+constexpr double kNormEps = 1e-6;  // of the L2 and output (RMS) norms
+Tensor l2_normalise(const Tensor& x) { return normalise_rows(x, 1.0, kNormEps); }
 // log(1 + e^z) without overflow: relu(z) + log(1 + e^-|z|).
 Tensor softplus(const Tensor& z) {
   const Tensor r = relu(z);
@@ -138,7 +142,8 @@ class RecurrentKernel : public AttentionKernel {
   static Schema<Options> options_schema() {
     Schema<Options> s;
     s.field("chunk", &Options::chunk, "tokens per chunk of the chunked (WY) form; changes speed, and values only by float rounding (any chunk up to T)", Range::at_least(1));
-    s.field("output_norm", &Options::output_norm, "normalise each head's output by its root mean square (no gain)");
+    s.field("output_norm", &Options::output_norm,
+            "normalise each head's output by its root mean square, x / sqrt(mean(x^2) + " + schema_detail::number(kNormEps) + "), without a gain");
     return s;
   }
   static StateSize state_size(const KernelSpec& spec, const RecurrentOptions&) {
@@ -176,7 +181,7 @@ class RecurrentKernel : public AttentionKernel {
     const Tensor raw = gated_delta_rule(in.q, in.k, values, in.beta, in.log_alpha, options_.chunk);  // [B, H, T, D]
     AttentionResult result;
     Tensor factors;  // the output norm's factor per row
-    result.output = options_.output_norm ? normalise_rows(raw, static_cast<double>(raw.size(-1)), 1e-6, &factors) : raw;
+    result.output = options_.output_norm ? normalise_rows(raw, static_cast<double>(raw.size(-1)), kNormEps, &factors) : raw;
     if (context.need_pattern) {
       NoGradGuard no_grad;
       Tensor unit = broadcast_to(identity(t, q.dtype()), {batch, q.size(1), t, t});
@@ -223,8 +228,8 @@ class GatedDeltaKernel : public RecurrentKernel {
  public:
   static constexpr const char* kName = "gated_delta";
   static constexpr const char* kDescription =
-      "Gated DeltaNet: the delta rule with a decay alpha_t of the state (Mamba-2's gate) before each write (Yang et al. 2025); "
-      "chunked, O(n (C + d) d) time, O(n d) memory; causal";
+      "Gated DeltaNet: the delta rule (L2-normalised q, k; beta = sigmoid(w x + b)) with a decay alpha_t = exp(-e^a softplus(w x + dt)) "
+      "of the state (Mamba-2's gate) before each write (Yang et al. 2025); chunked, O(n (C + d) d) time, O(n d) memory; causal";
   GatedDeltaKernel(const KernelSpec& spec, const Options& options, Generator& gen) : RecurrentKernel(options) {
     beta = register_module("beta", std::make_shared<WriteStrength>(spec.width(), spec.n_heads, gen));
     decay = register_module("decay", std::make_shared<DecayGateModule>(spec.width(), spec.n_heads, gen));
@@ -243,7 +248,7 @@ class DecayKernel : public RecurrentKernel {
   static constexpr const char* kName = "decay";
   static constexpr const char* kDescription =
       "linear attention with a decaying state S_t = alpha S_{t-1} + k_t v_t^T: fixed per head (RetNet) or from the input "
-      "(GLA's and Mamba-2's scalar gate); chunked, O(n (C + d) d) time, O(n d) memory; causal";
+      "(Mamba-2's scalar gate); chunked, O(n (C + d) d) time, O(n d) memory; causal";
   static Schema<Options> options_schema() {
     static const EnumNames<DecayGate> gates{{"fixed", DecayGate::fixed}, {"data", DecayGate::data}};
     Schema<Options> s = RecurrentKernel::options_schema();

@@ -97,7 +97,9 @@ class SlidingWindowKernel : public AttentionKernel {
   };
   static Schema<Options> options_schema() {
     Schema<Options> s;
-    s.field("window", &Options::window, "w: a query sees the w keys before it (and the w after it, bidirectional) and its own",
+    s.field("window", &Options::window,
+            "w, per side: a query sees the w keys before it and its own (w + 1, Mistral's W = w), bidirectional also the w after "
+            "it (2w + 1; Longformer's w is the whole window, w / 2 per side)",
             Range::at_least(1));
     s.field("dropout", &Options::dropout, "dropout on the attention weights (training only)", Range::closed_open(0.0, 1.0));
     return s;
