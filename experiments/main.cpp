@@ -4,6 +4,7 @@
 // writing a checkpoint.
 #include <CLI/CLI.hpp>
 
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <stdexcept>
@@ -287,6 +288,9 @@ int main(int argc, char** argv) {
   // train unblocks the stop signals once its handler is in place (stop_signals.hpp); any other command
   // started by `attnlab compare` (a run's analysis) stops at once, as a signal's default.
   if (!*commands.train) attnlab::unblock_stop_signals();
+  // A reader that went away (a closed pipe) makes a write fail instead of killing the process: a run
+  // whose output is gone still stops with its checkpoint.
+  std::signal(SIGPIPE, SIG_IGN);
   try {
     start_mpi(commands, &argc, &argv);
     const int status = dispatch(commands);

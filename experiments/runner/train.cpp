@@ -263,7 +263,7 @@ TrainResult Trainer::diverged(std::size_t step, double loss, double lr) {
     write_summary(run_dir_, summary("diverged"));
     write_report(run_dir_);
   }
-  progress_.message("attnlab: training stopped at step " + std::to_string(step) + ": the loss is " + std::to_string(loss) +
+  progress_.final_message("attnlab: training stopped at step " + std::to_string(step) + ": the loss is " + std::to_string(loss) +
                     (culprit.empty() ? "" : " and the gradient of " + culprit + " is not finite") + "; last.ckpt holds step " +
                     std::to_string(state_.step) + ", the state before it. Lower train.optimizer.lr or set train.grad_clip");
   result_.diverged = true;
@@ -277,7 +277,7 @@ TrainResult Trainer::stopped(const StopSignals& stop) {
   if (writer()) write_report(run_dir_);
   const bool signalled = stop.requested();
   const std::string launcher = parallel_.active() ? "mpirun -np " + std::to_string(parallel_.comm().size()) + " " : "";
-  progress_.message("attnlab: stopped by " + std::string(signalled ? stop.name() : "SIGTERM (sent to another rank)") + " after step " +
+  progress_.final_message("attnlab: stopped by " + std::string(signalled ? stop.name() : "SIGTERM (sent to another rank)") + " after step " +
                     std::to_string(state_.step) + "; checkpoint written. Resume with: " + launcher + "attnlab train --resume " + run_dir_);
   result_.stop_signal = signalled ? stop.signal() : SIGTERM;
   leave_together();

@@ -17,6 +17,11 @@ rm -rf "$work" && mkdir -p "$work"
 failures=0
 fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
 mpi() { bash "$here/mpirun.sh" "$mpirun" -np 2 "$@"; }
+# Waits for a line matching $1 in file $2 (an event; the bound only ends a run that never gets there).
+wait_for() {
+  for _ in $(seq 6000); do grep -q "$1" "$2" 2>/dev/null && return 0; sleep 0.1; done
+  fail "\"$1\" never appeared in $2"; return 1
+}
 check() {  # name, then the command
   local name=$1; shift
   if "$@" > "$work/$name.log" 2>&1; then echo "ok: $name"; else fail "$name (status $?)"; cat "$work/$name.log"; fi
@@ -88,15 +93,15 @@ same_run "$work/runs/one-s2s" "$work/runs/split"
 
 # 3. SIGTERM to mpirun: every rank stops after the same step, rank 0 writes last.ckpt and says how to
 # resume (mpirun itself exits non-zero after forwarding a signal); the run resumes under mpirun.
-# (Started as mpirun.sh itself, which execs mpirun: $! is mpirun's process id.) A line every 1000 steps,
-# not every 10: OpenMPI 4.1's mpirun holds a SIGTERM for a second before it forwards it and kills the
-# ranks a second after that, and with a line every 10 steps (this model runs over 1000 steps a second on
-# an AVX-512 machine) the ranks, seen under strace, made no progress at all after the signal reached them
-# (half of the runs; none of 8 with the sparser log).
-bash "$here/mpirun.sh" "$mpirun" -np 2 "$attnlab" train "$source/configs/reverse.yaml" log.dir="$work/runs" name=stopped train.steps=100000 log.interval=1000 \
-  model.d_model=16 model.n_heads=2 > "$work/stopped.log" 2>&1 &
+# (Started as mpirun.sh itself, which execs mpirun: $! is mpirun's process id.) With a line every step:
+# OpenMPI 4.1's mpirun stops passing rank 0's stdout on once it has the signal, holds the signal for a
+# second, forwards it, and kills the ranks a second later; rank 0 once sat blocked writing its progress
+# until then (no checkpoint, no message). Its lines now go out from a thread of their own, and the last
+# word also on stderr (progress.hpp).
+bash "$here/mpirun.sh" "$mpirun" -np 2 "$attnlab" train "$source/configs/reverse.yaml" log.dir="$work/runs" name=stopped train.steps=100000 log.interval=1 \
+  train.eval_interval=10 model.d_model=16 model.n_heads=2 > "$work/stopped.log" 2>&1 &
 pid=$!
-for _ in $(seq 200); do grep -q "step 1000/" "$work/stopped.log" 2>/dev/null && break; sleep 0.1; done
+wait_for "step 500/" "$work/stopped.log"
 kill -TERM $pid
 wait $pid
 status=$?
@@ -123,7 +128,7 @@ status=$?
 bash "$here/mpirun.sh" "$mpirun" -np 2 "$attnlab" train "$source/configs/reverse.yaml" log.dir="$work/runs" name=killed train.steps=100000 log.interval=10 \
   model.d_model=16 model.n_heads=2 > "$work/killed.log" 2>&1 &
 pid=$!
-for _ in $(seq 200); do grep -q "step 20/" "$work/killed.log" 2>/dev/null && break; sleep 0.1; done
+wait_for "step 20/" "$work/killed.log"
 rank=$(ps -o pid= --ppid $pid | tail -n 1)
 [ -n "$rank" ] && kill -9 $rank
 for _ in $(seq 300); do kill -0 $pid 2> /dev/null || break; sleep 0.1; done

@@ -19,6 +19,12 @@ check() {  # name, then the command
 }
 # The JSON value of `key` in the last line of file $1 that holds "split":"$2".
 json_field() { grep "\"split\":\"$2\"" "$1" | tail -n 1 | sed -n "s/.*\"$3\":\([^,}]*\).*/\1/p"; }
+# Waits for a line matching $1 in file $2 (an event, e.g. a progress line that shows the run is training;
+# the bound only ends a run that never gets there). Fails when it never comes.
+wait_for() {
+  for _ in $(seq 6000); do grep -q "$1" "$2" 2>/dev/null && return 0; sleep 0.1; done
+  fail "\"$1\" never appeared in $2"; return 1
+}
 parses_as_json() { python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1])]' "$1" 2> /dev/null; }
 
 for case in "copy token_tagger" "reverse token_tagger" "sort causal_lm" "mqar causal_lm" "induction causal_lm" "majority sequence_classifier"; do
@@ -119,10 +125,10 @@ grep -q "has no best.ckpt .* using last.ckpt" "$work/eval_diverged.log" || fail 
 # the resume command is printed, the exit status is 128 + the signal; resuming finishes.
 stop_and_resume() {  # signal, expected exit status
   local signal=$1 expected=$2 name="stopped-$1"
-  "$attnlab" train "$config" log.dir="$work/runs" name="$name" train.steps=100000 model.d_model=16 model.n_heads=2 \
+  "$attnlab" train "$config" log.dir="$work/runs" name="$name" train.steps=100000 log.interval=10 model.d_model=16 model.n_heads=2 \
     > "$work/$name.log" 2>&1 &
   local pid=$!
-  for _ in $(seq 1200); do grep -q "step 50/" "$work/$name.log" 2>/dev/null && break; sleep 0.1; done
+  wait_for "step 50/" "$work/$name.log"
   kill -"$signal" $pid
   wait $pid
   local status=$?
@@ -139,12 +145,39 @@ stop_and_resume() {  # signal, expected exit status
 stop_and_resume INT 130
 stop_and_resume TERM 143
 
+# Output never holds the stop back: with a stdout nobody reads (a pipe filled to its capacity: the event
+# waited for, not a time), SIGTERM still ends the run with its checkpoint and status 143. (Before, the
+# run sat blocked in write(2) for ever.)
+python3 - "$attnlab" "$config" "$work/runs" <<'PY' || fail "a run whose output is stalled does not stop on SIGTERM"
+import fcntl, os, signal, struct, subprocess, sys, termios, time
+attnlab, config, runs = sys.argv[1:]
+read_end, write_end = os.pipe()
+capacity = fcntl.fcntl(write_end, 1032)  # F_GETPIPE_SZ
+run = subprocess.Popen([attnlab, "train", config, f"log.dir={runs}", "name=stalled", "train.steps=100000000", "log.interval=1",
+                        "model.d_model=16", "model.n_heads=2", "--threads", "1"], stdout=write_end, stderr=write_end)
+os.close(write_end)
+def queued():
+    return struct.unpack("i", fcntl.ioctl(read_end, termios.FIONREAD, b"\0\0\0\0"))[0]
+while queued() < capacity - 512 and run.poll() is None:  # progress lines fill the pipe
+    time.sleep(0.05)
+assert run.poll() is None, "the run ended early"
+run.send_signal(signal.SIGTERM)
+try:
+    status = run.wait(timeout=300)
+except subprocess.TimeoutExpired:
+    run.kill()
+    raise
+assert status == 143, f"status {status}"
+assert os.path.getsize(f"{runs}/stalled/last.ckpt") > 0, "no checkpoint"
+print("ok: a run whose stdout nobody reads stops on SIGTERM with its checkpoint")
+PY
+
 # kill -9 after a checkpoint: resuming drops the rows logged after it, so every step is logged once, and
 # removes what a write left half done.
 "$attnlab" train "$config" log.dir="$work/runs" name=killed train.steps=100000 train.checkpoint_interval=100 \
   train.eval_interval=100 log.interval=10 model.d_model=16 model.n_heads=2 > "$work/killed.log" 2>&1 &
 pid=$!
-for _ in $(seq 1200); do grep -q "step 150/" "$work/killed.log" 2>/dev/null && break; sleep 0.1; done
+wait_for "step 150/" "$work/killed.log"
 kill -9 $pid
 wait $pid 2> /dev/null
 echo half > "$work/runs/killed/last.ckpt.tmp"
