@@ -296,6 +296,9 @@ int main(int argc, char** argv) {
     const int status = dispatch(commands);
     attnlab::dist::Communicator::finalize();
     return status;
+  } catch (const attnlab::StoppedBySignal& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 128 + e.signal;
   } catch (const attnlab::ConfigError& e) {
     return fail(std::string("config error: ") + e.what());
   } catch (const std::exception& e) {

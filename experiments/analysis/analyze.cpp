@@ -2,14 +2,16 @@
 // writes analysis/ whole (a new folder renamed into place) and the run's report.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <stdexcept>
-#include <unistd.h>
 
 #include "experiments/analysis/analysis.hpp"
 #include "experiments/runner/experiment.hpp"
 #include "experiments/runner/report.hpp"
 #include "experiments/runner/run_folder.hpp"
+#include "experiments/runner/stop_signals.hpp"
 #include "framework/io/atomic_file.hpp"
 
 namespace attnlab {
@@ -32,15 +34,6 @@ void check_options(const AnalyzeOptions& o) {
   if (o.checkpoint != "best" && o.checkpoint != "last") throw std::invalid_argument("--checkpoint must be best or last, got '" + o.checkpoint + "'");
   if (!(o.rollout.discard_ratio >= 0 && o.rollout.discard_ratio < 1)) throw std::invalid_argument("--discard-ratio must be in [0, 1)");
   if (o.pairs == 0) throw std::invalid_argument("--pairs must be at least 1");
-}
-
-// Moves the finished folder `fresh` into place as `dir`, the earlier analysis removed only after.
-void replace_folder(const std::string& fresh, const std::string& dir) {
-  const std::string old = dir + ".old";
-  fs::remove_all(old);
-  if (fs::exists(dir)) fs::rename(dir, old);
-  fs::rename(fresh, dir);
-  fs::remove_all(old);
 }
 
 // With --only, what the earlier analysis found in the other parts is kept (its tables and facts, its
@@ -81,26 +74,36 @@ const std::vector<std::string>& analysis_parts() {
 
 AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& o) {
   check_options(o);
-  const LoadedRun run = load_run(run_dir, o.checkpoint);
+  const LoadedRun run = load_run(run_dir, o.checkpoint);  // clears what an earlier, killed analysis left
   Experiment x(run.config);
   load_run_model(*x.model, run);
   const TrainConfig& t = run.config.train;
   AnalysisInputs in{*x.model, *x.data, held_out_examples(*x.data, o.examples, t.batch_size, run.config.seed + 2)};
-  const std::string dir = run_dir + "/analysis", fresh = dir + ".tmp-" + std::to_string(::getpid());
+  const std::string dir = run_dir + "/analysis", fresh = temporary_path(dir);
   fs::remove_all(fresh);
   create_folders(fresh, "the analysis folder");
   AnalysisResult result;
+  // Ctrl-C or SIGTERM stops it after the part under way; the earlier analysis stays as it was.
+  const StopSignals stop;
+  const auto part = [&](const std::string& name, const std::function<void()>& run_part) {
+    if (!wanted(o, name)) return;
+    test_stop_point("part:" + name);
+    if (stop.requested()) throw StoppedBySignal("attnlab analyze: stopped by " + std::string(stop.name()) + " before " + name + "; " + dir +
+                                                    " is as it was", stop.signal());
+    run_part();
+  };
   try {
-    if (wanted(o, "ablation")) head_ablation(in, result), layer_ablation(in, result);
-    if (wanted(o, "patching")) {
+    part("ablation", [&] { head_ablation(in, result), layer_ablation(in, result); });
+    part("patching", [&] {
       Generator gen(run.config.seed + 3);
       activation_patching(*x.model, *x.data, x.data->patching_pairs(o.pairs, gen), result);
-    }
-    if (wanted(o, "attribution")) logit_attribution(in, result), logit_lens(in, result);
-    if (wanted(o, "detectors")) head_detectors(in, result), repeated_tokens_test(in, run.config.seed + 4, result);
-    if (wanted(o, "rollout")) rollout_maps(in, o.rollout, fresh, result);
-    if (wanted(o, "probes")) residual_probes(in, run.config.seed + 5, result);
-    if (wanted(o, "emergence")) emergence(run_dir, o.emergence_threshold, result);
+    });
+    part("attribution", [&] { logit_attribution(in, result), logit_lens(in, result); });
+    part("detectors", [&] { head_detectors(in, result), repeated_tokens_test(in, run.config.seed + 4, result); });
+    part("rollout", [&] { rollout_maps(in, o.rollout, fresh, result); });
+    part("probes", [&] { residual_probes(in, run.config.seed + 5, result); });
+    part("emergence", [&] { emergence(run_dir, o.emergence_threshold, result); });
+    if (stop.requested()) throw StoppedBySignal("attnlab analyze: stopped by " + std::string(stop.name()) + "; " + dir + " is as it was", stop.signal());
     result.facts["examples"] = 0;
     for (const Batch& b : in.batches) result.facts["examples"] += static_cast<double>(b.input.size(0));
     keep_other_parts(run_dir, fresh, o, result);
@@ -110,7 +113,11 @@ AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& o) 
     fs::remove_all(fresh);  // the earlier analysis, if any, stays whole
     throw;
   }
-  write_run_report(run_dir);
+  try {
+    write_run_report(run_dir);
+  } catch (const std::exception& e) {  // the analysis is in place: a report that cannot be written is not its failure
+    std::fprintf(stderr, "attnlab: warning: report.html not written: %s\n", e.what());
+  }
   return result;
 }
 

@@ -101,14 +101,6 @@ pid_t spawn_run(const Job& job, int threads) {
   return pid;
 }
 
-// A stop signal at an exact point of the loop, for tests (tests/experiments/compare_cli.sh): with
-// ATTNLAB_TEST_STOP_AT=start:N (report:N) in its environment the comparison raises SIGTERM on itself right
-// after it has started (reported the end of) its Nth job, a moment a signal from outside hits only by chance.
-void test_stop_point(const char* event, std::size_t count) {
-  static const char* const at = std::getenv("ATTNLAB_TEST_STOP_AT");
-  if (at && std::string(at) == std::string(event) + ":" + std::to_string(count)) std::raise(SIGTERM);
-}
-
 // The runs in flight, started `jobs` at a time.
 class RunPool {
  public:
@@ -122,7 +114,7 @@ class RunPool {
       running_[pid] = {job, std::chrono::steady_clock::now()};
       std::printf("  %s%s %s (log: %s.log)\n", tag_.c_str(), job.analyze ? "analysing" : "started  ", job.run->rel.c_str(), job.run->rel.c_str());
       std::fflush(stdout);
-      test_stop_point("start", ++started_);
+      test_stop_point("start:" + std::to_string(++started_));  // right after it started its Nth job
     }
   }
   bool empty() const { return running_.empty(); }
@@ -188,7 +180,7 @@ void RunPool::reap(std::size_t& done, std::vector<std::string>& failed, bool sto
     std::printf("  %sFAILED   %s (exit %d); see %s.log\n", tag_.c_str(), p->rel.c_str(), code, p->rel.c_str());
   }
   std::fflush(stdout);
-  test_stop_point("report", ++reported_);
+  test_stop_point("report:" + std::to_string(++reported_));  // right after it reported the end of its Nth job
 }
 
 std::string command_line(const std::string& config_path, const CompareOptions& options) {

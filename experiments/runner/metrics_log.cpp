@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "experiments/runner/file_fields.hpp"
+#include "experiments/runner/run_folder.hpp"
 #include "framework/io/atomic_file.hpp"
 
 namespace attnlab {
@@ -237,7 +238,7 @@ double RunRecord::final_value(const std::string& column) const {
 RunRecord read_run(const std::string& run_dir) {
   RunRecord run;
   run.dir = run_dir;
-  run.config_text = read_file(run_dir + "/config.yaml", "run's config");
+  run.config_text = run_config_text(run_dir);
   std::ifstream in(run_dir + "/metrics.jsonl");
   if (!in) throw std::runtime_error("cannot read " + run_dir + "/metrics.jsonl");
   std::size_t line_number = 0;

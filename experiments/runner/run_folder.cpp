@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <stdexcept>
 
 #include "framework/io/atomic_file.hpp"
@@ -86,20 +87,13 @@ RunFolder RunFolder::open(const std::string& dir) {
   if (!fs::exists(dir + "/config.yaml") && !fs::exists(dir + "/last.ckpt")) {
     throw std::runtime_error(dir + " is not a run folder: it has neither config.yaml nor last.ckpt");
   }
+  remove_stale_temporaries(dir, {"patterns", "analysis"});
   return RunFolder(dir);
 }
 
 bool RunFolder::has(const std::string& file) const { return fs::exists(path(file)); }
 
 void RunFolder::write_config(const ExperimentConfig& c) const { write_file_atomically(path("config.yaml"), config_to_yaml(c)); }
-
-void RunFolder::remove_leftovers() const {
-  for (const std::string& folder : {dir_, dir_ + "/patterns"}) {
-    if (!fs::is_directory(folder)) continue;
-    for (const auto& entry : fs::directory_iterator(folder))
-      if (entry.path().extension() == ".tmp") fs::remove(entry.path());
-  }
-}
 
 void RunFolder::save_checkpoint(const std::string& file, const ExperimentConfig& c, const Module& model, const Optimizer& optimizer,
                                 const TrainState& s, const std::string& vocabulary) const {
@@ -122,6 +116,35 @@ std::map<std::string, Tensor> checkpoint_part(const Checkpoint& ck, const std::s
   return out;
 }
 
+namespace {
+
+// The text of the run's config.yaml, or when it is missing or empty `fallback()` (the config a checkpoint
+// holds, `fallback_name`), saying so on stderr; `restored` tells which.
+std::string config_yaml_or(const std::string& dir, const std::string& fallback_name, const std::function<std::string()>& fallback,
+                           bool* restored) {
+  const std::string path = dir + "/config.yaml";
+  const bool exists = fs::exists(path);
+  std::string text = exists ? read_file(path, "run's config") : "";
+  *restored = blank(text);
+  if (!*restored) return text;
+  std::fprintf(stderr, "attnlab: %s is %s; using the config stored in %s\n", path.c_str(), exists ? "empty" : "missing", fallback_name.c_str());
+  return fallback();
+}
+
+}  // namespace
+
+std::string run_config_text(const std::string& dir, std::string* restored_from) {
+  const std::string checkpoint = fs::exists(dir + "/best.ckpt") ? "best.ckpt" : "last.ckpt";
+  bool restored = false;
+  std::string text = config_yaml_or(dir, checkpoint, [&] {
+    const std::string path = dir + "/" + checkpoint;
+    if (!fs::exists(path)) throw std::runtime_error(dir + " has neither a config.yaml nor a checkpoint to read its config from");
+    return config_text_of(load_checkpoint(path), path);
+  }, &restored);
+  if (restored_from) *restored_from = restored ? checkpoint : "";
+  return text;
+}
+
 LoadedRun load_run(const std::string& dir, const std::string& which, const std::vector<std::string>& overrides) {
   if (which != "best" && which != "last") throw std::invalid_argument("--checkpoint must be best or last, got '" + which + "'");
   const RunFolder folder = RunFolder::open(dir);
@@ -141,13 +164,7 @@ LoadedRun load_run(const std::string& dir, const std::string& which, const std::
   run.state = state_of(run.checkpoint, checkpoint_path);
   const std::string trained_text = config_text_of(run.checkpoint, checkpoint_path);
   const ExperimentConfig trained = parse_config(trained_text, checkpoint_path + " (its config)");
-  std::string text = fs::exists(config_path) ? read_file(config_path, "run's config") : "";
-  if (blank(text)) {
-    std::fprintf(stderr, "attnlab: %s is %s; using the config stored in %s\n", config_path.c_str(),
-                 fs::exists(config_path) ? "empty" : "missing", run.checkpoint_file.c_str());
-    text = trained_text;
-    run.config_restored = true;
-  }
+  const std::string text = config_yaml_or(dir, run.checkpoint_file, [&] { return trained_text; }, &run.config_restored);
   run.config = parse_config(text, config_path, overrides);
   check_same_model(run, trained, config_path);
   return run;

@@ -35,15 +35,14 @@ class RunFolder {
   // A new folder log.dir/name (name-2, name-3, ... when taken) holding config.yaml. Errors name the
   // folder and the fix (log.dir not writable, a file where the folder should be).
   static RunFolder create(const ExperimentConfig& config);
-  // An existing run folder (an error when it is not one).
+  // An existing run folder (an error when it is not one), cleared of what killed writers left in it, in
+  // patterns/ and analysis/ (remove_stale_temporaries).
   static RunFolder open(const std::string& dir);
   const std::string& dir() const { return dir_; }
   std::string path(const std::string& file) const { return dir_ + "/" + file; }
   bool has(const std::string& file) const;
   // config.yaml, atomically.
   void write_config(const ExperimentConfig& config) const;
-  // Removes what an interrupted write left behind (*.tmp files), before a resumed run writes again.
-  void remove_leftovers() const;
   void save_checkpoint(const std::string& file, const ExperimentConfig& config, const Module& model, const Optimizer& optimizer,
                        const TrainState& state, const std::string& vocabulary) const;
 
@@ -51,6 +50,11 @@ class RunFolder {
   explicit RunFolder(std::string dir) : dir_(std::move(dir)) {}
   std::string dir_;
 };
+
+// The run's config as YAML: config.yaml, or when it is missing or empty (a kill while it was rewritten, a
+// user's mistake) the config its checkpoint holds (best.ckpt, else last.ckpt), saying so on stderr.
+// `restored_from` receives the checkpoint's file name then, else "".
+std::string run_config_text(const std::string& dir, std::string* restored_from = nullptr);
 
 // A run's checkpoint with the config that builds its model.
 struct LoadedRun {

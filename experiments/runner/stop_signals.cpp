@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <cstdlib>
 
 namespace attnlab {
 namespace {
@@ -15,6 +16,11 @@ extern "C" void on_stop_signal(int signal) {
 }
 
 }  // namespace
+
+void test_stop_point(const std::string& point) {
+  static const char* const at = std::getenv("ATTNLAB_TEST_STOP_AT");
+  if (at && point == at) std::raise(SIGTERM);
+}
 
 void unblock_stop_signals() {
   sigset_t stop;

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <csignal>
+#include <stdexcept>
+#include <string>
 
 namespace attnlab {
 
@@ -33,6 +35,19 @@ class StopSignals {
 
  private:
   struct sigaction previous_int_ {}, previous_term_ {};
+};
+
+// A stop signal at an exact point, for tests that would otherwise have to time a kill into a window:
+// when the environment variable ATTNLAB_TEST_STOP_AT equals `point` ("start:2" in attnlab compare: right
+// after it started its second job; "report:1"; "part:detectors" in attnlab analyze: before that part), the
+// process raises SIGTERM on itself there.
+void test_stop_point(const std::string& point);
+
+// Thrown by a command that stops at a safe point on a signal (attnlab analyze between its parts); main
+// prints the message and exits with 128 + the signal.
+struct StoppedBySignal : std::runtime_error {
+  StoppedBySignal(const std::string& message, int signal) : std::runtime_error(message), signal(signal) {}
+  int signal;
 };
 
 }  // namespace attnlab

@@ -93,8 +93,7 @@ Experiment build(const ExperimentConfig& c, const std::optional<LoadedRun>& resu
 std::optional<RunFolder> folder_for(const ExperimentConfig& c, const std::optional<LoadedRun>& resumed) {
   if (dist::Communicator::world().rank() != 0) return std::nullopt;
   if (!resumed) return RunFolder::create(c);
-  RunFolder folder = RunFolder::open(resumed->dir);
-  folder.remove_leftovers();
+  RunFolder folder = RunFolder::open(resumed->dir);  // clears what a kill left
   folder.write_config(c);  // with the new overrides (train.steps), or restored from the checkpoint
   std::remove(folder.path("summary.json").c_str());  // unfinished again until the new last step
   return folder;

@@ -1,10 +1,13 @@
-// write_file_atomically: POSIX open/write/fsync/rename; read_file; create_folders (see atomic_file.hpp).
+// write_file_atomically: POSIX open/write/fsync/rename; replace_folder: renameat2; read_file;
+// create_folders; remove_stale_temporaries (see atomic_file.hpp).
 #include "framework/io/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -22,10 +25,26 @@ namespace {
   throw std::runtime_error("cannot " + what + " " + file + ": " + reason);
 }
 
+constexpr const char* kTemporaryMark = ".tmp-";
+
+// Whether the file or folder name `name` is a temporary whose writer has gone: X.tmp (older versions
+// wrote no pid), or X.tmp-PID with no process PID.
+bool stale_temporary(const std::string& name) {
+  if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) return true;
+  const std::size_t at = name.rfind(kTemporaryMark);
+  if (at == std::string::npos) return false;
+  const std::string digits = name.substr(at + std::strlen(kTemporaryMark));
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return false;
+  const long pid = std::strtol(digits.c_str(), nullptr, 10);
+  return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
 }  // namespace
 
+std::string temporary_path(const std::string& path) { return path + kTemporaryMark + std::to_string(::getpid()); }
+
 void write_file_atomically(const std::string& path, const std::string& bytes) {
-  const std::string temporary = path + ".tmp";
+  const std::string temporary = temporary_path(path);
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     const std::string reason = std::strerror(errno);
@@ -63,6 +82,48 @@ std::string read_file(const std::string& path, const std::string& what) {
   bytes << in.rdbuf();
   if (in.bad()) throw std::runtime_error("cannot read the " + what + " " + path + ": " + std::strerror(errno));
   return bytes.str();
+}
+
+void replace_folder(const std::string& fresh, const std::string& dir) {
+  namespace fs = std::filesystem;
+  const auto failed = [&](const std::string& how) {
+    throw std::runtime_error("cannot move " + fresh + " into place at " + dir + " (" + how + "): " + std::strerror(errno));
+  };
+  if (!fs::exists(dir)) {
+    if (std::rename(fresh.c_str(), dir.c_str()) != 0) failed("rename");
+    return;
+  }
+  if (::renameat2(AT_FDCWD, fresh.c_str(), AT_FDCWD, dir.c_str(), RENAME_EXCHANGE) == 0) {
+    fs::remove_all(fresh);  // the earlier folder, now under the temporary name
+    return;
+  }
+  if (errno != EINVAL && errno != ENOSYS) failed("exchange");
+  const std::string old = dir + ".old";  // no exchange here: two renames, the earlier folder kept until the second is done
+  fs::remove_all(old);
+  if (std::rename(dir.c_str(), old.c_str()) != 0) failed("rename the earlier one");
+  if (std::rename(fresh.c_str(), dir.c_str()) != 0) failed("rename");
+  fs::remove_all(old);
+}
+
+void remove_stale_temporaries(const std::string& folder, const std::vector<std::string>& subfolders) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> folders{folder};
+  for (const std::string& sub : subfolders) folders.push_back(folder + "/" + sub);
+  std::error_code ec;
+  for (const std::string& f : folders) {
+    if (!fs::is_directory(f, ec)) continue;
+    std::vector<fs::path> entries;
+    for (const auto& entry : fs::directory_iterator(f, ec)) entries.push_back(entry.path());
+    for (const fs::path& p : entries) {
+      const std::string name = p.filename().string();
+      if (stale_temporary(name)) {
+        fs::remove_all(p, ec);
+      } else if (name.size() > 4 && name.compare(name.size() - 4, 4, ".old") == 0) {
+        const fs::path replaced = p.parent_path() / name.substr(0, name.size() - 4);
+        if (!fs::exists(replaced, ec)) fs::rename(p, replaced, ec);  // a two-rename replace_folder cut between its renames
+      }
+    }
+  }
 }
 
 void create_folders(const std::string& path, const std::string& what) {

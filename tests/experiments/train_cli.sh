@@ -254,5 +254,35 @@ check analyze_only_probes "$attnlab" analyze "$work/runs/induction-causal_lm" --
 [ $? = 2 ] && grep -q "\-\-only: 'probs' is not among \[ablation, patching" "$work/analyze_bad.log" && [ ! -e "$work/runs/induction-causal_lm/analysis.tmp-"* ] \
   || { fail "a bad --only"; cat "$work/analyze_bad.log"; }
 
+# A stop signal during analyze (raised before its detectors part: an exact point, not a timed kill): exit
+# 143, the earlier analysis/ exactly as it was, no temporary left.
+before=$(cat "$work/runs/induction-causal_lm/analysis/summary.json")
+ATTNLAB_TEST_STOP_AT=part:detectors "$attnlab" analyze "$work/runs/induction-causal_lm" --examples 32 --pairs 8 > "$work/analyze_stopped.log" 2>&1
+status=$?
+{ [ $status = 143 ] && grep -q "attnlab analyze: stopped by SIGTERM before detectors; .* is as it was" "$work/analyze_stopped.log" \
+    && [ "$(cat "$work/runs/induction-causal_lm/analysis/summary.json")" = "$before" ] \
+    && ! ls -d "$work/runs/induction-causal_lm/analysis.tmp-"* > /dev/null 2>&1; } \
+  || { fail "a stopped analyze (status $status)"; cat "$work/analyze_stopped.log"; }
+
+# What killed writers left (a temporary whose process is gone, an analysis folder cut between the two
+# renames of an older version) is cleared by the next command that opens the run; a live writer's stays.
+(exit 0) & dead=$!; wait $dead
+run=$work/runs/induction-causal_lm
+mv "$run/analysis" "$run/analysis.old"
+mkdir "$run/analysis.tmp-$dead"
+echo half > "$run/last.ckpt.tmp-$dead"
+echo half > "$run/patterns/x.npy.tmp-$dead"
+echo live > "$run/report.html.tmp-$$"
+check eval_cleans "$attnlab" eval "$run"
+{ [ -s "$run/analysis/summary.json" ] && [ ! -e "$run/analysis.old" ] && [ ! -e "$run/analysis.tmp-$dead" ] && [ ! -e "$run/last.ckpt.tmp-$dead" ] \
+    && [ ! -e "$run/patterns/x.npy.tmp-$dead" ] && [ -e "$run/report.html.tmp-$$" ]; } || { fail "stale temporaries were not cleared"; ls -a "$run"; }
+rm -f "$run/report.html.tmp-$$"
+
+# A run without config.yaml: every command uses the checkpoint's config, analyze and report too.
+cp -r "$run" "$work/runs/no-config" && rm "$work/runs/no-config/config.yaml"
+check analyze_no_config "$attnlab" analyze "$work/runs/no-config" --only detectors --examples 16
+check report_no_config "$attnlab" report "$work/runs/no-config"
+grep -q "config.yaml is missing; using the config stored in best.ckpt" "$work/analyze_no_config.log" || fail "analyze does not say where the config comes from"
+
 echo "$failures failures"
 [ $failures -eq 0 ]
