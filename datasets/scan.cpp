@@ -9,6 +9,7 @@
 #include "datasets/source.hpp"
 #include "datasets/toy_tasks.hpp"
 #include "framework/io/atomic_file.hpp"
+#include "framework/io/text.hpp"
 #include "framework/tensor/registry.hpp"
 
 namespace attnlab::data {
@@ -216,8 +217,29 @@ ScanData scan_split(ScanSplit split, std::uint64_t split_seed) {
   return d;
 }
 
+namespace {
+
+// One line of a SCAN file: exactly one IN: (first) and one OUT:, text that is UTF-8 without control
+// characters; errors say file:line and, for bytes, the column.
+ScanPair read_scan_line(const std::string& line, const std::string& where) {
+  if (const std::string problem = text_problem(line); !problem.empty()) throw std::invalid_argument(where + problem + ": '" + printable(line) + "'");
+  const Words words = split_words(line);
+  const auto count = [&](const char* marker) { return std::count(words.begin(), words.end(), marker); };
+  if (words[0] != "IN:" || count("IN:") != 1 || count("OUT:") != 1) {
+    throw std::invalid_argument(where + "expected 'IN: <command> OUT: <actions>' (one IN: first, one OUT:), got '" + printable(line) + "'");
+  }
+  const auto out = std::find(words.begin(), words.end(), "OUT:");
+  ScanPair p;
+  p.command.assign(words.begin() + 1, out);
+  p.actions.assign(out + 1, words.end());
+  if (p.command.empty() || p.actions.empty()) throw std::invalid_argument(where + "the command or the actions are empty");
+  return p;
+}
+
+}  // namespace
+
 std::vector<ScanPair> read_scan_file(const std::string& path) {
-  const std::string text = read_file(path, "SCAN file");
+  const std::string text = without_bom(read_file(path, "SCAN file"));  // a byte-order mark some editors write
   std::vector<ScanPair> pairs;
   std::size_t line_number = 0, start = 0;
   while (start < text.size()) {
@@ -226,18 +248,8 @@ std::vector<ScanPair> read_scan_file(const std::string& path) {
     const std::string line = text.substr(start, end - start);
     start = end + 1;
     ++line_number;
-    const Words words = split_words(line);
-    if (words.empty()) continue;
-    const auto out = std::find(words.begin(), words.end(), "OUT:");
-    const std::string where = path + ":" + std::to_string(line_number) + ": ";
-    if (words[0] != "IN:" || out == words.end()) {
-      throw std::invalid_argument(where + "expected 'IN: <command> OUT: <actions>', got '" + line.substr(0, 80) + "'");
-    }
-    ScanPair p;
-    p.command.assign(words.begin() + 1, out);
-    p.actions.assign(out + 1, words.end());
-    if (p.command.empty() || p.actions.empty()) throw std::invalid_argument(where + "the command or the actions are empty");
-    pairs.push_back(std::move(p));
+    if (split_words(line).empty() && text_problem(line).empty()) continue;
+    pairs.push_back(read_scan_line(line, path + ":" + std::to_string(line_number) + ": "));
   }
   if (pairs.empty()) throw std::invalid_argument(path + ": no 'IN: ... OUT: ...' lines");
   return pairs;
@@ -328,9 +340,6 @@ class ScanSource : public DataSource {
   std::string token_label(std::int64_t id, std::size_t) const override { return source_.word(id); }
   std::string target_label(std::int64_t id) const override { return target_.word(id); }
   bool is_padding(std::int64_t id) const override { return id == WordVocabulary::kPad; }
-  std::vector<std::int64_t> encode_source(const std::string& text) const override {
-    return source_.encode(split_words(text), "command");
-  }
   std::string decode_target(const std::vector<std::int64_t>& ids) const override { return target_.decode(ids); }
   // One held-out command drawn as the template, and `count` held-out commands of its shape drawn with
   // replacement (the template with its primitives reassigned, as the held-out split has them: the same
@@ -420,6 +429,9 @@ class ScanSource : public DataSource {
   ScanData data_;
   WordVocabulary source_, target_;
   std::vector<Encoded> train_, test_;
+
+ protected:
+  std::vector<std::int64_t> source_ids(const std::string& text) const override { return source_.encode(split_words(text), "command"); }
 };
 
 ScanData scan_data(const TaskConfig& c) {

@@ -58,9 +58,11 @@ class DataSource {
   virtual bool token_inputs() const { return true; }
   // Whether token `id` is padding (never an earlier occurrence of anything for the induction score).
   virtual bool is_padding(std::int64_t /*id*/) const { return false; }
-  // seq2seq: the ids of a source the user typed (`attnlab translate --input`), and the text of decoded
-  // target ids up to the end token. Toy tasks read and write token ids separated by spaces.
-  virtual std::vector<std::int64_t> encode_source(const std::string& text) const;
+  // seq2seq: the ids of a source the user typed (`attnlab translate --input`): an error when the text is
+  // not text (control characters, bytes that are not UTF-8) or holds no token, whatever the task (these
+  // checks are here; a task reads its words in source_ids). And the text of decoded target ids up to the
+  // end token. Toy tasks read and write token ids separated by spaces.
+  std::vector<std::int64_t> encode_source(const std::string& text) const;
   virtual std::string decode_target(const std::vector<std::int64_t>& ids) const;
   // What a checkpoint must keep to decode outputs without the data (char_text: its characters).
   virtual std::string vocabulary() const { return ""; }
@@ -73,6 +75,10 @@ class DataSource {
   // "value_of_key", the value a key is paired with in its example.
   using TokenProperties = std::vector<std::pair<std::string, std::vector<std::int64_t>>>;
   virtual TokenProperties token_properties(const Batch& /*batch*/) const { return {}; }
+
+ protected:
+  // The ids of the words of a source text (token ids separated by spaces unless the task has words).
+  virtual std::vector<std::int64_t> source_ids(const std::string& text) const;
 };
 
 struct TaskInfo {

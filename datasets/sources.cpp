@@ -8,6 +8,7 @@
 
 #include "datasets/char_text.hpp"
 #include "datasets/source.hpp"
+#include "framework/io/text.hpp"
 
 template <>
 attnlab::data::TaskRegistry& attnlab::data::TaskRegistry::instance() {
@@ -32,6 +33,13 @@ Batch DataSource::held_out_batch(std::size_t, std::size_t) const {
 }
 
 std::vector<std::int64_t> DataSource::encode_source(const std::string& text) const {
+  if (const std::string problem = text_problem(text); !problem.empty()) throw std::invalid_argument(problem);
+  std::vector<std::int64_t> ids = source_ids(text);
+  if (ids.empty()) throw std::invalid_argument("the source is empty: give the words of a source sentence");
+  return ids;
+}
+
+std::vector<std::int64_t> DataSource::source_ids(const std::string& text) const {
   const DataShape s = shape();
   std::vector<std::int64_t> ids;
   std::istringstream in(text);

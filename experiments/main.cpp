@@ -12,6 +12,7 @@
 
 #include "experiments/analysis/analysis.hpp"
 #include "experiments/bench/bench_attention.hpp"
+#include "experiments/cli_numbers.hpp"
 #include "experiments/bench/bench_gpt.hpp"
 #include "experiments/inspect.hpp"
 #include "experiments/runner/compare.hpp"
@@ -25,6 +26,9 @@
 #include "framework/ops/parallel.hpp"
 
 namespace {
+
+namespace cli = attnlab::cli;
+using attnlab::Range;
 
 // Every command's options, filled by CLI11.
 struct Commands {
@@ -74,11 +78,10 @@ struct Commands {
 // --threads, the same for every command. The default, 0, is every core this process may use (as
 // PyTorch does), divided among the ranks on this machine under mpirun: resolve_threads.
 void add_threads_option(CLI::App* command, int& threads) {
-  command->add_option("--threads", threads,
-                      "threads; 0: every core this process may use (" + std::to_string(attnlab::available_cores()) +
-                          " here), divided among the ranks on this machine under mpirun")
-      ->check(CLI::Range(0, 256))
-      ->capture_default_str();
+  cli::add_number(command, "--threads", threads,
+                  "threads; 0: every core this process may use (" + std::to_string(attnlab::available_cores()) +
+                      " here), divided among the ranks on this machine under mpirun",
+                  Range::closed(0, 256));
 }
 
 int resolve_threads(int requested) {
@@ -86,12 +89,10 @@ int resolve_threads(int requested) {
 }
 
 void add_decode_options(CLI::App* command, attnlab::DecodeOptions& d) {
-  command->add_option("--beam", d.beam, "beam width; 1 decodes greedily")->check(CLI::Range(1, 1024))->capture_default_str();
-  command->add_option("--max-length", d.max_length, "at most this many output tokens; 0: the longest target the model was built for")
-      ->capture_default_str();
-  command->add_option("--length-penalty", d.length_penalty, "beam search ranks finished outputs by log-probability / length^this")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+  cli::add_number(command, "--beam", d.beam, "beam width; 1 decodes greedily", Range::closed(1, 1024));
+  cli::add_number(command, "--max-length", d.max_length, "at most this many output tokens; 0: the longest target the model was built for");
+  cli::add_number(command, "--length-penalty", d.length_penalty, "beam search ranks finished outputs by log-probability / length^this",
+                  Range::at_least(0));
 }
 
 void add_analyze_command(CLI::App& app, Commands& c) {
@@ -101,17 +102,15 @@ void add_analyze_command(CLI::App& app, Commands& c) {
   c.analyze->add_option("run", c.analyze_run, "the run folder")->required()->check(CLI::ExistingDirectory);
   c.analyze->add_option("--checkpoint", o.checkpoint, "best (last when the run has no best) or last")->capture_default_str();
   c.analyze->add_option("--only", o.only, "the parts to run, comma-separated (default: all that apply)")->delimiter(',');
-  c.analyze->add_option("--examples", o.examples, "held-out examples analysed")->check(CLI::Range(1, 1000000))->capture_default_str();
-  c.analyze->add_option("--pairs", o.pairs, "clean/corrupted pairs for patching")->check(CLI::Range(1, 100000))->capture_default_str();
+  cli::add_number(c.analyze, "--examples", o.examples, "held-out examples analysed", Range::closed(1, 1000000));
+  cli::add_number(c.analyze, "--pairs", o.pairs, "clean/corrupted pairs for patching", Range::closed(1, 100000));
   c.analyze->add_option("--head-fusion", c.head_fusion, "rollout: how a layer's heads are fused (mean, max, min)")
       ->check(CLI::IsMember({"mean", "max", "min"}))
       ->capture_default_str();
-  c.analyze->add_option("--discard-ratio", o.rollout.discard_ratio, "rollout: the share of each layer's weakest weights dropped")
-      ->check(CLI::Range(0.0, 0.999))
-      ->capture_default_str();
-  c.analyze->add_option("--threshold", o.emergence_threshold, "emergence: the previous-token or induction score (attnlab's) that counts as formed")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
+  cli::add_number(c.analyze, "--discard-ratio", o.rollout.discard_ratio, "rollout: the share of each layer's weakest weights dropped",
+                  Range::closed_open(0, 1));
+  cli::add_number(c.analyze, "--threshold", o.emergence_threshold, "emergence: the previous-token or induction score (attnlab's) that counts as formed",
+                  Range::closed(0, 1));
   add_threads_option(c.analyze, c.threads);
 }
 
@@ -140,10 +139,10 @@ void add_run_commands(CLI::App& app, Commands& c) {
   c.sample = app.add_subcommand("sample", "continue a prompt with a causal LM run's model");
   c.sample->add_option("run", c.sample_run, "the run folder")->required()->check(CLI::ExistingDirectory);
   c.sample->add_option("--prompt", s.prompt, "text (character-level runs) or space-separated token ids");
-  c.sample->add_option("--tokens", s.tokens, "tokens to generate")->capture_default_str();
-  c.sample->add_option("--temperature", s.temperature, "0 picks the most likely token")->check(CLI::NonNegativeNumber)->capture_default_str();
-  c.sample->add_option("--top-k", s.top_k, "sample among the k most likely tokens; 0: all")->capture_default_str();
-  c.sample->add_option("--seed", s.seed, "sampling seed")->capture_default_str();
+  cli::add_number(c.sample, "--tokens", s.tokens, "tokens to generate");
+  cli::add_number(c.sample, "--temperature", s.temperature, "0 picks the most likely token", Range::at_least(0));
+  cli::add_number(c.sample, "--top-k", s.top_k, "sample among the k most likely tokens; 0: all");
+  cli::add_number(c.sample, "--seed", s.seed, "sampling seed");
   c.sample->add_option("--checkpoint", s.checkpoint, "best (last when the run has no best) or last")->capture_default_str();
   add_threads_option(c.sample, c.threads);
 
@@ -155,10 +154,9 @@ void add_run_commands(CLI::App& app, Commands& c) {
   add_analyze_command(app, c);
   c.compare = app.add_subcommand("compare", "train every variant x seed of a comparison file (CONFIG [key=value ...]); the same command resumes it");
   c.compare->add_option("args", c.compare_args, "the comparison's YAML file, then key=value overrides for every run")->required();
-  c.compare->add_option("--jobs", c.compare_options.jobs, "runs at a time")->check(CLI::Range(1, 64))->capture_default_str();
-  c.compare->add_option("--threads", c.compare_options.threads, "threads per run; 0: the cores divided among the jobs (of every rank on this machine under mpirun)")
-      ->check(CLI::Range(0, 256))
-      ->capture_default_str();
+  cli::add_number(c.compare, "--jobs", c.compare_options.jobs, "runs at a time", Range::closed(1, 64));
+  cli::add_number(c.compare, "--threads", c.compare_options.threads,
+                  "threads per run; 0: the cores divided among the jobs (of every rank on this machine under mpirun)", Range::closed(0, 256));
 
   c.report = app.add_subcommand("report", "(re)write a run folder's report.html");
   c.report->add_option("run", c.report_dir, "the run folder")->required()->check(CLI::ExistingDirectory);
@@ -174,28 +172,26 @@ void add_tool_commands(CLI::App& app, Commands& c) {
   bench->require_subcommand(1);
   attnlab::bench::GptBenchOptions& g = c.gpt_options;
   c.gpt = bench->add_subcommand("gpt", "train the reference GPT on random tokens; prints one JSON line");
-  c.gpt->add_option("--layers", g.layers, "transformer blocks")->check(CLI::PositiveNumber)->capture_default_str();
-  c.gpt->add_option("--heads", g.heads, "attention heads")->check(CLI::PositiveNumber)->capture_default_str();
-  c.gpt->add_option("--dim", g.dim, "model width")->check(CLI::PositiveNumber)->capture_default_str();
-  c.gpt->add_option("--block", g.block, "sequence length")->check(CLI::PositiveNumber)->capture_default_str();
-  c.gpt->add_option("--batch", g.batch, "sequences per step")->check(CLI::PositiveNumber)->capture_default_str();
-  c.gpt->add_option("--vocab", g.vocab, "vocabulary size")->check(CLI::PositiveNumber)->capture_default_str();
-  c.gpt->add_option("--steps", g.steps, "timed steps")->check(CLI::PositiveNumber)->capture_default_str();
-  c.gpt->add_option("--warmup", g.warmup, "untimed steps first")->capture_default_str();
+  cli::add_number(c.gpt, "--layers", g.layers, "transformer blocks", Range::at_least(1));
+  cli::add_number(c.gpt, "--heads", g.heads, "attention heads", Range::at_least(1));
+  cli::add_number(c.gpt, "--dim", g.dim, "model width", Range::at_least(1));
+  cli::add_number(c.gpt, "--block", g.block, "sequence length", Range::at_least(1));
+  cli::add_number(c.gpt, "--batch", g.batch, "sequences per step", Range::at_least(1));
+  cli::add_number(c.gpt, "--vocab", g.vocab, "vocabulary size", Range::at_least(1));
+  cli::add_number(c.gpt, "--steps", g.steps, "timed steps", Range::at_least(1));
+  cli::add_number(c.gpt, "--warmup", g.warmup, "untimed steps first");
   add_threads_option(c.gpt, c.threads);
 
   attnlab::bench::AttentionBenchOptions& a = c.attention_options;
   c.attention = bench->add_subcommand("attention", "forward + backward of attention kernels alone; one JSON line per (variant, length)");
   c.attention->add_option("--variants", a.variants, "kernels (and 'causal'); default: all registered")->delimiter(',');
-  c.attention->add_option("--lengths", a.lengths, "sequence lengths")->delimiter(',')->capture_default_str();
-  c.attention->add_option("--batch", a.batch, "batch size")->check(CLI::PositiveNumber)->capture_default_str();
-  c.attention->add_option("--heads", a.heads, "heads")->check(CLI::PositiveNumber)->capture_default_str();
-  c.attention->add_option("--dhead", a.dhead, "head dimension")->check(CLI::PositiveNumber)->capture_default_str();
-  c.attention->add_option("--proj", a.proj, "projected length of kernels with a fixed maximum length (linformer's k)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
+  cli::add_number(c.attention, "--lengths", a.lengths, "sequence lengths", Range::at_least(1));
+  cli::add_number(c.attention, "--batch", a.batch, "batch size", Range::at_least(1));
+  cli::add_number(c.attention, "--heads", a.heads, "heads", Range::at_least(1));
+  cli::add_number(c.attention, "--dhead", a.dhead, "head dimension", Range::at_least(1));
+  cli::add_number(c.attention, "--proj", a.proj, "projected length of kernels with a fixed maximum length (linformer's k)", Range::at_least(1));
   add_threads_option(c.attention, c.threads);
-  c.attention->add_option("--min-seconds", a.min_seconds, "time each case at least this long")->capture_default_str();
+  cli::add_number(c.attention, "--min-seconds", a.min_seconds, "time each case at least this long", Range::at_least(0));
 }
 
 int run_analyze(Commands& c) {
@@ -284,7 +280,11 @@ int main(int argc, char** argv) {
   Commands commands;
   add_run_commands(app, commands);
   add_tool_commands(app, commands);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;  // --help is not an error; every bad argument exits 2, as bad input does
+  }
   // train unblocks the stop signals once its handler is in place (stop_signals.hpp); any other command
   // started by `attnlab compare` (a run's analysis) stops at once, as a signal's default.
   if (!*commands.train) attnlab::unblock_stop_signals();

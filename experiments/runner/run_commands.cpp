@@ -11,6 +11,7 @@
 #include "experiments/runner/file_fields.hpp"
 #include "experiments/runner/run_folder.hpp"
 #include "framework/io/npy.hpp"
+#include "framework/io/text.hpp"
 #include "framework/models/seq2seq.hpp"
 #include "framework/models/text_models.hpp"
 #include "framework/ops/parallel.hpp"
@@ -30,6 +31,10 @@ Seq2Seq& seq2seq_model(Experiment& x, const std::string& run_dir, const char* co
 }
 
 std::vector<Decoded> decode_batch(Seq2Seq& model, const Tensor& source, const Tensor& mask, const DecodeOptions& o) {
+  if (o.max_length > model.target_positions()) {
+    throw std::invalid_argument("--max-length " + std::to_string(o.max_length) + " exceeds the " + std::to_string(model.target_positions()) +
+                                " target positions the model was built for; give at most that (0: all of them)");
+  }
   return o.beam <= 1 ? model.greedy_decode(source, mask, o.max_length) : model.beam_decode(source, mask, o.beam, o.max_length, o.length_penalty);
 }
 
@@ -97,10 +102,10 @@ int translate_run(const std::string& run_dir, const TranslateOptions& o, int thr
     try {
       sources.push_back(x.data->encode_source(input));
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument("--input \"" + input + "\": " + e.what());
+      throw std::invalid_argument("--input \"" + printable(input) + "\": " + e.what());
     }
     if (sources.back().size() > longest) {
-      throw std::invalid_argument("--input \"" + input + "\" has " + std::to_string(sources.back().size()) + " tokens; the model reads at most " +
+      throw std::invalid_argument("--input \"" + printable(input) + "\" has " + std::to_string(sources.back().size()) + " tokens; the model reads at most " +
                                   std::to_string(longest));
     }
   }

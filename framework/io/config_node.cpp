@@ -334,7 +334,11 @@ T ConfigNode::get(const std::string& key, const T& default_value, const Range& r
   try {
     if constexpr (std::is_same_v<T, std::size_t>) {
       const auto v = value.as<std::int64_t>();
-      if (v < 0) fail(key, "'" + dotted(key) + "' must be >= 0, got " + std::to_string(v));
+      if (v < 0) {  // said with the key's own range ("chunk" takes >= 1), which an unsigned key bounds at 0
+        Range whole = range;
+        whole.low = std::max(whole.low, 0.0);
+        fail(key, "'" + dotted(key) + "' must be " + whole.describe() + ", got " + std::to_string(v));
+      }
       result = static_cast<std::size_t>(v);
     } else {
       result = value.as<T>();

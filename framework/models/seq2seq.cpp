@@ -156,7 +156,7 @@ std::vector<Model::AttentionPart> Seq2Seq::attention_parts() const {
 std::size_t Seq2Seq::limit(std::size_t max_length) const {
   if (max_length > decoder_config_.max_len) {
     throw std::invalid_argument("decoding: a limit of " + std::to_string(max_length) + " tokens exceeds the " +
-                                std::to_string(decoder_config_.max_len) + " target positions the model was built for");
+                                std::to_string(decoder_config_.max_len) + " target positions the model was built for (0: all of them)");
   }
   return max_length ? max_length : decoder_config_.max_len;
 }
@@ -197,6 +197,7 @@ std::vector<Decoded> Seq2Seq::greedy_decode(const Tensor& source, const Tensor& 
 std::vector<Decoded> Seq2Seq::beam_decode(const Tensor& source, const Tensor& source_mask, std::size_t beam, std::size_t max_length,
                                           double length_penalty) {
   if (beam == 0) throw std::invalid_argument("beam search: the beam must hold at least one prefix");
+  if (!(length_penalty >= 0) || !std::isfinite(length_penalty)) throw std::invalid_argument("beam search: the length penalty must be a finite number >= 0");
   EvalScope scope(*this);
   const std::size_t steps = limit(max_length), b = source.size(0);
   const Tensor memory = encode(source, source_mask);

@@ -81,6 +81,7 @@ class Seq2Seq : public Model {
   std::vector<AttentionPart> attention_parts() const override;
   std::string readout_blocks() const override { return "decoder.blocks."; }
   const LayerNorm* final_norm() const override { return decoder->decoder->final_norm.get(); }
+  std::size_t target_positions() const { return decoder_config_.max_len; }  // the longest output it decodes
   std::int64_t bos() const { return bos_; }
   std::int64_t eos() const { return eos_; }
 

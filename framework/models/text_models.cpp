@@ -81,7 +81,7 @@ Tensor CausalLM::loss(const Tensor& ids, const Tensor& targets) { return cross_e
 std::vector<std::int64_t> CausalLM::generate(const std::vector<std::int64_t>& prompt, std::size_t n_tokens,
                                              double temperature, std::size_t top_k, Generator& gen) {
   if (prompt.empty()) throw std::invalid_argument("generate: the prompt needs at least one token");
-  if (temperature < 0) throw std::invalid_argument("generate: temperature must be >= 0");
+  if (!(temperature >= 0) || !std::isfinite(temperature)) throw std::invalid_argument("generate: temperature must be a finite number >= 0");
   const std::size_t vocab = vocab_size(), max_len = encoder_config_.max_len;
   for (std::int64_t id : prompt)
     if (id < 0 || static_cast<std::size_t>(id) >= vocab)
@@ -103,9 +103,8 @@ std::vector<std::int64_t> CausalLM::generate(const std::vector<std::int64_t>& pr
       const std::size_t k = top_k == 0 ? vocab : std::min(top_k, vocab);
       std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
                         [&](std::size_t a, std::size_t b) { return all[a] > all[b]; });
-      const double top = all[order[0]] / temperature;
-      double total = 0;
-      for (std::size_t i = 0; i < k; ++i) total += (probs[i] = std::exp(all[order[i]] / temperature - top));
+      double total = 0;  // exp((l_i - l_max) / T): no inf - inf however small T is
+      for (std::size_t i = 0; i < k; ++i) total += (probs[i] = std::exp((all[order[i]] - all[order[0]]) / temperature));
       double u = gen.next_double() * total;
       chosen = order[k - 1];
       for (std::size_t i = 0; i < k; ++i) {

@@ -118,6 +118,54 @@ TEST(Scan, FilesAreReadAndBadLinesNamed) {
   fs::remove_all(dir);
 }
 
+// A line the format does not allow is an error at its line (and column, for bytes), its bytes made
+// visible; a byte-order mark at the start, which some editors write, is skipped.
+TEST(Scan, LinesThatAreNotTextOrHoldTwoMarkersAreRefused) {
+  const std::string dir = ::testing::TempDir() + "attnlab_scan_bad_lines";
+  fs::create_directories(dir);
+  const std::string good = "IN: walk OUT: I_WALK\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"IN: jump IN: walk OUT: I_JUMP I_WALK\n", ":2: expected 'IN: <command> OUT: <actions>' (one IN: first, one OUT:)"},
+      {"IN: jump OUT: I_JUMP OUT: I_WALK\n", ":2: expected 'IN: <command> OUT: <actions>' (one IN: first, one OUT:)"},
+      {"IN: jump caf\xe9 OUT: I_JUMP\n", ":2: column 13: the byte \\xe9 is not UTF-8 (is the file Latin-1? save it as UTF-8): 'IN: jump caf\\xe9 OUT: I_JUMP'"},
+      {std::string("IN: jump\0 twice OUT: I_JUMP I_JUMP\n", 36), ":2: column 9: a NUL byte (is this a binary file?): 'IN: jump\\x00 twice"},
+      {"IN: jump\x01 OUT: I_JUMP\n", ":2: column 9: the control character \\x01"},
+  };
+  for (const auto& [line, message] : cases) {
+    write_file_atomically(dir + "/bad.txt", good + line);
+    try {
+      read_scan_file(dir + "/bad.txt");
+      ADD_FAILURE() << "accepted: " << line;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(dir + "/bad.txt" + message), std::string::npos) << e.what();
+    }
+  }
+  write_file_atomically(dir + "/bom.txt", "\xef\xbb\xbfIN: jump OUT: I_JUMP\r\n" + good);
+  const auto pairs = read_scan_file(dir + "/bom.txt");
+  ASSERT_EQ(pairs.size(), 2u);
+  EXPECT_EQ(pairs[0].command, (Words{"jump"}));
+  EXPECT_EQ(pairs[0].actions, (Words{"I_JUMP"}));
+  fs::remove_all(dir);
+}
+
+// A source typed by a user must hold words, whatever the task reads them as (the checks sit in
+// DataSource::encode_source, which no task overrides): empty or blank text, or control characters, are
+// errors, for SCAN's words as for the toy tasks' token ids.
+TEST(Scan, EmptyOrNonTextSourcesAreRefusedForEveryTask) {
+  TaskConfig c;
+  c.name = "scan";
+  c.scan_split = ScanSplit::length;
+  const auto scan = make_data_source(c, TaskFormat::seq2seq);
+  EXPECT_EQ(scan->encode_source("jump twice").size(), 2u);
+  c = TaskConfig();
+  c.name = "reverse";
+  const auto reverse = make_data_source(c, TaskFormat::seq2seq);
+  for (const auto* source : {scan.get(), reverse.get()}) {
+    for (const std::string text : {"", "   ", "\t"}) EXPECT_THROW(source->encode_source(text), std::invalid_argument) << "'" << text << "'";
+    EXPECT_THROW(source->encode_source("3\x01 4"), std::invalid_argument);
+  }
+}
+
 TEST(Scan, VocabulariesPutSpecialsFirstAndSuggestWords) {
   const Words a{"walk", "jump"}, b{"jump", "twice"};
   const WordVocabulary v({&a, &b});

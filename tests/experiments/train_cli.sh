@@ -254,6 +254,24 @@ check analyze_only_probes "$attnlab" analyze "$work/runs/induction-causal_lm" --
 [ $? = 2 ] && grep -q "\-\-only: 'probs' is not among \[ablation, patching" "$work/analyze_bad.log" && [ ! -e "$work/runs/induction-causal_lm/analysis.tmp-"* ] \
   || { fail "a bad --only"; cat "$work/analyze_bad.log"; }
 
+# Numbers on the command line are read as config values are: base-10 integers, finite numbers, inside
+# their range, each error naming the option, what it takes and what came (exit 2, as any bad input).
+bad_number() {  # expected message, then the command
+  local message=$1; shift
+  "$attnlab" "$@" > "$work/bad_number.log" 2>&1
+  local status=$?
+  [ $status = 2 ] && grep -qF -- "$message" "$work/bad_number.log" || { fail "$* (status $status)"; cat "$work/bad_number.log"; }
+}
+bad_number "--threads must be an integer in [0, 256], got 2.5" eval "$work/runs/s2s" --threads 2.5
+bad_number "--max-length must be an integer >= 0, got -1" translate "$work/runs/s2s" --input "3 4" --max-length -1
+bad_number "--max-length 500 exceeds the" translate "$work/runs/s2s" --input "3 4" --max-length 500
+bad_number "--length-penalty must be a number >= 0, got nan" translate "$work/runs/s2s" --input "3 4" --beam 2 --length-penalty nan
+bad_number "--temperature must be a number >= 0, got nan" sample "$work/runs/induction-causal_lm" --temperature nan
+bad_number "--tokens must be an integer >= 0, got -1" sample "$work/runs/induction-causal_lm" --tokens -1
+bad_number "--examples must be an integer in [1, 1000000], got abc" analyze "$work/runs/induction-causal_lm" --examples abc
+bad_number "--threshold must be a number in [0, 1], got nan" analyze "$work/runs/induction-causal_lm" --threshold nan
+bad_number "the source is empty" translate "$work/runs/s2s" --input "   "
+
 # A stop signal during analyze (raised before its detectors part: an exact point, not a timed kill): exit
 # 143, the earlier analysis/ exactly as it was, no temporary left.
 before=$(cat "$work/runs/induction-causal_lm/analysis/summary.json")
