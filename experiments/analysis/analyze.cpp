@@ -67,42 +67,106 @@ void keep_other_parts(const std::string& run_dir, const std::string& fresh, cons
 
 }  // namespace
 
+namespace {
+
+// What one part of the analysis reads and writes.
+struct PartInputs {
+  const AnalysisInputs& in;
+  Experiment& x;
+  const LoadedRun& run;
+  const AnalyzeOptions& options;
+  const std::string& fresh;  // the analysis folder being written
+  AnalysisResult& result;
+};
+
+// A part: its name, what it needs of the data ("" when it applies; else what it needs, said to the user),
+// and what it does.
+struct AnalysisPart {
+  std::string name;
+  std::function<std::string(const data::DataSource&)> needs;
+  std::function<void(const PartInputs&)> run;
+};
+
+std::string tokens_needed(const data::DataSource& data) {
+  return data.token_inputs() ? "" : "token inputs (it compares the tokens at each position); this run reads images";
+}
+
+const std::vector<AnalysisPart>& parts() {
+  static const std::vector<AnalysisPart> list{
+      {"ablation", {}, [](const PartInputs& p) { head_ablation(p.in, p.result), layer_ablation(p.in, p.result); }},
+      {"patching", {},
+       [](const PartInputs& p) {
+         Generator gen(p.run.config.seed + 3);
+         activation_patching(*p.x.model, *p.x.data, p.x.data->patching_pairs(p.options.pairs, gen), p.result);
+       }},
+      {"attribution", {}, [](const PartInputs& p) { logit_attribution(p.in, p.result), logit_lens(p.in, p.result); }},
+      {"detectors", tokens_needed,
+       [](const PartInputs& p) { head_detectors(p.in, p.result), repeated_tokens_test(p.in, p.run.config.seed + 4, p.result); }},
+      {"rollout",
+       [](const data::DataSource& data) {
+         return data.token_inputs() ? "image inputs (it follows attention back to the patches of an image); this run reads tokens" : "";
+       },
+       [](const PartInputs& p) { rollout_maps(p.in, p.options.rollout, p.fresh, p.result); }},
+      {"probes", {}, [](const PartInputs& p) { residual_probes(p.in, p.run.config.seed + 5, p.result); }},
+      {"emergence", tokens_needed, [](const PartInputs& p) { emergence(p.run.dir, p.options.emergence_threshold, p.result); }},
+  };
+  return list;
+}
+
+std::string what_it_needs(const AnalysisPart& part, const data::DataSource& data) { return part.needs ? part.needs(data) : ""; }
+
+// With --only, every part asked for must apply to the run: an error naming what it needs and the parts
+// that do apply. Without it, the parts that do not apply are skipped with a note.
+void check_applicable(const AnalyzeOptions& o, const data::DataSource& data, const std::string& run_dir, AnalysisResult& result) {
+  std::string applicable;
+  for (const AnalysisPart& part : parts())
+    if (what_it_needs(part, data).empty()) applicable += (applicable.empty() ? "" : ", ") + part.name;
+  for (const AnalysisPart& part : parts()) {
+    const std::string needs = what_it_needs(part, data);
+    if (needs.empty() || !wanted(o, part.name)) continue;
+    if (!o.only.empty()) {
+      throw std::invalid_argument("--only " + part.name + ": " + part.name + " needs " + needs + "; the parts that apply to " + run_dir + ": " +
+                                  applicable);
+    }
+    result.notes.push_back(part.name + ": skipped: it needs " + needs);
+  }
+}
+
+}  // namespace
+
 const std::vector<std::string>& analysis_parts() {
-  static const std::vector<std::string> parts{"ablation", "patching", "attribution", "detectors", "rollout", "probes", "emergence"};
-  return parts;
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const AnalysisPart& part : parts()) out.push_back(part.name);
+    return out;
+  }();
+  return names;
 }
 
 AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& o) {
   check_options(o);
   const LoadedRun run = load_run(run_dir, o.checkpoint);  // clears what an earlier, killed analysis left
   Experiment x(run.config);
+  AnalysisResult result;
+  check_applicable(o, *x.data, run_dir, result);
   load_run_model(*x.model, run);
   const TrainConfig& t = run.config.train;
   AnalysisInputs in{*x.model, *x.data, held_out_examples(*x.data, o.examples, t.batch_size, run.config.seed + 2)};
   const std::string dir = run_dir + "/analysis", fresh = temporary_path(dir);
   fs::remove_all(fresh);
   create_folders(fresh, "the analysis folder");
-  AnalysisResult result;
   // Ctrl-C or SIGTERM stops it after the part under way; the earlier analysis stays as it was.
   const StopSignals stop;
-  const auto part = [&](const std::string& name, const std::function<void()>& run_part) {
-    if (!wanted(o, name)) return;
-    test_stop_point("part:" + name);
-    if (stop.requested()) throw StoppedBySignal("attnlab analyze: stopped by " + std::string(stop.name()) + " before " + name + "; " + dir +
-                                                    " is as it was", stop.signal());
-    run_part();
-  };
   try {
-    part("ablation", [&] { head_ablation(in, result), layer_ablation(in, result); });
-    part("patching", [&] {
-      Generator gen(run.config.seed + 3);
-      activation_patching(*x.model, *x.data, x.data->patching_pairs(o.pairs, gen), result);
-    });
-    part("attribution", [&] { logit_attribution(in, result), logit_lens(in, result); });
-    part("detectors", [&] { head_detectors(in, result), repeated_tokens_test(in, run.config.seed + 4, result); });
-    part("rollout", [&] { rollout_maps(in, o.rollout, fresh, result); });
-    part("probes", [&] { residual_probes(in, run.config.seed + 5, result); });
-    part("emergence", [&] { emergence(run_dir, o.emergence_threshold, result); });
+    for (const AnalysisPart& part : parts()) {
+      if (!wanted(o, part.name) || !what_it_needs(part, *x.data).empty()) continue;
+      test_stop_point("part:" + part.name);
+      if (stop.requested()) {
+        throw StoppedBySignal("attnlab analyze: stopped by " + std::string(stop.name()) + " before " + part.name + "; " + dir + " is as it was",
+                              stop.signal());
+      }
+      part.run({in, x, run, o, fresh, result});
+    }
     if (stop.requested()) throw StoppedBySignal("attnlab analyze: stopped by " + std::string(stop.name()) + "; " + dir + " is as it was", stop.signal());
     result.facts["examples"] = 0;
     for (const Batch& b : in.batches) result.facts["examples"] += static_cast<double>(b.input.size(0));

@@ -158,7 +158,7 @@ run = subprocess.Popen([attnlab, "train", config, f"log.dir={runs}", "name=stall
 os.close(write_end)
 def queued():
     return struct.unpack("i", fcntl.ioctl(read_end, termios.FIONREAD, b"\0\0\0\0"))[0]
-while queued() < capacity - 512 and run.poll() is None:  # progress lines fill the pipe
+while queued() < capacity - 8192 and run.poll() is None:  # progress lines fill the pipe (whole lines: a page may keep a few free bytes)
     time.sleep(0.05)
 assert run.poll() is None, "the run ended early"
 run.send_signal(signal.SIGTERM)
@@ -271,6 +271,10 @@ bad_number "--tokens must be an integer >= 0, got -1" sample "$work/runs/inducti
 bad_number "--examples must be an integer in [1, 1000000], got abc" analyze "$work/runs/induction-causal_lm" --examples abc
 bad_number "--threshold must be a number in [0, 1], got nan" analyze "$work/runs/induction-causal_lm" --threshold nan
 bad_number "the source is empty" translate "$work/runs/s2s" --input "   "
+# A part that has nothing to say about a run is refused under --only, naming what it needs (it wrote no
+# table and exited 0), and skipped with a note otherwise.
+bad_number "--only rollout: rollout needs image inputs" analyze "$work/runs/induction-causal_lm" --only rollout
+grep -q "rollout: skipped: it needs image inputs" "$work/runs/induction-causal_lm/analysis/summary.json" || fail "analyze does not say it skipped rollout"
 
 # A stop signal during analyze (raised before its detectors part: an exact point, not a timed kill): exit
 # 143, the earlier analysis/ exactly as it was, no temporary left.
