@@ -158,9 +158,12 @@ run = subprocess.Popen([attnlab, "train", config, f"log.dir={runs}", "name=stall
 os.close(write_end)
 def queued():
     return struct.unpack("i", fcntl.ioctl(read_end, termios.FIONREAD, b"\0\0\0\0"))[0]
-while queued() < capacity - 8192 and run.poll() is None:  # progress lines fill the pipe (whole lines: a page may keep a few free bytes)
-    time.sleep(0.05)
-assert run.poll() is None, "the run ended early"
+deadline = time.monotonic() + 600  # a bound for a run that never fills it, not a wait
+while queued() < capacity - 8192 and run.poll() is None and time.monotonic() < deadline:  # progress lines fill the pipe
+    time.sleep(0.05)  # (whole lines: each page of the pipe may keep a few bytes free)
+if run.poll() is not None or queued() < capacity - 8192:
+    run.kill()
+    raise SystemExit(f"the run ended or never filled the pipe ({queued()} of {capacity} bytes)")
 run.send_signal(signal.SIGTERM)
 try:
     status = run.wait(timeout=300)
