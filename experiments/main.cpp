@@ -7,6 +7,7 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <stdexcept>
 #include <string>
 
@@ -102,7 +103,10 @@ void add_analyze_command(CLI::App& app, Commands& c) {
   c.analyze->add_option("run", c.analyze_run, "the run folder")->required()->check(CLI::ExistingDirectory);
   c.analyze->add_option("--checkpoint", o.checkpoint, "best (last when the run has no best) or last")->capture_default_str();
   c.analyze->add_option("--only", o.only, "the parts to run, comma-separated (default: all that apply)")->delimiter(',');
-  cli::add_number(c.analyze, "--examples", o.examples, "held-out examples analysed", Range::closed(1, 1000000));
+  cli::add_number(c.analyze, "--examples", o.examples,
+                  "held-out examples analysed (each part forwards them once per head or layer it tries: 100000 take about 20 minutes for "
+                  "the default experiment's model on one thread)",
+                  Range::closed(1, 100000));
   cli::add_number(c.analyze, "--pairs", o.pairs, "clean/corrupted pairs for patching", Range::closed(1, 100000));
   c.analyze->add_option("--head-fusion", c.head_fusion, "rollout: how a layer's heads are fused (mean, max, min)")
       ->check(CLI::IsMember({"mean", "max", "min"}))
@@ -301,6 +305,8 @@ int main(int argc, char** argv) {
     return 128 + e.signal;
   } catch (const attnlab::ConfigError& e) {
     return fail(std::string("config error: ") + e.what());
+  } catch (const std::bad_alloc&) {  // a size no estimate caught before it was allocated
+    return fail("out of memory: a size in the config or on the command line asks for more memory than this machine has; lower it");
   } catch (const std::exception& e) {
     return fail(e.what());
   }

@@ -1,6 +1,7 @@
 // `attnlab analyze RUN`: loads a run's checkpoint, runs the parts asked for on its held-out split, and
 // writes analysis/ whole (a new folder renamed into place) and the run's report.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -9,6 +10,7 @@
 
 #include "experiments/analysis/analysis.hpp"
 #include "experiments/runner/experiment.hpp"
+#include "experiments/runner/memory_estimate.hpp"
 #include "experiments/runner/report.hpp"
 #include "experiments/runner/run_folder.hpp"
 #include "experiments/runner/stop_signals.hpp"
@@ -113,6 +115,22 @@ const std::vector<AnalysisPart>& parts() {
   return list;
 }
 
+// Patching forwards its pairs as one batch, every head's output and residual stream cached: refused
+// before anything is drawn when that batch would not fit in memory (as training refuses its batch).
+void check_pairs_fit(const ExperimentConfig& config, std::size_t pairs) {
+  ExperimentConfig one_batch = config;
+  one_batch.train.batch_size = pairs;
+  one_batch.log.patterns = false;
+  const MemoryEstimate m = estimate_memory(one_batch);
+  const double needs = m.activations + m.data, limit = physical_memory_bytes() / 2;  // a training step's, about the forward with its caches
+  if (needs <= limit) return;
+  const double fit = std::floor(static_cast<double>(pairs) * limit / needs);
+  throw std::invalid_argument("--pairs " + std::to_string(pairs) + ": patching forwards them as one batch, about " +
+                              std::to_string(static_cast<long long>(needs / (1 << 20))) + " MiB with its caches, more than half of this machine's " +
+                              std::to_string(static_cast<long long>(physical_memory_bytes() / (1 << 20))) + " MiB; give at most " +
+                              std::to_string(static_cast<long long>(fit)));
+}
+
 std::string what_it_needs(const AnalysisPart& part, const data::DataSource& data) { return part.needs ? part.needs(data) : ""; }
 
 // With --only, every part asked for must apply to the run: an error naming what it needs and the parts
@@ -149,6 +167,7 @@ AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& o) 
   Experiment x(run.config);
   AnalysisResult result;
   check_applicable(o, *x.data, run_dir, result);
+  if (wanted(o, "patching")) check_pairs_fit(run.config, o.pairs);
   load_run_model(*x.model, run);
   const TrainConfig& t = run.config.train;
   AnalysisInputs in{*x.model, *x.data, held_out_examples(*x.data, o.examples, t.batch_size, run.config.seed + 2)};
@@ -165,7 +184,12 @@ AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& o) 
         throw StoppedBySignal("attnlab analyze: stopped by " + std::string(stop.name()) + " before " + part.name + "; " + dir + " is as it was",
                               stop.signal());
       }
+      const auto started = std::chrono::steady_clock::now();
+      std::printf("attnlab analyze: %s ...", part.name.c_str());
+      std::fflush(stdout);
       part.run({in, x, run, o, fresh, result});
+      std::printf(" %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+      std::fflush(stdout);
     }
     if (stop.requested()) throw StoppedBySignal("attnlab analyze: stopped by " + std::string(stop.name()) + "; " + dir + " is as it was", stop.signal());
     result.facts["examples"] = 0;

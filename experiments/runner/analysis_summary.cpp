@@ -8,6 +8,7 @@
 
 #include "experiments/runner/file_fields.hpp"
 #include "framework/io/atomic_file.hpp"
+#include "framework/io/json_errors.hpp"
 #include "framework/io/image.hpp"
 #include "framework/io/npy.hpp"
 
@@ -79,8 +80,10 @@ AnalysisResult read_analysis(const std::string& run_dir) {
     r.notes = j.at("notes").get<std::vector<std::string>>();
     r.images = j.at("images").get<std::vector<std::string>>();
     return r;
+  } catch (const json::exception& e) {
+    throw std::runtime_error(file + " is not an analysis summary: " + json_error_text(e) + "; run attnlab analyze " + run_dir + " again");
   } catch (const std::exception& e) {
-    throw std::runtime_error(file + " is not an analysis summary: " + e.what());
+    throw std::runtime_error(file + " is not an analysis summary: " + e.what() + "; run attnlab analyze " + run_dir + " again");
   }
 }
 

@@ -94,6 +94,8 @@ void read_variants(const ConfigNode& node, CompareSpec& spec) {
   }
 }
 
+constexpr std::size_t kMaxRuns = 10000;
+
 // `grid: {KEY: [v1, v2, ...], ...}`: each key a config key no variant or `set` assigns, each value a
 // scalar that can name a folder.
 void read_grid(const ConfigNode& node, CompareSpec& spec) {
@@ -121,6 +123,14 @@ void read_grid(const ConfigNode& node, CompareSpec& spec) {
     }
     ++leaves[axis.label];
     spec.grid.push_back(axis);
+  }
+  // Each run is planned (a config parsed and checked) before any starts: refuse a plan of millions.
+  double runs = static_cast<double>(spec.variants.size() * spec.seeds.size());
+  std::string product = std::to_string(spec.variants.size()) + " variants x " + std::to_string(spec.seeds.size()) + " seeds";
+  for (const GridAxis& axis : spec.grid) runs *= static_cast<double>(axis.values.size()), product += " x " + std::to_string(axis.values.size());
+  if (runs > kMaxRuns) {
+    node.fail("grid", "the comparison would train " + product + " = " + schema_detail::number(runs) + " runs; attnlab compare plans at most " +
+                          std::to_string(kMaxRuns) + ": split it into several comparisons or take fewer values");
   }
   for (GridAxis& axis : spec.grid)
     if (leaves[axis.label] > 1) axis.label = axis.key;  // two axes end alike (a.window, b.window): name them whole

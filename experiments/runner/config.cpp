@@ -324,6 +324,12 @@ std::string kernel_role(const KernelSpec& spec) {
 void check_attention(const ConfigNode& root, const ExperimentConfig& c) {
   for (const KernelUse& use : kernel_uses(c.model, data_shape(c))) {
     const ConfigNode attention = section_of(root, use.key);
+    const std::size_t conv = c.model.encoder.short_conv;
+    if (!use.spec.cross && conv > use.spec.max_len) {  // checked before its weights [3C, K] are sized by it
+      section_of(root, "model.attention")
+          .fail("short_conv", "model.attention.short_conv (" + std::to_string(conv) + ") must be at most the " + std::to_string(use.spec.max_len) +
+                                  " tokens " + use.key + " sees: a wider convolution adds weights that never meet a token");
+    }
     try {
       check_kernel_capabilities(use.name, use.spec);
     } catch (const std::invalid_argument& error) {

@@ -3,6 +3,7 @@
 #include <charconv>
 #include <functional>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -12,6 +13,7 @@
 #include "experiments/runner/file_fields.hpp"
 #include "experiments/runner/run_folder.hpp"
 #include "framework/io/atomic_file.hpp"
+#include "framework/io/json_errors.hpp"
 
 namespace attnlab {
 namespace {
@@ -176,7 +178,8 @@ std::optional<RunSummary> read_summary(const std::string& run_dir) {
     }
     return s;
   } catch (const json::exception& e) {
-    throw std::runtime_error(path + " is not a run summary (" + e.what() + ")");
+    throw std::runtime_error(path + " is not a run summary: " + json_error_text(e) +
+                             " (attnlab train writes it when a run ends; delete it and resume the run to write it again)");
   }
 }
 
@@ -241,19 +244,25 @@ RunRecord read_run(const std::string& run_dir) {
   run.config_text = run_config_text(run_dir);
   std::ifstream in(run_dir + "/metrics.jsonl");
   if (!in) throw std::runtime_error("cannot read " + run_dir + "/metrics.jsonl");
-  std::size_t line_number = 0;
-  for (std::string line; std::getline(in, line);) {
-    ++line_number;
-    if (line.empty()) continue;
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    if (lines[i].empty()) continue;
     try {
-      const json j = json::parse(line);
+      const json j = json::parse(lines[i]);
       if (j.at("split").get<std::string>() == "patterns") {
         run.captures.push_back(capture_from(j));
       } else {
         run.rows.push_back(row_from(j));
       }
     } catch (const json::exception& e) {
-      throw std::runtime_error(run_dir + "/metrics.jsonl:" + std::to_string(line_number) + ": not a metrics row (" + e.what() + ")");
+      const std::string where = run_dir + "/metrics.jsonl:" + std::to_string(i + 1) + ": ";
+      if (i + 1 == lines.size() && dynamic_cast<const json::parse_error*>(&e)) {  // a kill while the line was written
+        std::fprintf(stderr, "attnlab: %sthe last line is cut short (%s); read without it\n", where.c_str(), json_error_text(e).c_str());
+        continue;
+      }
+      throw std::runtime_error(where + "not a metrics row: " + json_error_text(e) +
+                               " (attnlab train writes one JSON object per line; restore the line or remove it)");
     }
   }
   run.summary = read_summary(run_dir);

@@ -1,5 +1,6 @@
 // The Analysis section of a run's report: what `attnlab analyze` wrote to analysis/summary.json, each
 // table as a labelled heatmap with its values, the facts, the notes and the rollout maps.
+#include <cstdio>
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -73,7 +74,12 @@ std::string section_title(const std::string& section) {
 
 std::string analysis_section(const std::string& run_dir) {
   if (!has_analysis(run_dir)) return "";
-  const AnalysisResult r = read_analysis(run_dir);
+  AnalysisResult r;
+  try {
+    r = read_analysis(run_dir);
+  } catch (const std::runtime_error& e) {  // a damaged analysis takes its section, not the report
+    return "<h2>Analysis</h2><p class=\"note\">" + escape(e.what()) + "</p>";
+  }
   std::ostringstream html;
   html << "<h2>Analysis</h2><p class=\"note\">Written by <code>attnlab analyze</code> on "
        << fmt("%.0f", r.facts.count("examples") ? r.facts.at("examples") : NAN)
@@ -153,7 +159,12 @@ std::string comparison_analysis_section(const std::string& dir, const std::vecto
   for (std::size_t v = 0; v < variants.size(); ++v)
     for (const std::string& r : variants[v].run_dirs)
       if (has_analysis(dir + "/" + r)) {
-        results[v].push_back(read_analysis(dir + "/" + r));
+        try {
+          results[v].push_back(read_analysis(dir + "/" + r));
+        } catch (const std::runtime_error& e) {  // one damaged analysis leaves its run out of the comparison's table
+          std::fprintf(stderr, "attnlab: warning: %s\n", e.what());
+          continue;
+        }
         for (const auto& [name, value] : results[v].back().facts) facts.insert(name);
       }
   if (facts.empty()) return "";

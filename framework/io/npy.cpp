@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "framework/io/atomic_file.hpp"
+#include "framework/io/json_errors.hpp"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "the .npy code assumes a little-endian machine ('<' dtypes)");
 
@@ -304,7 +305,7 @@ std::vector<IndexEntry> read_index(const std::string& index_path) {
   try {
     index = nlohmann::json::parse(in);
   } catch (const nlohmann::json::parse_error& e) {
-    throw std::runtime_error(index_path + " is not valid JSON (" + e.what() + "); export the weights again with `attnlab export RUN DIR`");
+    throw std::runtime_error(index_path + " is not valid JSON: " + json_error_text(e) + "; export the weights again with `attnlab export RUN DIR`");
   }
   if (!index.is_object() || !index.contains("format") || index["format"] != kIndexFormat) {
     throw std::runtime_error(index_path + " is not an attnlab weights index: it needs \"format\": \"" + kIndexFormat + "\"" +

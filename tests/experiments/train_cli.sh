@@ -271,7 +271,7 @@ bad_number "--max-length 500 exceeds the" translate "$work/runs/s2s" --input "3 
 bad_number "--length-penalty must be a number >= 0, got nan" translate "$work/runs/s2s" --input "3 4" --beam 2 --length-penalty nan
 bad_number "--temperature must be a number >= 0, got nan" sample "$work/runs/induction-causal_lm" --temperature nan
 bad_number "--tokens must be an integer >= 0, got -1" sample "$work/runs/induction-causal_lm" --tokens -1
-bad_number "--examples must be an integer in [1, 1000000], got abc" analyze "$work/runs/induction-causal_lm" --examples abc
+bad_number "--examples must be an integer in [1, 100000], got abc" analyze "$work/runs/induction-causal_lm" --examples abc
 bad_number "--threshold must be a number in [0, 1], got nan" analyze "$work/runs/induction-causal_lm" --threshold nan
 bad_number "the source is empty" translate "$work/runs/s2s" --input "   "
 # A part that has nothing to say about a run is refused under --only, naming what it needs (it wrote no
@@ -302,6 +302,20 @@ check eval_cleans "$attnlab" eval "$run"
 { [ -s "$run/analysis/summary.json" ] && [ ! -e "$run/analysis.old" ] && [ ! -e "$run/analysis.tmp-$dead" ] && [ ! -e "$run/last.ckpt.tmp-$dead" ] \
     && [ ! -e "$run/patterns/x.npy.tmp-$dead" ] && [ -e "$run/report.html.tmp-$$" ]; } || { fail "stale temporaries were not cleared"; ls -a "$run"; }
 rm -f "$run/report.html.tmp-$$"
+
+# Damaged JSON is said in words, naming the file and line: a last metrics line cut short by a kill is
+# read without (a warning); a damaged line elsewhere, or a damaged analysis summary, is an error or a note.
+cp -r "$run" "$work/runs/damaged"
+printf '{"step": 31, "split": "train", "loss": 3.4' >> "$work/runs/damaged/metrics.jsonl"
+check report_cut_line "$attnlab" report "$work/runs/damaged"
+grep -q "metrics.jsonl:[0-9]*: the last line is cut short" "$work/report_cut_line.log" || fail "a cut last metrics line is not reported"
+sed -i '2s/.*/{"step": 32, "split": 5}/' "$work/runs/damaged/metrics.jsonl"
+"$attnlab" report "$work/runs/damaged" > "$work/report_damaged.log" 2>&1
+[ $? = 2 ] && grep -q "metrics.jsonl:2: not a metrics row: a value is a number where a string belongs" "$work/report_damaged.log" && ! grep -q "json.exception" "$work/report_damaged.log" \
+  || { fail "a damaged metrics line"; cat "$work/report_damaged.log"; }
+cp -r "$run" "$work/runs/damaged-analysis" && echo '{}' > "$work/runs/damaged-analysis/analysis/summary.json"
+check report_damaged_analysis "$attnlab" report "$work/runs/damaged-analysis"
+grep -q 'is not an analysis summary: no &quot;tables&quot; key; run attnlab analyze' "$work/runs/damaged-analysis/report.html" || fail "the report does not say the analysis is damaged"
 
 # A run without config.yaml: every command uses the checkpoint's config, analyze and report too.
 cp -r "$run" "$work/runs/no-config" && rm "$work/runs/no-config/config.yaml"
