@@ -218,16 +218,41 @@ void write_idx(const std::string& path, const IdxArray& a) {
   out.write(reinterpret_cast<const char*>(a.data.data()), static_cast<std::streamsize>(a.data.size()));
 }
 
+namespace {
+
+// The IDX files of an image folder, in the order they are read (each may be gzipped).
+const std::vector<std::string>& idx_files() {
+  static const std::vector<std::string> names{"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                                              "t10k-labels-idx1-ubyte"};
+  return names;
+}
+
+std::string present(const std::string& dir, const std::string& base) {
+  for (const std::string& name : {base + ".gz", base})
+    if (fs::is_regular_file(dir + "/" + name)) return dir + "/" + name;
+  return "";
+}
+
+}  // namespace
+
+std::string idx_folder_problem(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return dir + " does not exist";
+  if (!fs::is_directory(dir, ec)) return dir + " is a file; give the folder that holds the four IDX files (as /usr/share/datasets/fashion-mnist)";
+  std::string missing;
+  for (const std::string& base : idx_files())
+    if (present(dir, base).empty()) missing += (missing.empty() ? "" : ", ") + base + "(.gz)";
+  if (missing.empty()) return "";
+  return "no " + missing + " in " + dir +
+         (dir.find("fashion-mnist") != std::string::npos ? "; install Debian's dataset-fashion-mnist (scripts/setup.sh does)" : "");
+}
+
 std::unique_ptr<ImageDataset> load_idx_dataset(const std::string& dir, const ImageAugment& augment, std::size_t num_classes) {
   if (num_classes == 0) throw std::invalid_argument("load_idx_dataset: num_classes must be at least 1");
-  auto read = [&](const std::string& base) {
-    for (const std::string& name : {base + ".gz", base})
-      if (fs::exists(dir + "/" + name)) return IdxFile{dir + "/" + name, read_idx(dir + "/" + name)};
-    throw std::runtime_error("no " + base + "(.gz) in " + dir +
-                             (dir.find("fashion-mnist") != std::string::npos ? "; install Debian's dataset-fashion-mnist (scripts/setup.sh does)" : ""));
-  };
-  return std::make_unique<IdxDataset>(read("train-images-idx3-ubyte"), read("train-labels-idx1-ubyte"), read("t10k-images-idx3-ubyte"),
-                                      read("t10k-labels-idx1-ubyte"), num_classes, augment);
+  if (const std::string problem = idx_folder_problem(dir); !problem.empty()) throw std::runtime_error(problem);
+  std::vector<IdxFile> files;  // read one after another, in idx_files()' order
+  for (const std::string& base : idx_files()) files.push_back(IdxFile{present(dir, base), read_idx(present(dir, base))});
+  return std::make_unique<IdxDataset>(std::move(files[0]), std::move(files[1]), std::move(files[2]), std::move(files[3]), num_classes, augment);
 }
 
 std::unique_ptr<ImageDataset> make_quadrant_task(std::size_t size) { return std::make_unique<QuadrantTask>(size); }

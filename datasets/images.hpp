@@ -58,6 +58,9 @@ struct ImageAugment {
 // have one image size, and every label must be below `num_classes` (Fashion-MNIST's 10 by default),
 // which num_classes() then reports.
 std::unique_ptr<ImageDataset> load_idx_dataset(const std::string& dir, const ImageAugment& augment = {}, std::size_t num_classes = 10);
+// "" when `dir` is a folder holding the four IDX files; else what is wrong (no such folder, a file, the
+// files missing), for the task's config check.
+std::string idx_folder_problem(const std::string& dir);
 
 // Noise images (values up to 0.3) with a bright square (0.8 to 1.0) in one quadrant; the label is the
 // quadrant (0 top left, 1 top right, 2 bottom left, 3 bottom right). Every batch is drawn from `gen`;

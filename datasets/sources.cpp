@@ -266,6 +266,8 @@ TaskInfo fashion_mnist_task() {
   t.formats = [](const TaskConfig&) { return std::vector<TaskFormat>{TaskFormat::images}; };
   t.check = [](const TaskConfig& c) {
     if (c.augment.shift > 13) throw OptionError("shift", "task.shift must be at most 13 pixels");
+    if (const std::string problem = idx_folder_problem(c.path.empty() ? kFashionMnistDir : c.path); !problem.empty())
+      throw OptionError("path", "task.path: " + problem);
   };
   t.shape = [](const TaskConfig&, TaskFormat) { return ImageSource::shape_of(28, 10); };
   t.make = [](const TaskConfig& c, TaskFormat) {

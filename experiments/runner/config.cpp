@@ -263,7 +263,7 @@ void check_unread_keys(const ConfigNode& root, const std::string& section, const
     for (const std::string& k : read) list += (list.empty() ? "" : ", ") + section + "." + k;
     section_of(root, section)
         .fail(d.key, section + "." + d.key + " is not read by " + who + (list.empty() ? "" : " (it reads " + list + ")") +
-                         "; remove it or set it to its default (" + d.second + ")");
+                         "; remove it" + (d.second.empty() ? "" : " or set it to its default (" + d.second + ")"));
   }
 }
 

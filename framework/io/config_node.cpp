@@ -3,6 +3,7 @@
 #include <yaml-cpp/depthguard.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -174,9 +175,17 @@ YAML::Node read_config_document(const std::string& text, const std::string& file
     throw ConfigError(file, 0, 0, "the config is empty (no keys, only comments or '---'); write at least one key, "
                                   "e.g. name: my_experiment (docs/configs.md lists them all)");
   }
-  if (documents.size() > 1) {
+  if (documents.size() > 1) {  // pointed at its '---' (the last one before its first node), not at that node
     const YAML::Mark second = documents[1].Mark();
-    throw ConfigError(file, second.line + 1, second.column + 1,
+    std::size_t line = 0, marker = 0;
+    for (std::size_t start = 0; start < text.size() && (second.line < 0 || static_cast<int>(line) <= second.line); ++line) {
+      if (text.compare(start, 3, "---") == 0 && (start + 3 == text.size() || std::isspace(static_cast<unsigned char>(text[start + 3]))))
+        marker = line + 1;
+      const std::size_t end = text.find('\n', start);
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+    throw ConfigError(file, marker ? marker : second.line + 1, marker ? 1 : second.column + 1,
                       "a second YAML document starts here; a config file holds one (remove the '---' and what follows, "
                       "or merge it into the first)");
   }
@@ -296,6 +305,12 @@ YAML::Node ConfigNode::key_node(const std::string& key) const {
 void ConfigNode::fail_at(const YAML::Node& node, const std::string& message) const { throw source_->error(node, message); }
 
 void ConfigNode::fail(const std::string& key, const std::string& message) const {
+  const std::size_t dot = key.find('.');
+  if (!has(key) && dot != std::string::npos && has(key.substr(0, dot))) {  // a nested key: at the deepest part that is there
+    const YAML::Node inner = node_[key.substr(0, dot)];
+    if (inner.IsMap()) ConfigNode(inner, dotted(key.substr(0, dot)), source_).fail(key.substr(dot + 1), message);
+    fail(key.substr(0, dot), message);
+  }
   if (!has(key)) fail_at(node_, message);
   const YAML::Node value = node_[key];
   // An empty value has no position of its own (yaml-cpp marks the next token): point at its key, unless

@@ -47,7 +47,6 @@ const char* const kEveryKey[] = {
     "task: {name: majority, length: 5, symbols: 3}\nmodel: {kind: sequence_classifier, pooling: cls, feed_forward: false}\n",
     "task: {name: quadrants, image_size: 8}\nmodel: {kind: vit, patch_size: 2}\n",
     "task: {name: char_text, path: text.txt, block_size: 16, train_fraction: 0.8}\nmodel: {kind: causal_lm}\n",
-    "task: {name: fashion_mnist, path: fmnist, flip: true, shift: 2}\nmodel: {kind: vit, patch_size: 7}\n",
     "train: {optimizer: {name: adam}, label_smoothing: 0.1}\n",
     "task: {name: scan, split: length, split_seed: 3}\n"
     "model: {kind: seq2seq, decoder_layers: 3, encoder_attention: {name: linear, options: {eps: 0.001}},\n"
@@ -66,10 +65,21 @@ std::string scan_files_config() {
   return "task: {name: scan, path: " + dir + "/train.txt, test_path: " + dir + "/test.txt}\nmodel: {kind: seq2seq}\n";
 }
 
+// A fashion_mnist config whose task.path is a folder of the four IDX files' names (the config check looks
+// for them; nothing reads them here).
+std::string idx_folder_config() {
+  const std::string dir = scan_files_dir() + "/fmnist";
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"})
+    write_file_atomically(dir + "/" + f, "");
+  return "task: {name: fashion_mnist, path: " + dir + ", flip: true, shift: 2}\nmodel: {kind: vit, patch_size: 7}\n";
+}
+
 TEST(Config, EveryKeyRoundTripsThroughTheResolvedConfig) {
   std::set<std::string> changed;
   std::vector<std::string> texts(std::begin(kEveryKey), std::end(kEveryKey));
   texts.push_back(scan_files_config());
+  texts.push_back(idx_folder_config());
   for (const std::string& text : texts) {
     const ExperimentConfig c = parse_config(text, "t.yaml");
     for (const KeyDifference& d : config_differences(c, ExperimentConfig{}, true)) changed.insert(d.key);
@@ -165,6 +175,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"model:\n  kind: causal_lm\n  attention: {name: delta, options: {chunk: -4}}\n", {}, "3:45",
                   "'model.attention.options.chunk' must be >= 1, got -4"},
         BadConfig{"train:\n  steps: -3\n", {}, "2:10", "'train.steps' must be >= 1, got -3"},
+        BadConfig{"name: x\n---\n# more\n\nseed: 1\n", {}, "2:1", "a second YAML document starts here"},
+        BadConfig{"task: {name: fashion_mnist, path: /proc/self/status}\nmodel: {kind: vit}\n", {}, "1:35",
+                  "task.path: /proc/self/status is a file; give the folder that holds the four IDX files"},
+        BadConfig{"name: x\n---\n", {}, "2:1", "a second YAML document starts here"},
+        BadConfig{"task: {name: copy}\nmodel:\n  kind: causal_lm\n  cross_attention:\n    name: linear\n", {}, "5:11",
+                  "model.cross_attention.name is not read by model.kind causal_lm (it reads model.positional, model.tie_embeddings); remove it"},
         BadConfig{"model:\n  d_model: 64\n  n_heads: 3\n", {}, "3:12", "model.n_heads (3) must divide model.d_model (64)"},
         BadConfig{"model:\n  kind: causal_lm\n  attention:\n    name: linformer\n", {}, "4:11", "linformer does not support causal attention"},
         BadConfig{"model:\n  attention:\n    name: sofmax\n", {}, "3:11", "did you mean 'softmax'?"},
