@@ -88,7 +88,7 @@ struct TaskInfo {
   bool held_out_split = false;    // it has a finite held-out split to walk in order (train.eval_batches: 0)
   // The layouts it can produce for this config (a model kind needs one of them).
   std::function<std::vector<TaskFormat>(const TaskConfig&)> formats;
-  // Checks the options it reads; throws OptionError. Reads no files.
+  // Checks the options it reads; throws OptionError. Reads no files (it may look whether they exist).
   std::function<void(const TaskConfig&)> check;
   // The shape of its data in `format`, without reading files (a vocabulary it cannot know yet is an
   // upper bound).
