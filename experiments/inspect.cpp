@@ -11,6 +11,7 @@
 #include "framework/autograd/gradcheck.hpp"
 #include "framework/models/encoder.hpp"
 #include "framework/models/model.hpp"
+#include "framework/optim/optimizer.hpp"
 
 namespace attnlab {
 namespace {
@@ -52,6 +53,22 @@ void list_models() {
   }
 }
 
+// A component's options, one line each.
+void print_options(const std::vector<KeyDoc>& options, const char* indent) {
+  if (options.empty()) std::printf("%soptions: none\n", indent);
+  for (const KeyDoc& o : options)
+    std::printf("%s%-16s %-22s default %-10s %s\n", indent, o.key.c_str(), o.values.c_str(), o.default_text.c_str(), o.doc.c_str());
+}
+
+void list_optimizers() {
+  std::printf("\noptimizers (train.optimizer.name; their keys sit beside the name):\n");
+  for (const std::string& name : OptimizerRegistry::instance().names()) {
+    const OptimizerInfo& o = OptimizerRegistry::instance().find(name);
+    std::printf("\n  %s\n    %s\n", name.c_str(), o.description.c_str());
+    print_options(o.options.docs, "    ");
+  }
+}
+
 void list_kernels() {
   // The state size is shown for one reference shape: 4 heads of 16 (d_model 64), 64 tokens.
   constexpr std::size_t kHeads = 4, kHeadDim = 16, kTokens = 64;
@@ -67,11 +84,9 @@ void list_kernels() {
                 name.c_str(), k.description.c_str(), yes(c.causal), yes(c.bidirectional), yes(c.padding_mask), yes(c.cross_attention),
                 yes(c.fixed_max_length), yes(c.pattern), yes(c.normalised_pattern), yes(c.alibi), yes(c.reads_input));
     KernelSpec spec{kHeads, kHeadDim, kTokens, c.causal};
-    const StateSize state = k.state_size(spec, KernelOptions());
+    const StateSize state = k.state_size(spec, ComponentOptions());
     std::printf("    state: %.0f numbers (%s%s)\n", state.at(kTokens), state.what.c_str(), state.per_token > 0 ? "; grows with T" : "");
-    if (k.options.empty()) std::printf("    options: none\n");
-    for (const KeyDoc& o : k.options)
-      std::printf("    %-16s %-22s default %-10s %s\n", o.key.c_str(), o.values.c_str(), o.default_text.c_str(), o.doc.c_str());
+    print_options(k.options, "    ");
   }
 }
 
@@ -93,7 +108,7 @@ std::vector<std::pair<std::string, GradcheckResult>> check_modules() {
   run("LayerNorm", norm, {3, 5}, [&](const Tensor& x) { return norm.forward(x); });
   FeedForward ff(4, 6, Activation::gelu, 0.0, gen);
   run("FeedForward", ff, {2, 3, 4}, [&](const Tensor& x) { return ff.forward(x); });
-  auto kernel = make_kernel("softmax", KernelSpec{2, 2, 8, true}, KernelOptions(), gen);
+  auto kernel = make_kernel("softmax", KernelSpec{2, 2, 8, true}, ComponentOptions(), gen);
   MultiHeadAttention mha(4, 2, kernel, true, gen);
   run("MultiHeadAttention (causal)", mha, {2, 3, 4}, [&](const Tensor& x) { return mha.self_attention(x, AttentionContext{true, Tensor(), false}); });
   EncoderConfig config;
@@ -112,13 +127,13 @@ std::vector<std::pair<std::string, GradcheckResult>> check_modules() {
 int list_registered() {
   list_tasks();
   list_models();
+  list_optimizers();
   list_kernels();
   return 0;
 }
 
 int list_config_keys() {
-  for (const char* section : {"", "task", "model", "train", "log"})
-    std::printf("<!-- config-keys: %s -->\n%s\n", *section ? section : "top", config_docs_table(section).c_str());
+  for (const auto& [marker, table] : config_doc_tables()) std::printf("<!-- config-keys: %s -->\n%s\n", marker.c_str(), table.c_str());
   return 0;
 }
 

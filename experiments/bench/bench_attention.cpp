@@ -50,7 +50,7 @@ int run_attention_bench(const AttentionBenchOptions& o) {
     for (const std::string& name : variants) {
       const Variant variant = resolve(name, o);
       Generator gen(0);
-      auto kernel = make_kernel(variant.kernel, KernelSpec{o.heads, o.dhead, n, variant.causal}, KernelOptions(variant.options), gen);
+      auto kernel = make_kernel(variant.kernel, KernelSpec{o.heads, o.dhead, n, variant.causal}, ComponentOptions(variant.options), gen);
       Tensor q = randn({o.batch, o.heads, n, o.dhead}, gen).set_requires_grad(true);
       Tensor k = randn({o.batch, o.heads, n, o.dhead}, gen).set_requires_grad(true);
       Tensor v = randn({o.batch, o.heads, n, o.dhead}, gen).set_requires_grad(true);

@@ -219,7 +219,7 @@ std::vector<Job> jobs_of(const CompareSpec& spec, const std::vector<PlannedRun>&
   std::string bytes(reinterpret_cast<const char*>(order.data()), order.size() * sizeof(std::uint32_t));
   comm.broadcast(bytes);
   order.resize(bytes.size() / sizeof(std::uint32_t));
-  std::memcpy(order.data(), bytes.data(), bytes.size());
+  if (!bytes.empty()) std::memcpy(order.data(), bytes.data(), bytes.size());  // nothing to run: no copy (memcpy of null is undefined)
   training = static_cast<std::size_t>(std::count_if(order.begin(), order.end(), [](std::uint32_t o) { return o % 2 == 0; }));
   std::vector<Job> mine;
   for (std::size_t k = static_cast<std::size_t>(comm.rank()); k < order.size(); k += static_cast<std::size_t>(comm.size()))

@@ -6,6 +6,7 @@
 #include "experiments/runner/memory_estimate.hpp"
 #include "experiments/runner/run_folder.hpp"
 #include "framework/attention/kernel.hpp"
+#include "framework/optim/optimizer.hpp"
 
 namespace attnlab {
 namespace {
@@ -143,26 +144,11 @@ Schema<ModelConfig> model_schema() {
   return s;
 }
 
-Schema<OptimizerConfig> optimizer_schema() {
-  Schema<OptimizerConfig> s;
-  s.name("name", &OptimizerConfig::name, [] { return std::vector<std::string>{"adamw", "adam", "sgd"}; },
-         "`adamw` (decoupled weight decay on the kinds in `decay_kinds`), `adam` or `sgd` (L2 decay on every parameter)");
-  s.field("lr", &OptimizerConfig::lr, "peak learning rate", Range::greater_than(0.0));
-  s.field("beta1", &OptimizerConfig::beta1, "Adam's first-moment decay", Range::closed_open(0.0, 1.0));
-  s.field("beta2", &OptimizerConfig::beta2, "Adam's second-moment decay", Range::closed_open(0.0, 1.0));
-  s.field("eps", &OptimizerConfig::eps, "Adam's epsilon", Range::greater_than(0.0));
-  s.field("weight_decay", &OptimizerConfig::weight_decay, "weight decay", Range::at_least(0.0));
-  s.choices("decay_kinds", &OptimizerConfig::decay_kinds, param_kind_names(),
-            "adamw: which parameters decay: `weight` (Linear matrices), `embedding` (token and position embeddings, CLS "
-            "tokens), `bias`, `norm` (LayerNorm gains and shifts). nanoGPT decays every tensor of two or more dimensions: "
-            "`[weight, embedding]`");
-  s.field("momentum", &OptimizerConfig::momentum, "sgd: momentum", Range::at_least(0.0));
-  s.rule([](const ConfigNode& node, OptimizerConfig& o) {
-    if (o.name != "adamw" && o.decay_kinds != std::set<ParamKind>{ParamKind::weight}) {
-      node.fail("decay_kinds", "train.optimizer.decay_kinds chooses what adamw decays; " + o.name +
-                                   " adds its L2 weight_decay to every parameter: remove the key or use adamw");
-    }
-  });
+Schema<OptimizerChoice> optimizer_schema() {
+  Schema<OptimizerChoice> s;
+  add_component<OptimizerChoice, OptimizerInfo>(
+      s, "name", [](OptimizerChoice& o) -> ComponentChoice& { return o; }, []() -> const OptimizerRegistry& { return OptimizerRegistry::instance(); },
+      "the optimizer (`attnlab list` describes each); its own keys (lr, ...) sit beside the name");
   return s;
 }
 
@@ -182,7 +168,7 @@ void check_schedule_keys(const ConfigNode& train, TrainConfig& t) {
   if (!schedule.IsDefined() || !schedule.IsMap() || !schedule["decay_steps"].IsDefined()) {
     t.schedule.decay_steps = t.schedule.kind == ScheduleKind::constant ? 0 : t.steps;
   }
-  t.schedule.lr = t.optimizer.lr;
+  t.schedule.lr = t.optimizer.lr();
   try {
     check_schedule(t.schedule);
   } catch (const OptionError& e) {
@@ -339,7 +325,7 @@ void check_attention(const ConfigNode& root, const ExperimentConfig& c) {
     // The kernel reads its own options (positioned errors), without building anything yet. A check about
     // the model rather than an option, with no options mapping to point at, points at the kernel's name.
     try {
-      check_kernel(use.name, use.spec, KernelOptions(use.options.node(), use.key + ".options", root.source_ptr()), c.train.batch_size);
+      check_kernel(use.name, use.spec, ComponentOptions(use.options.node(), use.key + ".options", root.source_ptr()), c.train.batch_size);
     } catch (const ConfigError& error) {
       if (error.line() == 0 && error.origin().empty()) attention.fail("name", error.message());
       throw;
@@ -432,21 +418,49 @@ ExperimentConfig load_config(const std::string& path, const std::vector<std::str
 
 std::string config_to_yaml(const ExperimentConfig& c) { return to_yaml(config_schema(), c); }
 
-std::vector<std::string> config_keys() { return config_schema().keys(); }
+namespace {
 
-std::vector<KeyDoc> config_docs() { return config_schema().docs(); }
-
-std::string config_docs_table(const std::string& section) {
+std::string markdown_table(const std::vector<KeyDoc>& rows) {
   std::ostringstream out;
   out << "| key | default | values | meaning |\n|---|---|---|---|\n";
-  for (const KeyDoc& d : config_docs()) {
-    const std::size_t dot = d.key.find('.');
-    const std::string top = dot == std::string::npos ? "" : d.key.substr(0, dot);
-    if (top != section) continue;
-    out << "| `" << d.key << "` | " << d.default_text << " | " << d.values << " | " << d.doc << " |\n";
-  }
+  for (const KeyDoc& d : rows) out << "| `" << d.key << "` | " << d.default_text << " | " << d.values << " | " << d.doc << " |\n";
   return out.str();
 }
+
+// Each extension point's components, their keys dotted under the section they sit in.
+std::vector<std::pair<std::string, std::vector<KeyDoc>>> component_doc_rows() {
+  std::vector<std::pair<std::string, std::vector<KeyDoc>>> out;
+  for (auto [name, rows] : component_docs(OptimizerRegistry::instance(), "train.optimizer."))
+    out.emplace_back("train.optimizer." + name, rows);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> config_keys() {
+  std::vector<std::string> keys = config_schema().keys();
+  for (const auto& [marker, rows] : component_doc_rows())
+    for (const KeyDoc& d : rows)
+      if (std::find(keys.begin(), keys.end(), d.key) == keys.end()) keys.push_back(d.key);
+  return keys;
+}
+
+std::vector<std::pair<std::string, std::string>> config_doc_tables() {
+  std::vector<std::pair<std::string, std::string>> out;
+  const std::vector<KeyDoc> all = config_schema().docs();
+  for (const char* section : {"", "task", "model", "train", "log"}) {
+    std::vector<KeyDoc> rows;
+    for (const KeyDoc& d : all) {
+      const std::size_t dot = d.key.find('.');
+      if ((dot == std::string::npos ? "" : d.key.substr(0, dot)) == section) rows.push_back(d);
+    }
+    out.emplace_back(*section ? section : "top", markdown_table(rows));
+  }
+  for (const auto& [marker, rows] : component_doc_rows()) out.emplace_back(marker, markdown_table(rows));
+  return out;
+}
+
+double OptimizerChoice::lr() const { return OptimizerRegistry::instance().find(name).lr(options); }
 
 std::vector<KeyDifference> config_differences(const ExperimentConfig& a, const ExperimentConfig& b, bool include_resumable) {
   return config_schema().differences(a, b, "", include_resumable);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "datasets/source.hpp"
+#include "framework/io/component.hpp"
 #include "framework/io/config_schema.hpp"
 #include "framework/models/model.hpp"
 #include "framework/nn/module.hpp"
@@ -20,19 +21,16 @@
 
 namespace attnlab {
 
-struct OptimizerConfig {
-  std::string name = "adamw";  // adamw | adam | sgd
-  double lr = 1e-3;
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  double weight_decay = 0.01;
-  std::set<ParamKind> decay_kinds = {ParamKind::weight};  // adamw: the kinds of parameter that decay
-  double momentum = 0.0;  // sgd
+// train.optimizer: the optimizer's name and its own keys (framework/optim: each optimizer declares them).
+struct OptimizerChoice : ComponentChoice {
+  OptimizerChoice() { name = "adamw"; }
+  double lr() const;  // its peak learning rate
 };
 
 struct TrainConfig {
   std::size_t steps = 1000;
   std::size_t batch_size = 32;
-  OptimizerConfig optimizer;
+  OptimizerChoice optimizer;
   ScheduleOptions schedule;     // kind, warmup_steps, decay_steps, min_lr (lr comes from the optimizer)
   double grad_clip = 1.0;       // 0: no clipping
   double label_smoothing = 0.0; // the training loss's (evaluation reports the plain cross-entropy)
@@ -72,11 +70,13 @@ ExperimentConfig parse_config(const std::string& yaml_text, const std::string& f
                               const std::vector<std::pair<std::string, std::string>>& described_overrides);
 // The resolved config (every default filled in) as YAML that load_config reads back unchanged.
 std::string config_to_yaml(const ExperimentConfig& config);
-// Every key, dotted ("train.optimizer.lr"), and the rows of docs/configs.md's tables.
+// Every key, dotted ("train.optimizer.lr"), the chosen components' keys (each task's, model kind's,
+// optimizer's) included.
 std::vector<std::string> config_keys();
-std::vector<KeyDoc> config_docs();
-// The markdown table of the keys of one section ("task", "model", "train", "log", or "" for the top).
-std::string config_docs_table(const std::string& section);
+// The tables of docs/configs.md, each after its marker "<!-- config-keys: MARKER -->": one per section
+// ("top", "task", "model", "train", "log"), then one per component of each extension point
+// ("train.optimizer.adamw", ...), as (marker, markdown table).
+std::vector<std::pair<std::string, std::string>> config_doc_tables();
 // The keys on which two configs differ; without `include_resumable`, only those a run cannot change when
 // it resumes (everything but train.steps, the evaluation and logging cadence, ...).
 std::vector<KeyDifference> config_differences(const ExperimentConfig& a, const ExperimentConfig& b, bool include_resumable);

@@ -21,7 +21,7 @@ struct Experiment {
 };
 
 // The optimizer a config names, over the model's parameters.
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config, Module& model);
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerChoice& config, Module& model);
 // The schedule: its options with the optimizer's lr as the peak.
 LrSchedule make_schedule(const TrainConfig& config);
 

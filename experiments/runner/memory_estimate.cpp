@@ -82,7 +82,7 @@ MemoryEstimate estimate_memory(const ExperimentConfig& c) {
   const double outputs = target > 0 ? target * classes : t * (shape.images() ? 1.0 : classes);
   m.activations = 4 * b * (t * layers * (14 * width + 3 * hidden) + target * decoder_layers * (20 * width + 3 * hidden) + 2 * outputs);
   for (const KernelUse& use : kernel_uses(c.model, shape)) {
-    m.kernel += static_cast<double>(use.layers) * check_kernel(use.name, use.spec, KernelOptions(use.options.node()), c.train.batch_size);
+    m.kernel += static_cast<double>(use.layers) * check_kernel(use.name, use.spec, ComponentOptions(use.options.node()), c.train.batch_size);
   }
   if (c.log.patterns) {
     m.patterns = 2 * 4 * static_cast<double>(c.log.probes) * heads * (layers * t * t + decoder_layers * (target * target + target * t));
@@ -95,7 +95,7 @@ double state_size(const ExperimentConfig& c) {
   double total = 0;
   for (const KernelUse& use : kernel_uses(c.model, data_shape(c))) {
     const KernelInfo& kernel = KernelRegistry::instance().find(use.name);
-    total += static_cast<double>(use.layers) * kernel.state_size(use.spec, KernelOptions(use.options.node())).at(use.spec.max_len);
+    total += static_cast<double>(use.layers) * kernel.state_size(use.spec, ComponentOptions(use.options.node())).at(use.spec.max_len);
     // The short convolution's window over the projected q, k, v (self-attention only).
     if (!use.spec.cross && c.model.encoder.short_conv > 1) {
       total += static_cast<double>(use.layers) * static_cast<double>((c.model.encoder.short_conv - 1) * 3 * c.model.encoder.d_model);

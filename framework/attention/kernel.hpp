@@ -47,7 +47,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "framework/io/config_schema.hpp"
+#include "framework/io/component.hpp"
 #include "framework/nn/module.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/tensor/registry.hpp"
@@ -107,17 +107,6 @@ struct KernelSpec {
   std::size_t width() const { return d_model ? d_model : n_heads * head_dim; }
 };
 
-// A kernel's options as the config holds them: the YAML mapping (null: every default), its dotted path
-// for messages, and where its values came from (file positions, overrides).
-struct KernelOptions {
-  KernelOptions(YAML::Node node = YAML::Node(), std::string path = "model.attention.options", ConfigSourcePtr source = nullptr)
-      : node(node), path(std::move(path)), source(std::move(source)) {}
-  YamlTree node;
-  std::string path;
-  ConfigSourcePtr source;
-  ConfigNode config_node() const;  // a ConfigNode over the options (a source without a file when none is given)
-};
-
 class AttentionKernel;
 
 // Everything the registry knows of a kernel, built from its class's declarations by kernel_info<K>().
@@ -128,9 +117,9 @@ struct KernelInfo {
   std::vector<KeyDoc> options;  // from the kernel's option schema: key, default, values, doc
   // Reads and checks the options (positioned errors) without building anything; returns the memory the
   // kernel needs beyond q, k, v for `batch` sequences (its working_bytes, 0 when it declares none).
-  std::function<double(const KernelSpec&, const KernelOptions&, std::size_t batch)> check;
-  std::function<std::shared_ptr<AttentionKernel>(const KernelSpec&, const KernelOptions&, Generator&)> build;
-  std::function<StateSize(const KernelSpec&, const KernelOptions&)> state_size;
+  std::function<double(const KernelSpec&, const ComponentOptions&, std::size_t batch)> check;
+  std::function<std::shared_ptr<AttentionKernel>(const KernelSpec&, const ComponentOptions&, Generator&)> build;
+  std::function<StateSize(const KernelSpec&, const ComponentOptions&)> state_size;
 };
 
 class AttentionKernel : public Module {
@@ -154,10 +143,10 @@ KernelRegistry& KernelRegistry::instance();
 
 // Checks the spec against the kernel's capabilities, reads its options and builds it. Errors say what is
 // wrong and which kernels would do (std::invalid_argument), or where an option is bad (ConfigError).
-std::shared_ptr<AttentionKernel> make_kernel(const std::string& name, const KernelSpec& spec, const KernelOptions& options,
+std::shared_ptr<AttentionKernel> make_kernel(const std::string& name, const KernelSpec& spec, const ComponentOptions& options,
                                              Generator& gen);
 // The same checks without building (config validation); returns the kernel's working_bytes for `batch`.
-double check_kernel(const std::string& name, const KernelSpec& spec, const KernelOptions& options, std::size_t batch = 1);
+double check_kernel(const std::string& name, const KernelSpec& spec, const ComponentOptions& options, std::size_t batch = 1);
 // Only the capability checks.
 void check_kernel_capabilities(const std::string& name, const KernelSpec& spec);
 
@@ -182,7 +171,7 @@ struct has_working_bytes<K, std::void_t<decltype(K::working_bytes(std::declval<c
 
 // K's options read from `options` through its schema, and checked.
 template <class K>
-typename K::Options read_options(const KernelSpec& spec, const KernelOptions& options) {
+typename K::Options read_options(const KernelSpec& spec, const ComponentOptions& options) {
   ConfigNode node = options.config_node();
   typename K::Options o;
   K::options_schema().read(node, o);
@@ -199,7 +188,7 @@ KernelInfo kernel_info() {
   info.description = K::kDescription;
   info.capabilities = K::declared_capabilities();
   info.options = K::options_schema().docs();
-  info.check = [](const KernelSpec& spec, const KernelOptions& options, std::size_t batch) {
+  info.check = [](const KernelSpec& spec, const ComponentOptions& options, std::size_t batch) {
     const typename K::Options o = kernel_detail::read_options<K>(spec, options);
     if constexpr (kernel_detail::has_working_bytes<K>::value) {
       return K::working_bytes(spec, o, batch);
@@ -207,10 +196,10 @@ KernelInfo kernel_info() {
       return 0.0;
     }
   };
-  info.state_size = [](const KernelSpec& spec, const KernelOptions& options) {
+  info.state_size = [](const KernelSpec& spec, const ComponentOptions& options) {
     return K::state_size(spec, kernel_detail::read_options<K>(spec, options));
   };
-  info.build = [](const KernelSpec& spec, const KernelOptions& options, Generator& gen) {
+  info.build = [](const KernelSpec& spec, const ComponentOptions& options, Generator& gen) {
     auto kernel = std::make_shared<K>(spec, kernel_detail::read_options<K>(spec, options), gen);
     kernel->name_ = K::kName;
     kernel->capabilities_ = K::declared_capabilities();

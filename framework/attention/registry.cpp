@@ -61,20 +61,17 @@ void check_kernel_capabilities(const std::string& name, const KernelSpec& spec) 
   if (spec.n_heads == 0 || spec.head_dim == 0) throw std::invalid_argument(name + ": n_heads and head_dim must be positive");
 }
 
-std::shared_ptr<AttentionKernel> make_kernel(const std::string& name, const KernelSpec& spec, const KernelOptions& options,
+std::shared_ptr<AttentionKernel> make_kernel(const std::string& name, const KernelSpec& spec, const ComponentOptions& options,
                                              Generator& gen) {
   check_kernel_capabilities(name, spec);
   return KernelRegistry::instance().find(name).build(spec, options, gen);
 }
 
-double check_kernel(const std::string& name, const KernelSpec& spec, const KernelOptions& options, std::size_t batch) {
+double check_kernel(const std::string& name, const KernelSpec& spec, const ComponentOptions& options, std::size_t batch) {
   check_kernel_capabilities(name, spec);
   return KernelRegistry::instance().find(name).check(spec, options, batch);
 }
 
-ConfigNode KernelOptions::config_node() const {
-  return ConfigNode(node.node(), path, source ? source : std::make_shared<ConfigSource>());
-}
 
 void check_key_padding_mask(const Tensor& m, std::size_t batch, std::size_t tk) {
   if (m.dtype() != DType::boolean || m.dim() != 2 || m.size(0) != batch || m.size(1) != tk) {

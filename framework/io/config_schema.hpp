@@ -221,6 +221,7 @@ class Schema {
       const auto d = nested->differences(get(const_cast<S&>(a)), get(const_cast<S&>(b)), prefix + key + ".", resumable);
       out.insert(out.end(), d.begin(), d.end());
     };
+    f.shown_all = [key, get, nested](const S& s, const std::string& prefix) { return nested->shown(get(const_cast<S&>(s)), prefix + key + "."); };
     return add(std::move(f));
   }
 
@@ -260,8 +261,25 @@ class Schema {
   // `s` as a YAML mapping, every key in declaration order.
   void write(YAML::Emitter& out, const S& s) const {
     out << YAML::BeginMap;
-    for (const Field& f : fields_) f.write(out, s);
+    write_fields(out, s);
     out << YAML::EndMap;
+  }
+  // The same keys into a mapping the caller has begun (a component's keys beside its name).
+  void write_fields(YAML::Emitter& out, const S& s) const {
+    for (const Field& f : fields_) f.write(out, s);
+  }
+  // Every key of `s` with its value as text (sections' keys dotted under theirs).
+  std::vector<std::pair<std::string, std::string>> shown(const S& s, const std::string& prefix = "") const {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const Field& f : fields_) {
+      if (f.shown_all) {
+        const auto nested = f.shown_all(s, prefix);
+        out.insert(out.end(), nested.begin(), nested.end());
+      } else {
+        out.emplace_back(prefix + f.key, f.show(s));
+      }
+    }
+    return out;
   }
   // The documentation rows of every key, dotted under `prefix` ("train.").
   std::vector<KeyDoc> docs(const std::string& prefix = "") const {
@@ -293,7 +311,8 @@ class Schema {
     return out;
   }
 
- private:
+  // One key's handling, for fields that the methods above do not cover (framework/io/component.hpp's
+  // components: a name and the chosen component's keys beside it).
   struct Field {
     std::string key, doc, values, default_text;
     std::function<std::string()> values_fn;  // values known only at run time (registries)
@@ -304,8 +323,17 @@ class Schema {
     std::function<void(S&)> derive;
     std::function<void(const std::string&, std::vector<KeyDoc>&)> docs;  // sections only
     std::function<void(const S&, const S&, const std::string&, bool, std::vector<KeyDifference>&)> differences;  // sections only
+    std::function<std::vector<std::pair<std::string, std::string>>(const S&, const std::string&)> shown_all;   // sections only
   };
 
+  Schema& add(Field f) {
+    for (const Field& g : fields_)
+      if (g.key == f.key) throw std::logic_error("config schema: key '" + f.key + "' is described twice");
+    fields_.push_back(std::move(f));
+    return *this;
+  }
+
+ private:
   template <class T>
   static std::function<T&(S&)> member_getter(T S::*member) {
     return [member](S& s) -> T& { return s.*member; };
@@ -322,12 +350,6 @@ class Schema {
     }
     f.write = [key, get](YAML::Emitter& out, const S& s) { out << YAML::Key << key << YAML::Value << get(const_cast<S&>(s)); };
     return f;
-  }
-  Schema& add(Field f) {
-    for (const Field& g : fields_)
-      if (g.key == f.key) throw std::logic_error("config schema: key '" + f.key + "' is described twice");
-    fields_.push_back(std::move(f));
-    return *this;
   }
 
   std::vector<Field> fields_;

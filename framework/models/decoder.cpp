@@ -11,7 +11,7 @@ DecoderLayer::DecoderLayer(const EncoderConfig& self, const EncoderConfig& cross
   const bool pre = self.norm == NormPlacement::pre;
   const auto norm = [&](const char* name) { return register_module(name, std::make_shared<LayerNorm>(self.d_model, 1e-5, true, self.bias)); };
   norm1 = norm("norm1");
-  auto self_kernel = make_kernel(self.attention, self.kernel_spec(), KernelOptions(self.attention_options.node()), gen);
+  auto self_kernel = make_kernel(self.attention, self.kernel_spec(), ComponentOptions(self.attention_options.node()), gen);
   attn = register_module("attn", std::make_shared<MultiHeadAttention>(self.d_model, self.n_heads, self_kernel, self.bias, gen,
                                                                       pre ? norm1 : nullptr, std::move(rotary),
                                                                       self.attention_setup()));
@@ -20,7 +20,7 @@ DecoderLayer::DecoderLayer(const EncoderConfig& self, const EncoderConfig& cross
   cross_spec.causal = false;
   cross_spec.cross = true;
   cross_spec.alibi = false;  // ALiBi's distances are within one sequence; cross-attention has none
-  auto cross_kernel = make_kernel(cross.attention, cross_spec, KernelOptions(cross.attention_options.node()), gen);
+  auto cross_kernel = make_kernel(cross.attention, cross_spec, ComponentOptions(cross.attention_options.node()), gen);
   cross_attn = register_module("cross_attn", std::make_shared<MultiHeadAttention>(self.d_model, self.n_heads, cross_kernel, self.bias,
                                                                                   gen, pre ? norm2 : nullptr));
   if (self.feed_forward) {

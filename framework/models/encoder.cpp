@@ -25,7 +25,7 @@ EncoderLayer::EncoderLayer(const EncoderConfig& config, Generator& gen, std::sha
     : placement_(config.norm) {
   const bool pre = config.norm == NormPlacement::pre;
   norm1 = register_module("norm1", std::make_shared<LayerNorm>(config.d_model, 1e-5, true, config.bias));
-  auto kernel = make_kernel(config.attention, config.kernel_spec(), KernelOptions(config.attention_options.node()), gen);
+  auto kernel = make_kernel(config.attention, config.kernel_spec(), ComponentOptions(config.attention_options.node()), gen);
   // Pre-norm: each norm is fused into the projection after it (LN -> qkv, LN -> fc1): the same values,
   // with one [B, T, C] tensor less kept per norm for the backward.
   attn = register_module("attn", std::make_shared<MultiHeadAttention>(config.d_model, config.n_heads, kernel, config.bias, gen,

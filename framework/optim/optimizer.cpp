@@ -348,6 +348,61 @@ void AdamW::update(std::size_t index) {
   adam_update(parameters()[index].tensor, slot(index, 0), slot(index, 1), s, "AdamW");
 }
 
+// ---- their options and registration ----
+
+template <>
+OptimizerRegistry& OptimizerRegistry::instance() {
+  static OptimizerRegistry registry("optimizer");
+  return registry;
+}
+
+Schema<SGDOptions> SGD::options_schema() {
+  Schema<SGDOptions> s;
+  s.field("lr", &SGDOptions::lr, "peak learning rate (the schedule's)", Range::greater_than(0.0));
+  s.field("momentum", &SGDOptions::momentum, "momentum", Range::at_least(0.0));
+  s.field("dampening", &SGDOptions::dampening, "dampening of the momentum", Range::closed(0.0, 1.0));
+  s.field("nesterov", &SGDOptions::nesterov, "Nesterov momentum (needs momentum > 0 and dampening 0)");
+  s.field("weight_decay", &SGDOptions::weight_decay, "L2 weight decay added to every parameter's gradient", Range::at_least(0.0));
+  return s;
+}
+
+void SGD::check(const Options& options, const ConfigNode& node) {
+  try {
+    validated(options);
+  } catch (const std::invalid_argument& e) {
+    node.fail("nesterov", e.what());  // the one rule across keys the schema's ranges leave
+  }
+}
+
+// Adam's and AdamW's shared keys.
+template <class O>
+void adam_fields(Schema<O>& s, const char* weight_decay_doc) {
+  s.field("lr", &O::lr, "peak learning rate (the schedule's)", Range::greater_than(0.0));
+  s.field("beta1", &O::beta1, "first-moment decay", Range::closed_open(0.0, 1.0));
+  s.field("beta2", &O::beta2, "second-moment decay", Range::closed_open(0.0, 1.0));
+  s.field("eps", &O::eps, "added to the second moment's root", Range::greater_than(0.0));
+  s.field("weight_decay", &O::weight_decay, weight_decay_doc, Range::at_least(0.0));
+}
+
+Schema<AdamOptions> Adam::options_schema() {
+  Schema<AdamOptions> s;
+  adam_fields(s, "L2 weight decay added to every parameter's gradient");
+  return s;
+}
+
+Schema<AdamWOptions> AdamW::options_schema() {
+  Schema<AdamWOptions> s;
+  adam_fields(s, "decoupled weight decay, on the parameters of the kinds in decay_kinds");
+  s.choices("decay_kinds", &AdamWOptions::decay_kinds, param_kind_names(),
+            "which parameters decay: `weight` (Linear matrices), `embedding` (token and position embeddings, CLS tokens), `bias`, "
+            "`norm` (LayerNorm gains and shifts). nanoGPT decays every tensor of two or more dimensions: `[weight, embedding]`");
+  return s;
+}
+
+ATTNLAB_REGISTER_OPTIMIZER(SGD);
+ATTNLAB_REGISTER_OPTIMIZER(Adam);
+ATTNLAB_REGISTER_OPTIMIZER(AdamW);
+
 // ---- gradient clipping ----
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {

@@ -3,6 +3,10 @@
 // weight decay, by default on weight matrices only); their state for checkpoints; and global
 // gradient-norm clipping (torch.nn.utils.clip_grad_norm_).
 //
+// An optimizer is an extension point like an attention kernel (docs/extending.md): its class states its
+// name, description and Options (with their schema) once, and one line registers it; a config names it by
+// train.optimizer.name, and its options are the keys beside the name.
+//
 //   AdamWOptions options;
 //   options.lr = 3e-4;
 //   AdamW optimizer(model.named_parameters(), options);
@@ -19,11 +23,14 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "framework/io/component.hpp"
 #include "framework/nn/module.hpp"
 #include "framework/tensor/tensor.hpp"
 
@@ -104,6 +111,11 @@ struct SGDOptions {
 
 class SGD : public Optimizer {
  public:
+  static constexpr const char* kName = "sgd";
+  static constexpr const char* kDescription = "torch.optim.SGD: momentum, dampening, Nesterov momentum, L2 weight decay on every parameter";
+  using Options = SGDOptions;
+  static Schema<Options> options_schema();
+  static void check(const Options& options, const ConfigNode& node);  // nesterov's needs, at its key
   SGD(std::vector<NamedParameter> params, const SGDOptions& options = {});
   const SGDOptions& options() const { return options_; }
 
@@ -124,6 +136,10 @@ struct AdamOptions {
 
 class Adam : public Optimizer {
  public:
+  static constexpr const char* kName = "adam";
+  static constexpr const char* kDescription = "torch.optim.Adam: bias-corrected moments, L2 weight decay on every parameter";
+  using Options = AdamOptions;
+  static Schema<Options> options_schema();
   Adam(std::vector<NamedParameter> params, const AdamOptions& options = {});
   const AdamOptions& options() const { return options_; }
 
@@ -146,6 +162,10 @@ struct AdamWOptions {
 
 class AdamW : public Optimizer {
  public:
+  static constexpr const char* kName = "adamw";
+  static constexpr const char* kDescription = "torch.optim.AdamW: Adam with decoupled weight decay on the parameter kinds in decay_kinds";
+  using Options = AdamWOptions;
+  static Schema<Options> options_schema();
   AdamW(std::vector<NamedParameter> params, const AdamWOptions& options = {});
   const AdamWOptions& options() const { return options_; }
   // Names of the parameters that weight decay applies to (their kind is in decay_kinds), in order.
@@ -158,6 +178,33 @@ class AdamW : public Optimizer {
   std::vector<bool> decayed_;
 };
 
+// An optimizer as the registry knows it, built from its class's declarations by optimizer_info<O>().
+struct OptimizerInfo {
+  std::string name;
+  std::string description;
+  OptionsSpec options;
+  std::function<double(const ComponentOptions&)> lr;  // its peak learning rate (a schedule starts from it)
+  std::function<std::unique_ptr<Optimizer>(std::vector<NamedParameter>, const ComponentOptions&)> build;
+};
+
+// name -> OptimizerInfo ("optimizer 'x' is not among [...]").
+using OptimizerRegistry = Registry<OptimizerInfo>;
+template <>
+OptimizerRegistry& OptimizerRegistry::instance();
+
+template <class O>
+OptimizerInfo optimizer_info() {
+  OptimizerInfo info;
+  info.name = O::kName;
+  info.description = O::kDescription;
+  info.options = options_spec<O>();
+  info.lr = [](const ComponentOptions& options) { return read_options<O>(options).lr; };
+  info.build = [](std::vector<NamedParameter> params, const ComponentOptions& options) {
+    return std::unique_ptr<Optimizer>(std::make_unique<O>(std::move(params), read_options<O>(options)));
+  };
+  return info;
+}
+
 // Global L2 norm of the gradients of `params` (accumulated in double; parameters without a grad and
 // repeated tensors count once or not at all). When it exceeds max_norm, every gradient is scaled in
 // place by max_norm / (norm + 1e-6). Returns the norm before clipping. A non-finite norm (inf or NaN
@@ -166,3 +213,10 @@ class AdamW : public Optimizer {
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 
 }  // namespace attnlab
+
+#define ATTNLAB_OPTIMIZER_CONCAT_(a, b) a##b
+#define ATTNLAB_OPTIMIZER_CONCAT(a, b) ATTNLAB_OPTIMIZER_CONCAT_(a, b)
+// One line below an optimizer's definition registers it under its kName.
+#define ATTNLAB_REGISTER_OPTIMIZER(Optimizer)                                          \
+  static const bool ATTNLAB_OPTIMIZER_CONCAT(attnlab_optimizer_registered_, Optimizer) = \
+      ::attnlab::OptimizerRegistry::instance().add(::attnlab::optimizer_info<Optimizer>())

@@ -94,14 +94,14 @@ TEST(Alibi, KernelsWithoutTheCapabilityAreRefusedNamingThoseWithIt) {
   KernelSpec spec{2, 4, 8, true};
   spec.alibi = true;
   try {
-    check_kernel("linear", spec, KernelOptions());
+    check_kernel("linear", spec, ComponentOptions());
     FAIL();
   } catch (const std::invalid_argument& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("linear cannot add ALiBi's distance bias"), std::string::npos) << m;
     EXPECT_NE(m.find("[sliding_window, softmax]"), std::string::npos) << m;
   }
-  EXPECT_NO_THROW(check_kernel("sliding_window", spec, KernelOptions()));
+  EXPECT_NO_THROW(check_kernel("sliding_window", spec, ComponentOptions()));
 }
 
 }  // namespace

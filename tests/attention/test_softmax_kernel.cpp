@@ -89,7 +89,7 @@ TEST(SoftmaxKernel, UnknownOptionIsAConfigError) {
   Generator gen(0);
   YAML::Node options = YAML::Load("dropot: 0.1");
   try {
-    make_kernel("softmax", KernelSpec{1, 4, 8, false}, KernelOptions(options, "model.attention.options", std::make_shared<ConfigSource>("exp.yaml")), gen);
+    make_kernel("softmax", KernelSpec{1, 4, 8, false}, ComponentOptions(options, "model.attention.options", std::make_shared<ConfigSource>("exp.yaml")), gen);
     FAIL();
   } catch (const std::exception& e) {
     const std::string m = e.what();

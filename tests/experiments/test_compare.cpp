@@ -62,7 +62,7 @@ TEST(CompareGrid, PlansEveryVariantGridPointAndSeedWithTheValuesApplied) {
   EXPECT_EQ(run.rel, "runs/delta/d_model-32/lr-1e-2/seed_1");
   const ExperimentConfig config = parse_config(run.config_yaml, run.config_file);
   EXPECT_EQ(config.model.encoder.d_model, 32u);
-  EXPECT_DOUBLE_EQ(config.train.optimizer.lr, 1e-2);
+  EXPECT_DOUBLE_EQ(config.train.optimizer.lr(), 1e-2);
   EXPECT_EQ(config.model.encoder.attention, "delta");
   EXPECT_EQ(config.seed, 1u);
 }

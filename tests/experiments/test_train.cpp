@@ -202,7 +202,7 @@ TEST_F(Training, AResumeAfterAKillLogsEveryStepOnceAndRemovesLeftovers) {
 TEST_F(Training, ADivergedRunKeepsTheLastFiniteStateAndSaysSo) {
   ExperimentConfig c = small(dir_, "diverge", 30);
   c.train.optimizer.name = "sgd";
-  c.train.optimizer.lr = 1e30;
+  c.train.optimizer.options = ComponentOptions(YAML::Load("{lr: 1.0e+30}"), "train.optimizer");
   c.train.grad_clip = 0;
   c.model.encoder.attention_options = YamlTree();
   const TrainResult r = train_experiment(c, 1);
