@@ -1,3 +1,4 @@
+// Character-level text (char_text.hpp), and the char_text task that trains on it.
 #include "datasets/char_text.hpp"
 
 #include <algorithm>
@@ -7,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+
+#include "datasets/source.hpp"
 
 namespace attnlab::data {
 
@@ -137,5 +140,85 @@ TokenBatch CharTextDataset::windows(Split split, std::size_t start, std::size_t 
   return {from_indices(std::vector<std::int64_t>(first, first + n), {rows, length}),
           from_indices(std::vector<std::int64_t>(first + 1, first + 1 + n), {rows, length})};
 }
+
+
+// ---- the task ----
+
+namespace {
+
+class CharTextSource : public DataSource {
+ public:
+  CharTextSource(const std::string& path, double train_fraction, std::size_t block_size)
+      : text_(path, train_fraction, block_size), block_size_(block_size) {}
+  DataShape shape() const override {
+    DataShape s;
+    s.vocab_size = s.num_classes = text_.vocabulary().size();
+    s.max_len = block_size_;
+    return s;
+  }
+  Batch sample(TaskSplit split, std::size_t size, Generator& gen) const override {
+    const TokenBatch b = text_.batch(split == TaskSplit::held_out ? Split::validation : Split::train, size, block_size_, gen);
+    return {b.input, b.target, Tensor()};
+  }
+  // Consecutive windows of block_size, the remainder as one shorter window, so that every character
+  // after the split's first is predicted once.
+  std::size_t held_out_batches(std::size_t size) const override {
+    return (full_windows() + size - 1) / size + (tail() ? 1 : 0);
+  }
+  Batch held_out_batch(std::size_t index, std::size_t size) const override {
+    const std::size_t full = full_windows(), first = index * size;
+    const TokenBatch b = first < full ? text_.windows(Split::validation, first * block_size_, std::min(size, full - first), block_size_)
+                                      : text_.windows(Split::validation, full * block_size_, 1, tail());
+    return {b.input, b.target, Tensor()};
+  }
+  std::string token_label(std::int64_t id, std::size_t) const override {
+    const char ch = text_.vocabulary().chars().at(static_cast<std::size_t>(id));
+    return ch == ' ' ? "\u2423" : ch == '\n' ? "\\n" : ch == '\t' ? "\\t" : std::string(1, ch);
+  }
+  std::string vocabulary() const override { return text_.vocabulary().chars(); }
+
+ private:
+  std::size_t full_windows() const { return (text_.size(Split::validation) - 1) / block_size_; }
+  std::size_t tail() const { return (text_.size(Split::validation) - 1) % block_size_; }
+  CharTextDataset text_;
+  std::size_t block_size_;
+};
+
+
+// The char_text task: character-level text from a file (nanoGPT's shakespeare_char).
+class CharTextTask {
+ public:
+  static constexpr const char* kName = "char_text";
+  static constexpr const char* kDescription = "character-level text from a file (Tiny Shakespeare: scripts/get_data.sh)";
+  static constexpr bool kHeldOutSplit = true;
+  struct Options {
+    std::string path;              // the text file
+    std::size_t block_size = 64;   // characters per training window
+    double train_fraction = 0.9;   // the leading share that trains
+  };
+  static Schema<Options> options_schema() {
+    Schema<Options> s;
+    s.field("path", &Options::path, "the text file (`scripts/get_data.sh` fetches Tiny Shakespeare)");
+    s.field("block_size", &Options::block_size, "characters per training window", Range::at_least(1));
+    s.field("train_fraction", &Options::train_fraction, "the leading share of the text that trains; the rest validates", Range::open(0.0, 1.0));
+    return s;
+  }
+  static void check(const Options& o, const ConfigNode& node) {
+    if (o.path.empty()) node.fail("path", "task.path is required for char_text: the text file to train on");
+  }
+  static std::vector<TaskFormat> layouts(const Options&) { return {TaskFormat::causal_lm}; }
+  static DataShape data_shape(const Options& o, TaskFormat) {
+    DataShape s;
+    s.vocab_size = s.num_classes = 256;  // at most one id per byte value; the file says how many
+    s.max_len = o.block_size;
+    return s;
+  }
+  static std::unique_ptr<DataSource> source(const Options& o, TaskFormat) {
+    return std::make_unique<CharTextSource>(o.path, o.train_fraction, o.block_size);
+  }
+};
+ATTNLAB_REGISTER_TASK(CharTextTask);
+
+}  // namespace
 
 }  // namespace attnlab::data

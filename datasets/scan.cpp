@@ -434,36 +434,53 @@ class ScanSource : public DataSource {
   std::vector<std::int64_t> source_ids(const std::string& text) const override { return source_.encode(split_words(text), "command"); }
 };
 
-ScanData scan_data(const TaskConfig& c) {
-  if (c.path.empty()) return scan_split(c.scan_split, c.split_seed);
-  return ScanData{read_scan_file(c.path), read_scan_file(c.test_path)};
-}
-
-TaskInfo scan_task() {
-  TaskInfo t;
-  t.name = "scan";
-  t.description = "SCAN commands to action sequences (Lake and Baroni 2018), generated from its grammar with the paper's "
-                  "splits, or read from SCAN-format files";
-  t.keys = {"split", "split_seed", "path", "test_path"};
-  t.held_out_split = true;
-  t.formats = [](const TaskConfig&) { return std::vector<TaskFormat>{TaskFormat::seq2seq}; };
-  t.check = [](const TaskConfig& c) {
-    if (c.path.empty() != c.test_path.empty()) {
-      throw OptionError(c.path.empty() ? "test_path" : "path",
-                        "task.path (training pairs) and task.test_path (held-out pairs) are SCAN-format files given together; "
-                        "set both, or neither to generate the commands");
-    }
-    if (!c.path.empty() && c.scan_split != ScanSplit::simple) {
-      throw OptionError("split", "task.split chooses a split of the generated commands; with task.path the files are the split");
-    }
+// The scan task: SCAN's pairs, generated with one of the paper's splits or read from SCAN-format files.
+class ScanTask {
+ public:
+  static constexpr const char* kName = "scan";
+  static constexpr const char* kDescription =
+      "SCAN commands to action sequences (Lake and Baroni 2018), generated from its grammar with the paper's splits, or read from "
+      "SCAN-format files";
+  static constexpr bool kHeldOutSplit = true;
+  struct Options {
+    ScanSplit split = ScanSplit::simple;
+    std::uint64_t split_seed = 0;
+    std::string path, test_path;
   };
+  static Schema<Options> options_schema() {
+    Schema<Options> s;
+    s.choice("split", &Options::split, scan_split_names(),
+             "`simple` (random 80/20 of the 20,910 commands), `length` (train on action sequences of at most 22 actions, test on "
+             "longer ones), `addprim_jump` (train without \"jump\" but for the bare command, test on the rest with it)");
+    s.field("split_seed", &Options::split_seed,
+            "the shuffle of the simple split, fixed apart from `seed` so that every run of a comparison sees one split");
+    s.field("path", &Options::path, "a SCAN-format file (`IN: <command> OUT: <actions>` lines) of training pairs, empty to generate the commands");
+    s.field("test_path", &Options::test_path, "the held-out pairs, a SCAN-format file, with `path` for the training pairs");
+    return s;
+  }
+  static void check(const Options& o, const ConfigNode& node) {
+    if (o.path.empty() != o.test_path.empty()) {
+      node.fail(o.path.empty() ? "test_path" : "path",
+                "task.path (training pairs) and task.test_path (held-out pairs) are SCAN-format files given together; set both, or "
+                "neither to generate the commands");
+    }
+    if (!o.path.empty() && o.split != ScanSplit::simple) {
+      node.fail("split", "task.split chooses a split of the generated commands; with task.path the files are the split");
+    }
+  }
+  static std::vector<TaskFormat> layouts(const Options&) { return {TaskFormat::seq2seq}; }
   // The shape needs the vocabularies and lengths: generating the commands takes milliseconds, and files
   // of pairs are small.
-  t.shape = [](const TaskConfig& c, TaskFormat) { return ScanSource(scan_data(c)).shape(); };
-  t.make = [](const TaskConfig& c, TaskFormat) { return std::unique_ptr<DataSource>(std::make_unique<ScanSource>(scan_data(c))); };
-  return t;
-}
-ATTNLAB_REGISTER_TASK(scan_task());
+  static DataShape data_shape(const Options& o, TaskFormat) { return ScanSource(data(o)).shape(); }
+  static std::unique_ptr<DataSource> source(const Options& o, TaskFormat) { return std::make_unique<ScanSource>(data(o)); }
+
+ private:
+  static ScanData data(const Options& o) {
+    if (o.path.empty()) return scan_split(o.split, o.split_seed);
+    return ScanData{read_scan_file(o.path), read_scan_file(o.test_path)};
+  }
+};
+ATTNLAB_REGISTER_TASK(ScanTask);
 
 }  // namespace
 }  // namespace attnlab::data

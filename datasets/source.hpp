@@ -1,12 +1,23 @@
 // Data sources behind one interface, and the registry of tasks a config can name (`task.name`). A task
-// is one class deriving from DataSource plus its registration:
+// is one file (datasets/tasks/, or beside the data it reads) whose class states its name, description
+// and options once, and one line registers it (docs/extending.md):
 //
-//   ATTNLAB_REGISTER_TASK(TaskInfo{"my_task", "what it is", keys, formats, check, shape, make});
+//   class MyTask {
+//    public:
+//     static constexpr const char* kName = "my_task";
+//     static constexpr const char* kDescription = "what it is";
+//     struct Options { std::size_t size = 8; };                    // the task.* keys, defaults in the members
+//     static Schema<Options> options_schema();                     // each key described once
+//     static std::vector<TaskFormat> layouts(const Options&);      // the layouts it can produce
+//     static DataShape data_shape(const Options&, TaskFormat);     // without reading any file
+//     static std::unique_ptr<DataSource> source(const Options&, TaskFormat);
+//   };
+//   ATTNLAB_REGISTER_TASK(MyTask);
 //
-// at the bottom of its own .cpp in datasets/. The config reads every task.* key into one TaskConfig;
-// each task says which of them it reads (a key set to a non-default value that the task does not read is
-// a config error), checks them (OptionError names the key, so the config points at its line), and
-// says the shape of its data without reading any file (config validation sizes the model from it).
+// Optional: `static void check(const Options&, const ConfigNode&)`, checks across options at their keys
+// (it may look whether files exist; it reads none), and `static constexpr bool kHeldOutSplit = true`, a
+// finite held-out split to walk in order (train.eval_batches: 0). A toy sequence task derives from
+// SequenceTask and ToyTaskRegistration (toy_tasks.hpp), which gives it the three functions.
 //
 // Legend: B batch, T tokens.
 #pragma once
@@ -16,29 +27,38 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
-#include "datasets/images.hpp"
-#include "datasets/scan.hpp"
-#include "datasets/toy_tasks.hpp"
+#include "framework/io/component.hpp"
 #include "framework/tensor/batch.hpp"
+#include "framework/tensor/random.hpp"
 #include "framework/tensor/registry.hpp"
 
 namespace attnlab::data {
 
-// Every task.* key of a config; each task reads some of them.
-struct TaskConfig {
-  std::string name = "reverse";
-  ToyTaskOptions toy;            // length, symbols, pairs, queries, gap, sequence_length, random_filler, held_out_fraction
-  std::string path;              // char_text: the text file; fashion_mnist: the folder of IDX files; scan: training pairs
-  std::string test_path;         // scan: held-out pairs (with path)
-  ScanSplit scan_split = ScanSplit::simple;  // scan: which split of the generated commands
-  std::uint64_t split_seed = 0;  // scan: the simple split's shuffle
-  std::size_t block_size = 64;   // char_text: tokens per training window
-  double train_fraction = 0.9;   // char_text
-  std::size_t image_size = 16;   // quadrants: images are image_size x image_size
-  ImageAugment augment;          // fashion_mnist: flip, shift of training images
+using attnlab::TaskFormat;  // framework/tensor/batch.hpp: the layouts a task can produce
+using attnlab::PatchingPairs;
+
+enum class TaskSplit { train, held_out };
+
+constexpr std::int64_t kIgnore = -100;  // targets not scored (cross_entropy's ignore_index)
+
+// Token rows of different lengths as one [B, T] tensor padded with `fill` to the longest, and the mask
+// [B, T] (true at padding; undefined when no row is padded).
+struct PaddedRows {
+  Tensor ids, mask;
 };
+PaddedRows pad_rows(const std::vector<std::vector<std::int64_t>>& rows, std::int64_t fill);
+
+// Metrics over logits [B, T, V] (or [B, K]) and targets from a batch: the share of scored tokens
+// predicted right, and the share of sequences whose every scored token is right.
+struct SequenceMetrics {
+  double token_accuracy = 0;
+  double exact_match = 0;
+  std::size_t scored_tokens = 0;
+};
+SequenceMetrics sequence_metrics(const Tensor& logits, const Tensor& target);
 
 class DataSource {
  public:
@@ -81,27 +101,47 @@ class DataSource {
   virtual std::vector<std::int64_t> source_ids(const std::string& text) const;
 };
 
+// A task as the registry knows it, built from its class's declarations by task_info<T>().
 struct TaskInfo {
   std::string name;
   std::string description;
-  std::vector<std::string> keys;  // the task.* keys it reads, besides name
+  OptionsSpec options;            // its task.* keys
   bool held_out_split = false;    // it has a finite held-out split to walk in order (train.eval_batches: 0)
-  // The layouts it can produce for this config (a model kind needs one of them).
-  std::function<std::vector<TaskFormat>(const TaskConfig&)> formats;
-  // Checks the options it reads; throws OptionError. Reads no files (it may look whether they exist).
-  std::function<void(const TaskConfig&)> check;
+  // The layouts it can produce for these options (a model kind needs one of them).
+  std::function<std::vector<TaskFormat>(const ComponentOptions&)> formats;
   // The shape of its data in `format`, without reading files (a vocabulary it cannot know yet is an
   // upper bound).
-  std::function<DataShape(const TaskConfig&, TaskFormat)> shape;
+  std::function<DataShape(const ComponentOptions&, TaskFormat)> shape;
   // The source itself (may read files; errors name them).
-  std::function<std::unique_ptr<DataSource>(const TaskConfig&, TaskFormat)> make;
+  std::function<std::unique_ptr<DataSource>(const ComponentOptions&, TaskFormat)> make;
 };
 
 // name -> TaskInfo ("task 'x' is not among [...]").
 using TaskRegistry = Registry<TaskInfo>;
 
-// The task's source for the config, checked first.
-std::unique_ptr<DataSource> make_data_source(const TaskConfig& config, TaskFormat format);
+namespace task_detail {
+template <class T, class = void>
+struct held_out_split : std::false_type {};
+template <class T>
+struct held_out_split<T, std::void_t<decltype(T::kHeldOutSplit)>> : std::bool_constant<T::kHeldOutSplit> {};
+}  // namespace task_detail
+
+template <class T>
+TaskInfo task_info() {
+  TaskInfo info;
+  info.name = T::kName;
+  info.description = T::kDescription;
+  info.options = options_spec<T>();
+  info.held_out_split = task_detail::held_out_split<T>::value;
+  // The layouts and shapes follow from the options read (config validation checks them first).
+  info.formats = [](const ComponentOptions& o) { return T::layouts(read_options<T>(o, false)); };
+  info.shape = [](const ComponentOptions& o, TaskFormat f) { return T::data_shape(read_options<T>(o, false), f); };
+  info.make = [](const ComponentOptions& o, TaskFormat f) { return T::source(read_options<T>(o), f); };
+  return info;
+}
+
+// The source of the task `task` names, in `format` (an error naming the formats it has otherwise).
+std::unique_ptr<DataSource> make_data_source(const ComponentChoice& task, TaskFormat format);
 
 }  // namespace attnlab::data
 
@@ -110,6 +150,7 @@ attnlab::data::TaskRegistry& attnlab::data::TaskRegistry::instance();
 
 #define ATTNLAB_TASK_CONCAT_(a, b) a##b
 #define ATTNLAB_TASK_CONCAT(a, b) ATTNLAB_TASK_CONCAT_(a, b)
-// One line at the bottom of a task's file registers it (a unique id per line of the file).
-#define ATTNLAB_REGISTER_TASK(info) \
-  static const bool ATTNLAB_TASK_CONCAT(attnlab_task_registered_, __LINE__) = ::attnlab::data::TaskRegistry::instance().add(info)
+// One line at the bottom of a task's file registers it under its kName.
+#define ATTNLAB_REGISTER_TASK(Task) \
+  static const bool ATTNLAB_TASK_CONCAT(attnlab_task_registered_, Task) = \
+      ::attnlab::data::TaskRegistry::instance().add(::attnlab::data::task_info<Task>())

@@ -1,12 +1,10 @@
-// The task registry and the built-in tasks' sources: the toy sequence tasks (generated from a seed), the
-// character-level text (char_text) and the image tasks (quadrants, fashion_mnist), each registered with
-// the task.* keys it reads.
+// The task registry, what every DataSource does unless it says otherwise, and padded rows. Each task is
+// its own file (datasets/tasks/, char_text.cpp, scan.cpp) and registers itself there.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <sstream>
 
-#include "datasets/char_text.hpp"
 #include "datasets/source.hpp"
 #include "framework/io/text.hpp"
 
@@ -18,14 +16,30 @@ attnlab::data::TaskRegistry& attnlab::data::TaskRegistry::instance() {
 
 namespace attnlab::data {
 
-std::unique_ptr<DataSource> make_data_source(const TaskConfig& config, TaskFormat format) {
+std::unique_ptr<DataSource> make_data_source(const ComponentChoice& config, TaskFormat format) {
   const TaskInfo& task = TaskRegistry::instance().find(config.name);
-  task.check(config);
-  const auto formats = task.formats(config);
+  task.options.check(config.options);
+  const auto formats = task.formats(config.options);
   if (std::find(formats.begin(), formats.end(), format) == formats.end()) {
     throw std::invalid_argument("task '" + config.name + "' has no " + task_format_name(format) + " format");
   }
-  return task.make(config, format);
+  return task.make(config.options, format);
+}
+
+PaddedRows pad_rows(const std::vector<std::vector<std::int64_t>>& rows, std::int64_t fill) {
+  std::size_t longest = 0;
+  for (const auto& r : rows) longest = std::max(longest, r.size());
+  std::vector<std::int64_t> ids(rows.size() * longest, fill);
+  std::vector<bool> padding(rows.size() * longest, false);
+  bool any = false;
+  for (std::size_t b = 0; b < rows.size(); ++b) {
+    std::copy(rows[b].begin(), rows[b].end(), ids.begin() + static_cast<std::ptrdiff_t>(b * longest));
+    for (std::size_t i = rows[b].size(); i < longest; ++i) padding[b * longest + i] = any = true;
+  }
+  PaddedRows out;
+  out.ids = from_indices(ids, {rows.size(), longest});
+  if (any) out.mask = from_mask(padding, {rows.size(), longest});
+  return out;
 }
 
 Batch DataSource::held_out_batch(std::size_t, std::size_t) const {
@@ -72,210 +86,37 @@ std::string DataSource::decode_target(const std::vector<std::int64_t>& ids) cons
   return text;
 }
 
-namespace {
-
-// ---- toy tasks ----
-
-class ToySource : public DataSource {
- public:
-  ToySource(const TaskConfig& config, TaskFormat format) : task_(make_toy_task(toy_options(config))), format_(format) {}
-  static ToyTaskOptions toy_options(const TaskConfig& config) {
-    ToyTaskOptions o = config.toy;
-    o.name = config.name;
-    return o;
+SequenceMetrics sequence_metrics(const Tensor& logits, const Tensor& target) {
+  const std::size_t classes = logits.size(-1);
+  if (logits.numel() / std::max<std::size_t>(classes, 1) != target.numel()) {
+    throw std::invalid_argument("sequence_metrics: logits " + shape_str(logits.shape()) + " do not match targets " +
+                                shape_str(target.shape()));
   }
-  static DataShape shape_of(const SequenceTask& task, TaskFormat format) {
-    DataShape s;
-    s.vocab_size = task.vocab_size();
-    s.num_classes = format == TaskFormat::classification ? task.num_classes() : task.vocab_size();
-    s.max_len = task.max_length(format);
-    s.padded = task.variable_length();
-    if (format == TaskFormat::seq2seq) {  // one vocabulary for both sides, EOS included
-      s.vocab_size = s.num_classes = task.vocab_size() + 1;
-      s.target_max_len = task.max_target_length();
-      s.bos = kSep;
-      s.eos = task.eos();
-      s.shared_vocabulary = true;
+  const std::vector<double> scores = logits.to_vector(), t = target.to_vector();
+  std::vector<double> p(t.size());
+  for (std::size_t i = 0; i < t.size(); ++i) {  // argmax, first maximum on ties
+    const auto row = scores.begin() + static_cast<std::ptrdiff_t>(i * classes);
+    p[i] = static_cast<double>(std::max_element(row, row + static_cast<std::ptrdiff_t>(classes)) - row);
+  }
+  const std::size_t rows = target.size(0), per_row = t.size() / std::max<std::size_t>(rows, 1);
+  SequenceMetrics m;
+  std::size_t correct = 0, exact = 0;
+  for (std::size_t r = 0; r < rows; ++r) {
+    bool all = true;
+    for (std::size_t i = r * per_row; i < (r + 1) * per_row; ++i) {
+      if (t[i] == static_cast<double>(kIgnore)) continue;
+      ++m.scored_tokens;
+      if (p[i] == t[i]) {
+        ++correct;
+      } else {
+        all = false;
+      }
     }
-    return s;
+    exact += all;
   }
-  DataShape shape() const override { return shape_of(*task_, format_); }
-  Batch sample(TaskSplit split, std::size_t size, Generator& gen) const override { return task_->batch(split, format_, size, gen); }
-  std::string token_label(std::int64_t id, std::size_t) const override {
-    return id == kPad ? "pad" : id == kSep ? "sep" : id == task_->eos() ? "eos" : std::to_string(id);
-  }
-  std::string target_label(std::int64_t id) const override { return id == kSep ? "bos" : token_label(id, 0); }
-  bool is_padding(std::int64_t id) const override { return id == kPad; }
-  PatchingPairs patching_pairs(std::size_t count, Generator& gen) const override { return task_->patching_pairs(format_, count, gen); }
-  TokenProperties token_properties(const Batch& batch) const override { return task_->token_properties(batch.input, format_); }
-
- private:
-  std::unique_ptr<SequenceTask> task_;
-  TaskFormat format_;
-};
-
-TaskInfo toy_task(const std::string& name, const std::string& description, std::vector<std::string> keys) {
-  TaskInfo t;
-  t.name = name;
-  t.description = description;
-  t.keys = std::move(keys);
-  t.formats = [](const TaskConfig& c) { return make_toy_task(ToySource::toy_options(c))->formats(); };
-  t.check = [](const TaskConfig& c) { check_toy_task(ToySource::toy_options(c)); };
-  // The vocabulary and lengths follow from the options alone: building a toy task allocates nothing.
-  t.shape = [](const TaskConfig& c, TaskFormat f) { return ToySource::shape_of(*make_toy_task(ToySource::toy_options(c)), f); };
-  t.make = [](const TaskConfig& c, TaskFormat f) { return std::unique_ptr<DataSource>(std::make_unique<ToySource>(c, f)); };
-  return t;
+  m.token_accuracy = m.scored_tokens ? static_cast<double>(correct) / static_cast<double>(m.scored_tokens) : 0.0;
+  m.exact_match = rows ? static_cast<double>(exact) / static_cast<double>(rows) : 0.0;
+  return m;
 }
 
-const std::vector<std::string> kTransformKeys{"length", "min_length", "symbols", "held_out_fraction"};
-ATTNLAB_REGISTER_TASK(toy_task("copy", "copy a sequence of random symbols", kTransformKeys));
-ATTNLAB_REGISTER_TASK(toy_task("reverse", "reverse a sequence of random symbols", kTransformKeys));
-ATTNLAB_REGISTER_TASK(toy_task("sort", "sort a sequence of random symbols (with repeats)", kTransformKeys));
-ATTNLAB_REGISTER_TASK(toy_task("majority", "the most frequent symbol of a sequence (one label)", {"length", "symbols", "held_out_fraction"}));
-ATTNLAB_REGISTER_TASK(toy_task("induction", "a segment of symbols, then the same again (induction heads)",
-                               {"length", "symbols", "gap", "held_out_fraction"}));
-ATTNLAB_REGISTER_TASK(toy_task("mqar", "multi-query associative recall (Zoology)",
-                               {"symbols", "pairs", "queries", "sequence_length", "random_filler", "held_out_fraction"}));
-
-// ---- character-level text ----
-
-class CharTextSource : public DataSource {
- public:
-  explicit CharTextSource(const TaskConfig& c)
-      : text_(c.path, c.train_fraction, c.block_size), block_size_(c.block_size) {}
-  DataShape shape() const override {
-    DataShape s;
-    s.vocab_size = s.num_classes = text_.vocabulary().size();
-    s.max_len = block_size_;
-    return s;
-  }
-  Batch sample(TaskSplit split, std::size_t size, Generator& gen) const override {
-    const TokenBatch b = text_.batch(split == TaskSplit::held_out ? Split::validation : Split::train, size, block_size_, gen);
-    return {b.input, b.target, Tensor()};
-  }
-  // Consecutive windows of block_size, the remainder as one shorter window, so that every character
-  // after the split's first is predicted once.
-  std::size_t held_out_batches(std::size_t size) const override {
-    return (full_windows() + size - 1) / size + (tail() ? 1 : 0);
-  }
-  Batch held_out_batch(std::size_t index, std::size_t size) const override {
-    const std::size_t full = full_windows(), first = index * size;
-    const TokenBatch b = first < full ? text_.windows(Split::validation, first * block_size_, std::min(size, full - first), block_size_)
-                                      : text_.windows(Split::validation, full * block_size_, 1, tail());
-    return {b.input, b.target, Tensor()};
-  }
-  std::string token_label(std::int64_t id, std::size_t) const override {
-    const char ch = text_.vocabulary().chars().at(static_cast<std::size_t>(id));
-    return ch == ' ' ? "\u2423" : ch == '\n' ? "\\n" : ch == '\t' ? "\\t" : std::string(1, ch);
-  }
-  std::string vocabulary() const override { return text_.vocabulary().chars(); }
-
- private:
-  std::size_t full_windows() const { return (text_.size(Split::validation) - 1) / block_size_; }
-  std::size_t tail() const { return (text_.size(Split::validation) - 1) % block_size_; }
-  CharTextDataset text_;
-  std::size_t block_size_;
-};
-
-TaskInfo char_text_task() {
-  TaskInfo t;
-  t.name = "char_text";
-  t.description = "character-level text from a file (Tiny Shakespeare: scripts/get_data.sh)";
-  t.keys = {"path", "block_size", "train_fraction"};
-  t.held_out_split = true;
-  t.formats = [](const TaskConfig&) { return std::vector<TaskFormat>{TaskFormat::causal_lm}; };
-  t.check = [](const TaskConfig& c) {
-    if (c.path.empty()) throw OptionError("path", "task.path is required for char_text: the text file to train on");
-    if (c.block_size == 0) throw OptionError("block_size", "task.block_size must be at least 1");
-    if (!(c.train_fraction > 0 && c.train_fraction < 1)) {
-      throw OptionError("train_fraction", "task.train_fraction must be in (0, 1)");
-    }
-  };
-  t.shape = [](const TaskConfig& c, TaskFormat) {
-    DataShape s;
-    s.vocab_size = s.num_classes = 256;  // at most one id per byte value; the file says how many
-    s.max_len = c.block_size;
-    return s;
-  };
-  t.make = [](const TaskConfig& c, TaskFormat) { return std::unique_ptr<DataSource>(std::make_unique<CharTextSource>(c)); };
-  return t;
-}
-ATTNLAB_REGISTER_TASK(char_text_task());
-
-// ---- images ----
-
-class ImageSource : public DataSource {
- public:
-  explicit ImageSource(std::unique_ptr<ImageDataset> images) : images_(std::move(images)) {}
-  static DataShape shape_of(std::size_t side, std::size_t classes) {
-    DataShape s;
-    s.channels = 1;
-    s.height = s.width = side;
-    s.num_classes = classes;
-    return s;
-  }
-  DataShape shape() const override {
-    DataShape s = shape_of(images_->height(), images_->num_classes());
-    s.width = images_->width();
-    s.channels = images_->channels();
-    return s;
-  }
-  Batch sample(TaskSplit split, std::size_t size, Generator& gen) const override {
-    const ImageBatch b = images_->batch(split == TaskSplit::held_out, size, gen);
-    return {b.images, b.labels, Tensor()};
-  }
-  std::size_t held_out_batches(std::size_t size) const override { return (images_->held_out_size() + size - 1) / size; }
-  Batch held_out_batch(std::size_t index, std::size_t size) const override {
-    const std::size_t first = index * size;
-    const ImageBatch b = images_->held_out_examples(first, std::min(size, images_->held_out_size() - first));
-    return {b.images, b.labels, Tensor()};
-  }
-  bool token_inputs() const override { return false; }
-
- private:
-  std::unique_ptr<ImageDataset> images_;
-};
-
-const char* const kFashionMnistDir = "/usr/share/datasets/fashion-mnist";
-
-TaskInfo quadrants_task() {
-  TaskInfo t;
-  t.name = "quadrants";
-  t.description = "which quadrant of a noisy image holds a bright square (synthetic, no files)";
-  t.keys = {"image_size"};
-  t.formats = [](const TaskConfig&) { return std::vector<TaskFormat>{TaskFormat::images}; };
-  t.check = [](const TaskConfig& c) {
-    if (c.image_size < 4 || c.image_size % 2 != 0) {
-      throw OptionError("image_size", "task.image_size must be even and at least 4 for quadrants, got " + std::to_string(c.image_size));
-    }
-  };
-  t.shape = [](const TaskConfig& c, TaskFormat) { return ImageSource::shape_of(c.image_size, 4); };
-  t.make = [](const TaskConfig& c, TaskFormat) {
-    return std::unique_ptr<DataSource>(std::make_unique<ImageSource>(make_quadrant_task(c.image_size)));
-  };
-  return t;
-}
-ATTNLAB_REGISTER_TASK(quadrants_task());
-
-TaskInfo fashion_mnist_task() {
-  TaskInfo t;
-  t.name = "fashion_mnist";
-  t.description = std::string("Fashion-MNIST, 28x28 grey images in 10 classes (IDX files; default ") + kFashionMnistDir + ")";
-  t.keys = {"path", "flip", "shift"};
-  t.held_out_split = true;
-  t.formats = [](const TaskConfig&) { return std::vector<TaskFormat>{TaskFormat::images}; };
-  t.check = [](const TaskConfig& c) {
-    if (c.augment.shift > 13) throw OptionError("shift", "task.shift must be at most 13 pixels");
-    if (const std::string problem = idx_folder_problem(c.path.empty() ? kFashionMnistDir : c.path); !problem.empty())
-      throw OptionError("path", "task.path: " + problem);
-  };
-  t.shape = [](const TaskConfig&, TaskFormat) { return ImageSource::shape_of(28, 10); };
-  t.make = [](const TaskConfig& c, TaskFormat) {
-    return std::unique_ptr<DataSource>(std::make_unique<ImageSource>(load_idx_dataset(c.path.empty() ? kFashionMnistDir : c.path, c.augment)));
-  };
-  return t;
-}
-ATTNLAB_REGISTER_TASK(fashion_mnist_task());
-
-}  // namespace
 }  // namespace attnlab::data

@@ -1,6 +1,6 @@
-// Toy sequence tasks, generated in memory from a seed: copy, reverse, sort (with duplicates),
-// multi-query associative recall (Zoology's MQAR), induction heads, and majority. Each example is a
-// source sequence and its answer, laid out for a model kind:
+// Toy sequence tasks, generated in memory from a seed, one file each in datasets/tasks/: copy, reverse,
+// sort (with duplicates), multi-query associative recall (Zoology's MQAR), induction heads, and majority.
+// Each example is a source sequence and its answer, laid out for a model kind:
 //   tagging         (bidirectional encoder, one label per token) input = source, target = answer
 //   causal_lm       (decoder) input = source SEP answer[:-1], each position predicting the next token;
 //                   only the answer's scored tokens count (the rest are kIgnore); a task may have the
@@ -23,9 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "framework/tensor/batch.hpp"
+#include "datasets/source.hpp"
 #include "framework/tensor/enum_names.hpp"
-#include "framework/tensor/random.hpp"
 #include "framework/tensor/tensor.hpp"
 
 namespace attnlab::data {
@@ -33,12 +32,6 @@ namespace attnlab::data {
 constexpr std::int64_t kPad = 0;
 constexpr std::int64_t kSep = 1;
 constexpr std::int64_t kFirstSymbol = 2;
-constexpr std::int64_t kIgnore = -100;  // targets not scored (cross_entropy's ignore_index)
-
-using attnlab::TaskFormat;  // framework/tensor/batch.hpp: the layouts a task can produce
-using attnlab::PatchingPairs;
-
-enum class TaskSplit { train, held_out };
 
 struct SequenceExample {
   std::vector<std::int64_t> input;
@@ -93,6 +86,8 @@ class SequenceTask {
 
  protected:
   explicit SequenceTask(double held_out_fraction) : held_out_fraction_(held_out_fraction) {}
+  // n random symbols (ids kFirstSymbol ... kFirstSymbol + symbols - 1), drawn from `gen`.
+  static std::vector<std::int64_t> random_symbols(std::size_t n, std::size_t symbols, Generator& gen);
   // A corruption of a clean problem for patching: `problem` differs from it in what its answer token
   // `index` depends on, so that token changes; `description` says what was changed.
   struct Corruption {
@@ -125,39 +120,43 @@ class SequenceTask {
   double held_out_fraction_;
 };
 
-struct ToyTaskOptions {
-  std::string name = "reverse";  // copy | reverse | sort | mqar | induction | majority
-  std::size_t length = 8;        // source tokens (copy, reverse, sort, majority); segment length (induction)
-  std::size_t min_length = 0;    // copy, reverse, sort: sources of min_length to length tokens; 0: all of `length`
-  std::size_t symbols = 10;      // distinct symbols
-  std::size_t pairs = 4;         // mqar: key-value pairs
-  std::size_t queries = 0;       // mqar: queries (0: one per pair)
-  std::size_t gap = 0;           // induction: pad positions around the first segment, which sits at a random offset among them
-  std::size_t sequence_length = 0;  // mqar: Zoology's layout of this many input tokens; 0: the compact layout
-  bool random_filler = true;         // mqar, Zoology's layout: random symbols between queries (false: PAD)
-  double held_out_fraction = 0.1;
+// The options every toy task reads besides its own, and their checks (toy_fields adds them to a schema).
+struct ToyOptions {
+  std::size_t symbols = 10;        // distinct symbols
+  double held_out_fraction = 0.1;  // share of sources kept for evaluation
+};
+template <class O>
+void toy_fields(Schema<O>& s, const char* symbols_doc = "distinct symbols") {
+  std::size_t O::*symbols = &O::symbols;  // members of ToyOptions, as members of O
+  double O::*held_out = &O::held_out_fraction;
+  s.field("symbols", symbols, symbols_doc, Range::at_least(2));
+  s.field("held_out_fraction", held_out, "share of sources kept for evaluation; training never sees them", Range::open(0.0, 1.0));
+}
+
+// What the task registry asks of a task (source.hpp: layouts, data_shape, source), for a toy task T
+// built from its Options: T derives from SequenceTask and from this, and needs no more.
+template <class T>
+struct ToyTaskRegistration {
+  template <class O>
+  static std::vector<TaskFormat> layouts(const O& options) {
+    return T(options).formats();
+  }
+  template <class O>
+  static DataShape data_shape(const O& options, TaskFormat format) {
+    return toy_data_shape(T(options), format);
+  }
+  template <class O>
+  static std::unique_ptr<DataSource> source(const O& options, TaskFormat format) {
+    return toy_source(std::make_unique<T>(options), format);
+  }
 };
 
-// Token rows of different lengths as one [B, T] tensor padded with `fill` to the longest, and the mask
-// [B, T] (true at padding; undefined when no row is padded).
-struct PaddedRows {
-  Tensor ids, mask;
-};
-PaddedRows pad_rows(const std::vector<std::vector<std::int64_t>>& rows, std::int64_t fill);
+// A toy task as a DataSource, in one layout; and the shape of that layout's data.
+std::unique_ptr<DataSource> toy_source(std::unique_ptr<SequenceTask> task, TaskFormat format);
+DataShape toy_data_shape(const SequenceTask& task, TaskFormat format);
 
-// Builds a task; errors (OptionError) name the bad option and the valid range.
-std::unique_ptr<SequenceTask> make_toy_task(const ToyTaskOptions& options);
-// Checks the options of toy task `options.name` the way make_toy_task does, without building it.
-void check_toy_task(const ToyTaskOptions& options);
-std::vector<std::string> toy_task_names();
-
-// Metrics over logits [B, T, V] (or [B, K]) and targets from a batch: the share of scored tokens
-// predicted right, and the share of sequences whose every scored token is right.
-struct SequenceMetrics {
-  double token_accuracy = 0;
-  double exact_match = 0;
-  std::size_t scored_tokens = 0;
-};
-SequenceMetrics sequence_metrics(const Tensor& logits, const Tensor& target);
+// The registered toy task `name` built from options given as YAML ("{length: 8, symbols: 4}"), checked
+// as a config's would be: for tests and tools that work with a task's problems directly.
+std::unique_ptr<SequenceTask> make_toy_task(const std::string& name, const std::string& options_yaml = "{}");
 
 }  // namespace attnlab::data

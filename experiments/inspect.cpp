@@ -22,24 +22,28 @@ std::string joined(const std::vector<std::string>& items, const std::string& pre
   return out.empty() ? "none" : out;
 }
 
+// A component's options, one line each.
+void print_options(const std::vector<KeyDoc>& options, const char* indent) {
+  if (options.empty()) std::printf("%soptions: none\n", indent);
+  for (const KeyDoc& o : options)
+    std::printf("%s%-16s %-22s default %-10s %s\n", indent, o.key.c_str(), o.values.c_str(), o.default_text.c_str(), o.doc.c_str());
+}
+
 void list_tasks() {
-  std::printf("tasks (task.name; every key in docs/configs.md):\n");
-  const data::TaskConfig defaults;
+  std::printf("tasks (task.name; their keys sit beside the name):\n");
   for (const std::string& name : data::TaskRegistry::instance().names()) {
     const data::TaskInfo& task = data::TaskRegistry::instance().find(name);
-    data::TaskConfig config = defaults;
-    config.name = name;
     std::vector<std::string> kinds;
     for (const std::string& kind : ModelRegistry::instance().names()) {
       const TaskFormat f = ModelRegistry::instance().find(kind).format;
       try {
-        const auto formats = task.formats(config);
+        const auto formats = task.formats(ComponentOptions());
         if (std::find(formats.begin(), formats.end(), f) != formats.end()) kinds.push_back(kind);
       } catch (const std::exception&) {  // the defaults do not suit this task: say nothing of its formats
       }
     }
-    std::printf("  %-14s %s\n  %-14s reads %s; trains %s\n", name.c_str(), task.description.c_str(), "",
-                joined(task.keys, "task.").c_str(), joined(kinds, "", " or ").c_str());
+    std::printf("\n  %s\n    %s\n    trains %s\n", name.c_str(), task.description.c_str(), joined(kinds, "", " or ").c_str());
+    print_options(task.options.docs, "    ");
   }
 }
 
@@ -51,13 +55,6 @@ void list_models() {
     std::printf("  %-20s %s\n  %-20s reads %s; learns from %s examples\n", name.c_str(), kind.description.c_str(), "",
                 joined(kind.keys, "model.").c_str(), task_format_name(kind.format));
   }
-}
-
-// A component's options, one line each.
-void print_options(const std::vector<KeyDoc>& options, const char* indent) {
-  if (options.empty()) std::printf("%soptions: none\n", indent);
-  for (const KeyDoc& o : options)
-    std::printf("%s%-16s %-22s default %-10s %s\n", indent, o.key.c_str(), o.values.c_str(), o.default_text.c_str(), o.doc.c_str());
 }
 
 void list_optimizers() {

@@ -11,61 +11,14 @@
 namespace attnlab {
 namespace {
 
-using data::TaskConfig;
-
 // ---- the sections, each key described once ----
 
-template <class T>
-std::function<T&(TaskConfig&)> toy(T data::ToyTaskOptions::*member) {
-  return [member](TaskConfig& t) -> T& { return t.toy.*member; };
-}
-
-Schema<TaskConfig> task_schema() {
-  Schema<TaskConfig> s;
-  s.name("name", &TaskConfig::name, [] { return data::TaskRegistry::instance().names(); },
-         "the task (`attnlab list` describes each): toy tasks generated from the seed, char_text, or an image task");
-  s.field<std::size_t>("length", toy(&data::ToyTaskOptions::length),
-                       "tokens in a source sequence (copy, reverse, sort, majority), or in the repeated segment (induction)");
-  s.field<std::size_t>("min_length", toy(&data::ToyTaskOptions::min_length),
-                       "copy, reverse, sort: sources of min_length to length tokens, drawn uniformly; batches are padded and "
-                       "carry padding masks. 0 means every source has `length` tokens");
-  s.field<std::size_t>("symbols", toy(&data::ToyTaskOptions::symbols), "distinct symbols (mqar: keys and values each)");
-  s.field<std::size_t>("pairs", toy(&data::ToyTaskOptions::pairs), "mqar: key-value pairs (at most `symbols`)");
-  s.field<std::size_t>("queries", toy(&data::ToyTaskOptions::queries), "mqar: queries; 0 means one per pair");
-  s.field<std::size_t>("gap", toy(&data::ToyTaskOptions::gap),
-                       "induction: pad positions around the first segment, which sits at a random offset among them, so the "
-                       "distance between the occurrences varies (the segment's symbols are then distinct; needs symbols >= length)");
-  s.field<std::size_t>("sequence_length", toy(&data::ToyTaskOptions::sequence_length),
-                       "mqar: Zoology's layout with this many input tokens: the pairs, SEP, then random symbols with each queried "
-                       "key (a distinct key each, queries <= pairs) at a power-law-drawn place, scored on its value, which the model "
-                       "never reads; needs at least 2 pairs + 2 queries. 0 means the compact layout (pairs, SEP, queries back to "
-                       "back, each value read back)");
-  s.field<bool>("random_filler", toy(&data::ToyTaskOptions::random_filler),
-                "mqar with `sequence_length`: the tokens between queries are random key and value symbols (zoology's "
-                "`random_non_queries`, its default); false makes them PAD, as zoology's Figure 2 configs do");
-  s.field<double>("held_out_fraction", toy(&data::ToyTaskOptions::held_out_fraction),
-                  "toy tasks: share of sources kept for evaluation; training never sees them", Range::open(0.0, 1.0));
-  s.field("path", &TaskConfig::path,
-          "char_text: the text file (`scripts/get_data.sh` fetches Tiny Shakespeare); fashion_mnist: the folder of IDX "
-          "files, empty for /usr/share/datasets/fashion-mnist (Debian's dataset-fashion-mnist); scan: a SCAN-format file "
-          "(`IN: <command> OUT: <actions>` lines) of training pairs, empty to generate the commands");
-  s.field("test_path", &TaskConfig::test_path, "scan: the held-out pairs, a SCAN-format file, with `path` for the training pairs");
-  s.choice("split", &TaskConfig::scan_split, data::scan_split_names(),
-         "scan: `simple` (random 80/20 of the 20,910 commands), `length` (train on action sequences of at most 22 actions, "
-         "test on longer ones), `addprim_jump` (train without \"jump\" but for the bare command, test on the rest with it)");
-  s.field("split_seed", &TaskConfig::split_seed,
-          "scan: the shuffle of the simple split, fixed apart from `seed` so that every run of a comparison sees one split");
-  s.field("block_size", &TaskConfig::block_size, "char_text: characters per training window", Range::at_least(1));
-  s.field("train_fraction", &TaskConfig::train_fraction, "char_text: the leading share of the text that trains; the rest validates",
-          Range::open(0.0, 1.0));
-  s.field("image_size", &TaskConfig::image_size, "quadrants: images are this many pixels square (even)", Range::at_least(4));
-  s.field<bool>("flip", [](TaskConfig& t) -> bool& { return t.augment.flip; },
-                "fashion_mnist: mirror each training image left-right with probability 1/2 (held-out images are never changed)");
-  s.field<std::size_t>("shift", [](TaskConfig& t) -> std::size_t& { return t.augment.shift; },
-                       "fashion_mnist: move each training image by a random 0 to `shift` pixels up or down and left or right, "
-                       "filling with black: torchvision's `RandomCrop(28, padding=shift)`",
-                       Range::closed(0, 13));
-  s.rule([](const ConfigNode&, TaskConfig& t) { t.toy.name = t.name; });
+Schema<TaskChoice> task_schema() {
+  Schema<TaskChoice> s;
+  add_component<TaskChoice, data::TaskInfo>(
+      s, "name", [](TaskChoice& t) -> ComponentChoice& { return t; }, []() -> const data::TaskRegistry& { return data::TaskRegistry::instance(); },
+      "the task (`attnlab list` describes each): toy tasks generated from the seed, char_text, scan, or an image task; its own "
+      "keys sit beside the name");
   return s;
 }
 
@@ -253,18 +206,6 @@ void check_unread_keys(const ConfigNode& root, const std::string& section, const
   }
 }
 
-void check_task(const ConfigNode& root, const TaskConfig& t) {
-  const data::TaskInfo& info = data::TaskRegistry::instance().find(t.name);
-  std::vector<std::string> specific = task_schema().keys();
-  specific.erase(std::remove(specific.begin(), specific.end(), "name"), specific.end());
-  check_unread_keys(root, "task", task_schema().differences(t, TaskConfig{}), specific, info.keys, "task '" + t.name + "'");
-  try {
-    info.check(t);
-  } catch (const OptionError& e) {
-    section_of(root, "task").fail(e.key(), e.what());
-  }
-}
-
 // The kinds that read one of `formats`, for "use model.kind a or b".
 std::string kinds_reading(const std::vector<TaskFormat>& formats) {
   std::string list;
@@ -278,7 +219,7 @@ std::string kinds_reading(const std::vector<TaskFormat>& formats) {
 void check_model(const ConfigNode& root, const ExperimentConfig& c) {
   const ModelKindInfo& kind = ModelRegistry::instance().find(c.model.kind);
   const ConfigNode model = section_of(root, "model");
-  const auto formats = data::TaskRegistry::instance().find(c.task.name).formats(c.task);
+  const auto formats = data::TaskRegistry::instance().find(c.task.name).formats(c.task.options);
   if (std::find(formats.begin(), formats.end(), kind.format) == formats.end()) {
     model.fail("kind", "task '" + c.task.name + "' cannot train a " + c.model.kind + "; use model.kind " + kinds_reading(formats));
   }
@@ -344,8 +285,11 @@ void check_evaluation(const ConfigNode& root, const ExperimentConfig& c) {
   }
 }
 
+thread_local bool g_unsized = false;  // parse_config_unsized is reading
+
 // An estimate of the memory the experiment needs, before anything is allocated.
 void check_memory(const ConfigNode& root, const ExperimentConfig& c) {
+  if (g_unsized) return;
   const auto [key, message] = memory_problem(c, physical_memory_bytes());
   if (key.empty()) return;
   const std::size_t dot = key.rfind('.');
@@ -355,8 +299,7 @@ void check_memory(const ConfigNode& root, const ExperimentConfig& c) {
 void check_experiment(const ConfigNode& root, ExperimentConfig& c) {
   const std::string problem = folder_name_problem(c.name);
   if (!problem.empty()) root.fail("name", "'name' names the run's folder: " + problem);
-  check_task(root, c.task);
-  check_model(root, c);
+  check_model(root, c);  // the task checked its own keys as they were read (add_component)
   check_attention(root, c);
   check_evaluation(root, c);
   check_memory(root, c);  // last: it sizes everything the checks above accepted
@@ -392,7 +335,7 @@ const Schema<ExperimentConfig>& config_schema() {
 
 TaskFormat task_format(const ExperimentConfig& c) { return ModelRegistry::instance().find(c.model.kind).format; }
 
-DataShape data_shape(const ExperimentConfig& c) { return data::TaskRegistry::instance().find(c.task.name).shape(c.task, task_format(c)); }
+DataShape data_shape(const ExperimentConfig& c) { return data::TaskRegistry::instance().find(c.task.name).shape(c.task.options, task_format(c)); }
 
 std::size_t attention_length(const ExperimentConfig& c) {
   return ModelRegistry::instance().find(c.model.kind).sequence_length(c.model, data_shape(c));
@@ -410,6 +353,14 @@ ExperimentConfig parse_config(const std::string& text, const std::string& file, 
   std::vector<std::pair<std::string, std::string>> described;
   for (const std::string& o : overrides) described.emplace_back(o, "");
   return parse_config(text, file, described);
+}
+
+ExperimentConfig parse_config_unsized(const std::string& text, const std::string& file) {
+  struct Unsized {
+    Unsized() { g_unsized = true; }
+    ~Unsized() { g_unsized = false; }
+  } unsized;
+  return parse_config(text, file);
 }
 
 ExperimentConfig load_config(const std::string& path, const std::vector<std::string>& overrides) {
@@ -430,8 +381,8 @@ std::string markdown_table(const std::vector<KeyDoc>& rows) {
 // Each extension point's components, their keys dotted under the section they sit in.
 std::vector<std::pair<std::string, std::vector<KeyDoc>>> component_doc_rows() {
   std::vector<std::pair<std::string, std::vector<KeyDoc>>> out;
-  for (auto [name, rows] : component_docs(OptimizerRegistry::instance(), "train.optimizer."))
-    out.emplace_back("train.optimizer." + name, rows);
+  for (auto [name, rows] : component_docs(data::TaskRegistry::instance(), "task.")) out.emplace_back("task." + name, rows);
+  for (auto [name, rows] : component_docs(OptimizerRegistry::instance(), "train.optimizer.")) out.emplace_back("train.optimizer." + name, rows);
   return out;
 }
 

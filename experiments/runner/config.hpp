@@ -21,6 +21,11 @@
 
 namespace attnlab {
 
+// task: the task's name and its own keys (datasets/: each task declares them).
+struct TaskChoice : ComponentChoice {
+  TaskChoice() { name = "reverse"; }
+};
+
 // train.optimizer: the optimizer's name and its own keys (framework/optim: each optimizer declares them).
 struct OptimizerChoice : ComponentChoice {
   OptimizerChoice() { name = "adamw"; }
@@ -51,7 +56,7 @@ struct LogConfig {
 struct ExperimentConfig {
   std::string name = "experiment";
   std::uint64_t seed = 0;
-  data::TaskConfig task;
+  TaskChoice task;
   ModelConfig model;
   TrainConfig train;
   LogConfig log;
@@ -68,6 +73,9 @@ ExperimentConfig parse_config(const std::string& yaml_text, const std::string& f
 // the assignment and how an error names it.
 ExperimentConfig parse_config(const std::string& yaml_text, const std::string& file,
                               const std::vector<std::pair<std::string, std::string>>& described_overrides);
+// parse_config without the memory check, for the memory check itself (memory_estimate.cpp reads the
+// config with one key back at its default to find which key sizes it most).
+ExperimentConfig parse_config_unsized(const std::string& yaml_text, const std::string& file);
 // The resolved config (every default filled in) as YAML that load_config reads back unchanged.
 std::string config_to_yaml(const ExperimentConfig& config);
 // Every key, dotted ("train.optimizer.lr"), the chosen components' keys (each task's, model kind's,

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "framework/attention/kernel.hpp"
@@ -18,42 +19,30 @@ std::string gib(double bytes) {
   return text;
 }
 
-// The keys that size an experiment, each with how to put it back to its default.
-struct SizeKey {
-  const char* key;
-  std::function<void(ExperimentConfig&)> reset;
-};
-
-const std::vector<SizeKey>& size_keys() {
-  static const ExperimentConfig d;
-  static const std::vector<SizeKey> keys{
-      {"train.batch_size", [](ExperimentConfig& c) { c.train.batch_size = d.train.batch_size; }},
-      {"model.d_model", [](ExperimentConfig& c) { c.model.encoder.d_model = d.model.encoder.d_model; }},
-      {"model.n_layers", [](ExperimentConfig& c) { c.model.encoder.n_layers = d.model.encoder.n_layers; }},
-      {"model.ff_hidden", [](ExperimentConfig& c) { c.model.encoder.ff_hidden = d.model.encoder.ff_hidden; }},
-      {"model.n_heads", [](ExperimentConfig& c) { c.model.encoder.n_heads = d.model.encoder.n_heads; }},
-      {"model.decoder_layers", [](ExperimentConfig& c) { c.model.decoder_layers = d.model.decoder_layers; }},
-      {"model.attention.options", [](ExperimentConfig& c) { c.model.encoder.attention_options = YamlTree(); }},
-      {"model.encoder_attention.options", [](ExperimentConfig& c) { c.model.encoder_attention.options = YamlTree(); }},
-      {"model.decoder_attention.options", [](ExperimentConfig& c) { c.model.decoder_attention.options = YamlTree(); }},
-      {"model.cross_attention.options", [](ExperimentConfig& c) { c.model.cross_attention.options = YamlTree(); }},
-      {"task.symbols", [](ExperimentConfig& c) { c.task.toy.symbols = d.task.toy.symbols; }},
-      {"task.length", [](ExperimentConfig& c) { c.task.toy.length = d.task.toy.length; }},
-      {"task.gap", [](ExperimentConfig& c) { c.task.toy.gap = d.task.toy.gap; }},
-      {"task.pairs", [](ExperimentConfig& c) { c.task.toy.pairs = d.task.toy.pairs; }},
-      {"task.queries", [](ExperimentConfig& c) { c.task.toy.queries = d.task.toy.queries; }},
-      {"task.sequence_length", [](ExperimentConfig& c) { c.task.toy.sequence_length = d.task.toy.sequence_length; }},
-      {"task.block_size", [](ExperimentConfig& c) { c.task.block_size = d.task.block_size; }},
-      {"task.image_size", [](ExperimentConfig& c) { c.task.image_size = d.task.image_size; }},
-      {"log.probes", [](ExperimentConfig& c) { c.log.probes = d.log.probes; }},
-  };
-  return keys;
+// `c` with the dotted `key` back at its default: its resolved config without that key, read again; or
+// nullopt when the config is not valid without it (another check reports that).
+std::optional<ExperimentConfig> with_default(const ExperimentConfig& c, const std::string& key) {
+  YAML::Node root = YAML::Load(config_to_yaml(c)), node = root;
+  std::size_t start = 0;
+  for (std::size_t dot = key.find('.'); dot != std::string::npos; start = dot + 1, dot = key.find('.', start)) {
+    node.reset(node[key.substr(start, dot - start)]);  // reset: move to the child, not assign into it
+    if (!node.IsMap()) return std::nullopt;
+  }
+  node.remove(key.substr(start));
+  try {
+    YAML::Emitter out;
+    out << root;
+    return parse_config_unsized(out.c_str(), "(with " + key + " at its default)");
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
 }
 
-// The estimate, or infinity when the config is not valid with a key reset (another check reports it).
-double total_or_infinity(const ExperimentConfig& c) {
+// The estimate, or infinity when the config is not valid (another check reports it).
+double total_or_infinity(const std::optional<ExperimentConfig>& c) {
+  if (!c) return INFINITY;
   try {
-    return estimate_memory(c).total();
+    return estimate_memory(*c).total();
   } catch (const std::exception&) {
     return INFINITY;
   }
@@ -111,18 +100,14 @@ double physical_memory_bytes() {
 std::pair<std::string, std::string> memory_problem(const ExperimentConfig& c, double limit) {
   const MemoryEstimate m = estimate_memory(c);
   if (m.total() <= limit) return {"", ""};
-  const SizeKey* worst = nullptr;
+  // The key set away from its default whose default shrinks the estimate most (every key is tried: each
+  // component's, the stack's, the task's), named with its value.
+  std::string key = "train.batch_size", value;
   double lowest = m.total();
-  for (const SizeKey& k : size_keys()) {
-    ExperimentConfig reset = c;
-    k.reset(reset);
-    const double total = total_or_infinity(reset);
-    if (total < lowest) lowest = total, worst = &k;
+  for (const KeyDifference& d : config_differences(c, ExperimentConfig{}, true)) {
+    const double total = total_or_infinity(with_default(c, d.key));
+    if (total < lowest) lowest = total, key = d.key, value = " (" + d.first + ")";
   }
-  const std::string key = worst ? worst->key : "train.batch_size";
-  std::string value;
-  for (const KeyDifference& d : config_differences(c, ExperimentConfig{}, true))
-    if (d.key == key) value = " (" + d.first + ")";
   return {key, key + value + " makes this experiment need about " + gib(m.total()) + " (parameters with gradients and optimizer state " +
                    gib(m.parameters) + ", a step's activations " + gib(m.activations) + ", attention kernel " + gib(m.kernel) +
                    ", probe patterns " + gib(m.patterns) + ", data " + gib(m.data) + "), more than this machine's " + gib(limit) +

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "datasets/char_text.hpp"
+#include "datasets/toy_tasks.hpp"
 #include "experiments/runner/evaluation.hpp"
 #include "experiments/runner/experiment.hpp"
 #include "experiments/runner/file_fields.hpp"

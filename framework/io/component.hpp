@@ -67,13 +67,16 @@ struct has_check<C, std::void_t<decltype(C::check(std::declval<const typename C:
     : std::true_type {};
 }  // namespace component_detail
 
-// C's options read from `options` through its schema, and checked.
+// C's options read from `options` through its schema, and (unless `checked` is false: a listing of
+// what a component does with its defaults) checked.
 template <class C>
-typename C::Options read_options(const ComponentOptions& options) {
+typename C::Options read_options(const ComponentOptions& options, bool checked = true) {
   ConfigNode node = options.config_node();
   typename C::Options o;
   C::options_schema().read(node, o);
-  if constexpr (component_detail::has_check<C>::value) C::check(o, node);
+  if constexpr (component_detail::has_check<C>::value) {
+    if (checked) C::check(o, node);
+  }
   return o;
 }
 
@@ -158,7 +161,12 @@ Schema<S>& add_component(Schema<S>& schema, const std::string& chooser, std::fun
       }
     }
     c.options = ComponentOptions(own, node.path(), node.source_ptr());
-    chosen.options.check(c.options);
+    try {
+      chosen.options.check(c.options);
+    } catch (const ConfigError& error) {  // about a key that is not there (required, say): at the component's name
+      if (error.line() == 0 && error.origin().empty()) node.fail(chooser, error.message());
+      throw;
+    }
   };
   f.write = [chooser, get, registry](YAML::Emitter& out, const S& s) {
     const ComponentChoice& c = get(const_cast<S&>(s));

@@ -9,11 +9,42 @@
 #include <filesystem>
 #include <set>
 
+#include "datasets/scan.hpp"
 #include "datasets/source.hpp"
+#include "datasets/toy_tasks.hpp"
 #include "framework/io/atomic_file.hpp"
 
 namespace attnlab::data {
 namespace {
+
+// A task's name and options as YAML ("{split: length}"), as a config chooses it.
+ComponentChoice task_choice(const std::string& name, const std::string& options_yaml = "{}") {
+  ComponentChoice c;
+  c.name = name;
+  c.options = ComponentOptions(YAML::Load(options_yaml), "task");
+  return c;
+}
+
+// A toy task's name and options as these tests vary them; choice() gives each task the keys it reads.
+struct ToyTaskOptions {
+  std::string name;
+  std::size_t length = 8, min_length = 0, symbols = 10, pairs = 4, queries = 0, gap = 0, sequence_length = 0;
+  bool random_filler = true;
+  double held_out_fraction = 0.1;
+  ComponentChoice choice() const {
+    const OptionsSpec& spec = TaskRegistry::instance().find(name).options;
+    YAML::Node n(YAML::NodeType::Map);
+    const auto put = [&](const char* key, auto value) {
+      if (spec.reads(key)) n[key] = value;
+    };
+    put("length", length), put("min_length", min_length), put("symbols", symbols), put("pairs", pairs), put("queries", queries);
+    put("gap", gap), put("sequence_length", sequence_length), put("random_filler", random_filler), put("held_out_fraction", held_out_fraction);
+    ComponentChoice c;
+    c.name = name;
+    c.options = ComponentOptions(n, "task");
+    return c;
+  }
+};
 
 using Row = std::vector<std::int64_t>;
 
@@ -84,12 +115,7 @@ std::vector<Case> cases() {
   return out;
 }
 
-std::unique_ptr<DataSource> source_of(const ToyTaskOptions& o, TaskFormat format) {
-  TaskConfig config;
-  config.name = o.name;
-  config.toy = o;
-  return make_data_source(config, format);
-}
+std::unique_ptr<DataSource> source_of(const ToyTaskOptions& o, TaskFormat format) { return make_data_source(o.choice(), format); }
 
 bool causal_layout(const Case& c) { return c.format == TaskFormat::causal_lm || c.options.sequence_length != 0; }
 
@@ -317,10 +343,7 @@ Words words_of(const DataSource& source, const Row& ids, bool target) {
 bool primitive(const std::string& word) { return word == "walk" || word == "look" || word == "run" || word == "jump"; }
 
 std::unique_ptr<DataSource> scan_source(ScanSplit split) {
-  TaskConfig config;
-  config.name = "scan";
-  config.scan_split = split;
-  return make_data_source(config, TaskFormat::seq2seq);
+  return make_data_source(task_choice("scan", std::string("{split: ") + enum_name(scan_split_names(), split) + "}"), TaskFormat::seq2seq);
 }
 
 // One set: held-out commands of one shape, each with its held-out actions; the corrupted command changes
@@ -388,10 +411,7 @@ TEST(ScanPatchingPairs, NoneWithoutAHeldOutPrimitive) {
   std::filesystem::create_directories(dir);
   write_file_atomically(dir + "/train.txt", "IN: jump OUT: I_JUMP\nIN: walk left OUT: I_TURN_LEFT I_WALK\n");
   write_file_atomically(dir + "/test.txt", "IN: turn left twice OUT: I_TURN_LEFT I_TURN_LEFT\n");
-  TaskConfig config;
-  config.name = "scan";
-  config.path = dir + "/train.txt";
-  config.test_path = dir + "/test.txt";
+  const ComponentChoice config = task_choice("scan", "{path: " + dir + "/train.txt, test_path: " + dir + "/test.txt}");
   Generator gen(1);
   EXPECT_EQ(make_data_source(config, TaskFormat::seq2seq)->patching_pairs(8, gen).size(), 0u);
   write_file_atomically(dir + "/test.txt", "IN: walk twice OUT: I_WALK I_WALK\n");
@@ -412,10 +432,8 @@ namespace {
 // mqar's probe property: every occurrence of a key is labelled with its value, everything else -1.
 TEST(TokenProperties, MqarLabelsEachKeyWithItsValue) {
   for (std::size_t sequence_length : {0, 32}) {
-    TaskConfig config;
-    config.name = "mqar";
-    config.toy.name = "mqar", config.toy.pairs = 4, config.toy.symbols = 16, config.toy.sequence_length = sequence_length;
-    const auto source = make_data_source(config, TaskFormat::causal_lm);
+    const auto source =
+        make_data_source(task_choice("mqar", "{pairs: 4, symbols: 16, sequence_length: " + std::to_string(sequence_length) + "}"), TaskFormat::causal_lm);
     Generator gen(2);
     const Batch b = source->sample(TaskSplit::held_out, 8, gen);
     const auto properties = source->token_properties(b);
@@ -436,8 +454,7 @@ TEST(TokenProperties, MqarLabelsEachKeyWithItsValue) {
       }
     EXPECT_GT(labelled, 8u * 4);  // the pairs' keys at least, and the queried ones
   }
-  TaskConfig reverse;
-  EXPECT_TRUE(make_data_source(reverse, TaskFormat::tagging)->token_properties(Batch{}).empty());
+  EXPECT_TRUE(make_data_source(task_choice("reverse"), TaskFormat::tagging)->token_properties(Batch{}).empty());
 }
 
 }  // namespace

@@ -14,6 +14,14 @@
 namespace attnlab::data {
 namespace {
 
+// A task's name and options as YAML ("{split: length}"), as a config chooses it.
+ComponentChoice task_choice(const std::string& name, const std::string& options_yaml = "{}") {
+  ComponentChoice c;
+  c.name = name;
+  c.options = ComponentOptions(YAML::Load(options_yaml), "task", std::make_shared<ConfigSource>("t.yaml", options_yaml));
+  return c;
+}
+
 namespace fs = std::filesystem;
 
 const std::string kOfficial = std::string(ATTNLAB_SOURCE_DIR) + "/../shared/data/scan";
@@ -152,14 +160,9 @@ TEST(Scan, LinesThatAreNotTextOrHoldTwoMarkersAreRefused) {
 // DataSource::encode_source, which no task overrides): empty or blank text, or control characters, are
 // errors, for SCAN's words as for the toy tasks' token ids.
 TEST(Scan, EmptyOrNonTextSourcesAreRefusedForEveryTask) {
-  TaskConfig c;
-  c.name = "scan";
-  c.scan_split = ScanSplit::length;
-  const auto scan = make_data_source(c, TaskFormat::seq2seq);
+  const auto scan = make_data_source(task_choice("scan", "{split: length}"), TaskFormat::seq2seq);
   EXPECT_EQ(scan->encode_source("jump twice").size(), 2u);
-  c = TaskConfig();
-  c.name = "reverse";
-  const auto reverse = make_data_source(c, TaskFormat::seq2seq);
+  const auto reverse = make_data_source(task_choice("reverse"), TaskFormat::seq2seq);
   for (const auto* source : {scan.get(), reverse.get()}) {
     for (const std::string text : {"", "   ", "\t"}) EXPECT_THROW(source->encode_source(text), std::invalid_argument) << "'" << text << "'";
     EXPECT_THROW(source->encode_source("3\x01 4"), std::invalid_argument);
@@ -181,10 +184,7 @@ TEST(Scan, VocabulariesPutSpecialsFirstAndSuggestWords) {
 }
 
 TEST(Scan, BatchesArePaddedWithBosEosAndIgnoredTargets) {
-  TaskConfig c;
-  c.name = "scan";
-  c.scan_split = ScanSplit::length;
-  const auto source = make_data_source(c, TaskFormat::seq2seq);
+  const auto source = make_data_source(task_choice("scan", "{split: length}"), TaskFormat::seq2seq);
   const DataShape s = source->shape();
   EXPECT_EQ(s.vocab_size, 3u + 13u);  // pad bos eos and the 13 command words
   EXPECT_EQ(s.num_classes, 3u + 6u);  // and the 6 actions
@@ -211,15 +211,12 @@ TEST(Scan, BatchesArePaddedWithBosEosAndIgnoredTargets) {
 }
 
 TEST(Scan, FileOptionsAreCheckedTogether) {
-  TaskConfig c;
-  c.name = "scan";
-  c.path = "train.txt";
-  const TaskInfo& info = TaskRegistry::instance().find("scan");
+  const ComponentChoice c = task_choice("scan", "{path: train.txt}");
   try {
-    info.check(c);
+    TaskRegistry::instance().find("scan").options.check(c.options);
     FAIL();
-  } catch (const OptionError& e) {
-    EXPECT_EQ(e.key(), "path");  // the key that is there, so that the error points at its line
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("t.yaml:1:8: task.path (training pairs) and task.test_path", 0), 0u) << e.what();  // at the key that is there
   }
 }
 

@@ -11,14 +11,14 @@
 namespace attnlab::data {
 namespace {
 
+// Task `name` with `length` and `symbols` (mqar: 3 pairs, 4 queries), each key given only to a task that
+// reads it.
 std::unique_ptr<SequenceTask> task(const std::string& name, std::size_t length = 6, std::size_t symbols = 5) {
-  ToyTaskOptions o;
-  o.name = name;
-  o.length = length;
-  o.symbols = symbols;
-  o.pairs = 3;
-  o.queries = 4;
-  return make_toy_task(o);
+  const OptionsSpec& spec = TaskRegistry::instance().find(name).options;
+  std::string yaml = "{symbols: " + std::to_string(symbols);
+  if (spec.reads("length")) yaml += ", length: " + std::to_string(length);
+  if (spec.reads("pairs")) yaml += ", pairs: 3, queries: 4";
+  return make_toy_task(name, yaml + "}");
 }
 
 TEST(ToyTasks, TaggingAnswersAreTheTransformedSource) {
@@ -67,20 +67,15 @@ TEST(ToyTasks, RecallAnswersEachQueryWithItsValue) {
       EXPECT_EQ(value, expected);
     }
   }
-  EXPECT_THROW(task("mqar", 0, 2), std::invalid_argument);  // 3 distinct keys from 2 symbols
+  EXPECT_THROW(task("mqar", 0, 2), ConfigError);  // 3 distinct keys from 2 symbols
   EXPECT_THROW(task("mqar")->example(TaskSplit::train, TaskFormat::tagging, gen), std::invalid_argument);
 }
 
 std::unique_ptr<SequenceTask> zoology_mqar(std::size_t sequence_length, std::size_t pairs, std::size_t queries,
                                            std::size_t symbols, double held_out_fraction = 0.1) {
-  ToyTaskOptions o;
-  o.name = "mqar";
-  o.sequence_length = sequence_length;
-  o.pairs = pairs;
-  o.queries = queries;
-  o.symbols = symbols;
-  o.held_out_fraction = held_out_fraction;
-  return make_toy_task(o);
+  const auto n = [](auto v) { return std::to_string(v); };
+  return make_toy_task("mqar", "{sequence_length: " + n(sequence_length) + ", pairs: " + n(pairs) + ", queries: " + n(queries) +
+                                   ", symbols: " + n(symbols) + ", held_out_fraction: " + n(held_out_fraction) + "}");
 }
 
 // The scored positions of a causal_lm example.
@@ -183,21 +178,12 @@ TEST(ToyTasks, RecallInZoologysLayoutHoldsOutWholeContexts) {
 }
 
 // Zoology's Figure 2 setting: 64 tokens, 8 pairs of 32-symbol ranges, PAD between the queries.
-ToyTaskOptions zoology_pad_options() {
-  ToyTaskOptions o;
-  o.name = "mqar";
-  o.sequence_length = 64;
-  o.pairs = 8;
-  o.symbols = 32;
-  o.random_filler = false;
-  return o;
-}
+const char* const kZoologyPad = "{sequence_length: 64, pairs: 8, symbols: 32, random_filler: false}";
 
 TEST(ToyTasks, RecallInZoologysLayoutCanFillWithPad) {
   // random_filler off (zoology's random_non_queries=False): after SEP the model reads the query keys
   // and PAD, nothing else, and the scoring is the same.
-  ToyTaskOptions o = zoology_pad_options();
-  auto t = make_toy_task(o);
+  auto t = make_toy_task("mqar", kZoologyPad);
   Generator gen(11);
   for (int i = 0; i < 20; ++i) {
     const SequenceExample e = t->example(TaskSplit::train, TaskFormat::causal_lm, gen);
@@ -218,8 +204,7 @@ TEST(ToyTasks, RecallInZoologysLayoutCanFillWithPad) {
 TEST(ToyTasks, RecallInZoologysLayoutTagsTheCausalLayout) {
   // A bidirectional model (linformer's only kind) can run Zoology's MQAR: it reads the same tokens as
   // the causal model, which never include an answer, and is scored at the same places.
-  ToyTaskOptions o = zoology_pad_options();
-  auto t = make_toy_task(o);
+  auto t = make_toy_task("mqar", kZoologyPad);
   EXPECT_EQ(t->max_length(TaskFormat::tagging), 64u);
   Generator a(5), b(5);
   for (int i = 0; i < 20; ++i) {
@@ -231,8 +216,7 @@ TEST(ToyTasks, RecallInZoologysLayoutTagsTheCausalLayout) {
       EXPECT_EQ(std::count(tagged.input.begin(), tagged.input.end(), tagged.target[at]), 1) << "the value appears once, among the pairs";
   }
   // The compact layout reads every value back after its query, so it stays causal only.
-  o.sequence_length = 0;
-  const auto formats = make_toy_task(o)->formats();
+  const auto formats = make_toy_task("mqar", "{pairs: 8, symbols: 32}")->formats();
   EXPECT_EQ(std::count(formats.begin(), formats.end(), TaskFormat::tagging), 0);
 }
 
@@ -240,12 +224,12 @@ TEST(ToyTasks, RecallInZoologysLayoutRejectsWhatDoesNotFit) {
   try {
     zoology_mqar(31, 8, 8, 32);
     FAIL();
-  } catch (const std::invalid_argument& e) {
+  } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("task.sequence_length (31) is too short for 8 pairs and 8 queries"), std::string::npos)
         << e.what();
   }
   EXPECT_NO_THROW(zoology_mqar(32, 8, 8, 32));
-  EXPECT_THROW(zoology_mqar(64, 4, 6, 32), std::invalid_argument);  // more queries than keys
+  EXPECT_THROW(zoology_mqar(64, 4, 6, 32), ConfigError);  // more queries than keys
 }
 
 TEST(ToyTasks, InductionRepeatsTheSegmentAndScoresAllButItsFirstToken) {
@@ -258,9 +242,7 @@ TEST(ToyTasks, InductionRepeatsTheSegmentAndScoresAllButItsFirstToken) {
 }
 
 TEST(ToyTasks, InductionWithAGapPlacesTheSegmentAtVaryingOffsetsWithDistinctSymbols) {
-  ToyTaskOptions o;
-  o.name = "induction", o.length = 5, o.symbols = 9, o.gap = 4;
-  auto t = make_toy_task(o);
+  auto t = make_toy_task("induction", "{length: 5, symbols: 9, gap: 4}");
   Generator gen(7);
   std::set<std::size_t> offsets;
   for (int n = 0; n < 200; ++n) {
@@ -283,8 +265,7 @@ TEST(ToyTasks, InductionWithAGapPlacesTheSegmentAtVaryingOffsetsWithDistinctSymb
     for (std::size_t i = 1; i < 5; ++i) EXPECT_EQ(e.target[9 + i], segment[i]);
   }
   EXPECT_EQ(offsets.size(), 5u) << "every offset 0..gap occurs";
-  o.symbols = 4;
-  EXPECT_THROW(make_toy_task(o), std::invalid_argument);  // 5 distinct symbols out of 4
+  EXPECT_THROW(make_toy_task("induction", "{length: 5, symbols: 4, gap: 4}"), ConfigError);  // 5 distinct symbols out of 4
 }  // gap is induction's alone: the config refuses it for other tasks (test_config.cpp)
 
 TEST(ToyTasks, MajorityLabelsTheMostFrequentSymbol) {
@@ -332,11 +313,7 @@ TEST(ToyTasks, Seq2SeqReadsSepAndTheAnswerAndPredictsTheAnswerAndEos) {
 }
 
 TEST(ToyTasks, MinLengthVariesSourcesAndPadsBatches) {
-  ToyTaskOptions o;
-  o.name = "reverse";
-  o.length = 7;
-  o.min_length = 3;
-  const auto t = make_toy_task(o);
+  const auto t = make_toy_task("reverse", "{length: 7, min_length: 3}");
   EXPECT_TRUE(t->variable_length());
   EXPECT_EQ(t->max_length(TaskFormat::seq2seq), 7u);
   EXPECT_EQ(t->max_target_length(), 8u);
@@ -380,19 +357,16 @@ TEST(ToyTasks, BadOptionsNameTheFix) {
     task("revers");
     FAIL();
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("is not among [copy, induction, majority, mqar, reverse, sort]"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("task 'revers' is not among [char_text, copy, fashion_mnist"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("did you mean 'reverse'?"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(task("copy", 0), std::invalid_argument);
-  EXPECT_THROW(task("copy", 4, 1), std::invalid_argument);
-  ToyTaskOptions o;
-  o.name = "copy";
-  o.length = 4;
-  o.min_length = 5;
+  EXPECT_THROW(task("copy", 0), ConfigError);
+  EXPECT_THROW(task("copy", 4, 1), ConfigError);
   try {
-    make_toy_task(o);
+    make_toy_task("copy", "{length: 4, min_length: 5}");
     FAIL();
-  } catch (const OptionError& e) {
-    EXPECT_EQ(e.key(), "min_length");
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("task.min_length (5) must not exceed task.length (4)"), std::string::npos) << e.what();
   }
 }
 
