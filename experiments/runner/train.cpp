@@ -25,10 +25,11 @@ namespace {
 
 // One training session: a new run, or a run resumed from its last.ckpt. Under mpirun every rank runs
 // one, each on its rows of the global batch (data_parallel.hpp); rank 0 alone writes the run folder and
-// prints.
+// prints, holding the run folder's lock (run_folder.hpp) for the session's life.
 class Trainer {
  public:
-  Trainer(const ExperimentConfig& config, const std::optional<LoadedRun>& resumed);
+  // `lock`: rank 0's lock on the resumed run's folder (a new run's is taken when its folder is made).
+  Trainer(const ExperimentConfig& config, const std::optional<LoadedRun>& resumed, std::optional<RunFolderLock> lock);
   TrainResult run();
 
  private:
@@ -59,7 +60,8 @@ class Trainer {
   DataParallel parallel_;
   std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;
-  std::optional<RunFolder> folder_;  // rank 0's
+  std::optional<RunFolderLock> lock_;  // rank 0's
+  std::optional<RunFolder> folder_;    // rank 0's
   std::string run_dir_;
   TrainState state_;
   Generator data_gen_;
@@ -88,11 +90,15 @@ Experiment build(const ExperimentConfig& c, const std::optional<LoadedRun>& resu
   return x;
 }
 
-// The run folder (rank 0's only): created once everything else is known to work, or the resumed one made
-// ready again.
-std::optional<RunFolder> folder_for(const ExperimentConfig& c, const std::optional<LoadedRun>& resumed) {
+// The run folder (rank 0's only): created once everything else is known to work, and locked, or the
+// resumed one (already locked) made ready again.
+std::optional<RunFolder> folder_for(const ExperimentConfig& c, const std::optional<LoadedRun>& resumed, std::optional<RunFolderLock>& lock) {
   if (dist::Communicator::world().rank() != 0) return std::nullopt;
-  if (!resumed) return RunFolder::create(c);
+  if (!resumed) {
+    RunFolder folder = RunFolder::create(c);
+    lock.emplace(folder.dir(), "attnlab train");
+    return folder;
+  }
   RunFolder folder = RunFolder::open(resumed->dir);
   folder.remove_leftovers();
   folder.write_config(c);  // with the new overrides (train.steps), or restored from the checkpoint
@@ -100,13 +106,14 @@ std::optional<RunFolder> folder_for(const ExperimentConfig& c, const std::option
   return folder;
 }
 
-Trainer::Trainer(const ExperimentConfig& config, const std::optional<LoadedRun>& resumed)
+Trainer::Trainer(const ExperimentConfig& config, const std::optional<LoadedRun>& resumed, std::optional<RunFolderLock> lock)
     : c_(config),
       x_(build(config, resumed)),
       parallel_(dist::Communicator::world(), *x_.model),
       optimizer_(make_optimizer(config.train.optimizer, *x_.model)),
       schedule_(make_schedule(config.train)),
-      folder_(folder_for(config, resumed)),
+      lock_(std::move(lock)),
+      folder_(folder_for(config, resumed, lock_)),
       run_dir_(folder_ ? folder_->dir() : ""),
       state_(resumed ? resumed->state : TrainState{}),
       data_gen_(config.seed + 1),
@@ -320,17 +327,19 @@ TrainResult Trainer::finish() {
 TrainResult train_experiment(const ExperimentConfig& config, int threads) {
   set_num_threads(threads);
   check_even_split(config.train.batch_size, "train.batch_size", dist::Communicator::world());
-  return Trainer(config, std::nullopt).run();
+  return Trainer(config, std::nullopt, std::nullopt).run();
 }
 
-// Under mpirun rank 0 loads the run and sends its resolved config and last.ckpt's bytes to the others,
-// which need no access to the run folder.
+// Under mpirun rank 0 locks the run folder, loads the run and sends its resolved config and last.ckpt's
+// bytes to the others, which need no access to the run folder.
 TrainResult resume_experiment(const std::string& run_dir, const std::vector<std::string>& overrides, int threads) {
   set_num_threads(threads);
   const dist::Communicator& comm = dist::Communicator::world();
+  std::optional<RunFolderLock> lock;
   std::optional<LoadedRun> run;
   std::string config_yaml, checkpoint;
   if (comm.rank() == 0) {
+    lock.emplace(RunFolder::open(run_dir).dir(), "attnlab train");  // before reading: no other writer is mid-checkpoint
     run = load_run(run_dir, "last", overrides);
     if (run->state.step >= run->config.train.steps) {
       throw std::invalid_argument("the run in " + run_dir + " is already at step " + std::to_string(run->state.step) +
@@ -342,7 +351,7 @@ TrainResult resume_experiment(const std::string& run_dir, const std::vector<std:
   comm.broadcast(checkpoint);
   if (comm.rank() != 0) run = loaded_run_from(run_dir, config_yaml, checkpoint);
   check_even_split(run->config.train.batch_size, "train.batch_size", comm);
-  return Trainer(run->config, run).run();
+  return Trainer(run->config, run, std::move(lock)).run();
 }
 
 }  // namespace attnlab
