@@ -279,6 +279,7 @@ int fail(const std::string& message) {
 
 int main(int argc, char** argv) {
   attnlab::reexec_with_blas_core(argv);
+  attnlab::stop_with_parent();  // a run started by `attnlab compare` ends with it
   CLI::App app{"attnlab: train mini transformers and compare attention mechanisms"};
   app.require_subcommand(1);
   Commands commands;

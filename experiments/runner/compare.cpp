@@ -49,12 +49,14 @@ bool needs_analysis(const CompareSpec& spec, const PlannedRun& p) {
 
 // The environment of a run's process: this one's without the variables through which an MPI launcher
 // makes a process a rank, so that a run started by a rank of `mpirun attnlab compare` is a plain
-// single-process `attnlab train` (it would otherwise take itself for a rank of the job and initialise MPI).
+// single-process `attnlab train` (it would otherwise take itself for a rank of the job and initialise MPI);
+// with this process's pid, so that the run ends when the comparison does (stop_signals.hpp).
 const std::vector<std::string>& child_environment() {
   static const std::vector<std::string> variables = [] {
     std::vector<std::string> kept;
     for (char** e = environ; *e; ++e)
-      if (!dist::is_launcher_variable(*e)) kept.emplace_back(*e);
+      if (!dist::is_launcher_variable(*e) && std::string(*e).rfind(std::string(kParentPidVariable) + "=", 0) != 0) kept.emplace_back(*e);
+    kept.push_back(std::string(kParentPidVariable) + "=" + std::to_string(getpid()));
     return kept;
   }();
   return variables;

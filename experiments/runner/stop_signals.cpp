@@ -1,8 +1,15 @@
 #include "experiments/runner/stop_signals.hpp"
 
 #include <pthread.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 
 namespace attnlab {
 namespace {
@@ -15,6 +22,24 @@ extern "C" void on_stop_signal(int signal) {
 }
 
 }  // namespace
+
+void stop_with_parent() {
+  const char* parent = std::getenv(kParentPidVariable);
+  if (!parent) return;
+  const pid_t pid = static_cast<pid_t>(std::atol(parent));
+  unsetenv(kParentPidVariable);  // for this process alone, not for what it may start
+#ifdef __linux__
+  // The kernel watches the thread that started this process: the comparison's main thread, which lives
+  // as long as the comparison does.
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+#endif
+  // Asked after the parent may have ended: its end is then seen here (this process was handed to another
+  // parent), not signalled.
+  if (getppid() != pid) {
+    std::fprintf(stderr, "attnlab: the comparison that started this process (pid %d) has ended; not starting\n", static_cast<int>(pid));
+    std::exit(128 + SIGTERM);
+  }
+}
 
 void unblock_stop_signals() {
   sigset_t stop;

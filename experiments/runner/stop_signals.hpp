@@ -13,6 +13,16 @@
 
 namespace attnlab {
 
+// The variable through which `attnlab compare` gives the runs it starts its pid (compare.cpp).
+inline constexpr const char* kParentPidVariable = "ATTNLAB_PARENT_PID";
+
+// With ATTNLAB_PARENT_PID in the environment (a run started by `attnlab compare`): asks the kernel to send
+// this process SIGTERM when that comparison ends, however it ends (kill -9 included), so that no run
+// outlives it and trains on beside the same command run again; a train stops after its step with a
+// checkpoint (SIGTERM waits, blocked, for its handler). When the comparison has already ended, says so
+// and exits with 143. Called first thing in main.
+void stop_with_parent();
+
 // Unblocks SIGINT and SIGTERM in the calling thread (a signal pending since the process started is
 // delivered now, to whatever handler is in place).
 void unblock_stop_signals();

@@ -7,7 +7,7 @@
 #    stopped by SIGTERM to mpirun writes one checkpoint and resumes; a rank that dies ends the job;
 #  - a global batch that does not split evenly, and commands that run on one process, are refused;
 #  - a comparison of 2 variants x 2 seeds over two ranks gives the local comparison's summary, and the
-#    same command again reruns nothing;
+#    same command again reruns nothing; a comparison rank killed outright takes its runs with it;
 #  - `attnlab bench gpt` reports its allreduce.
 # Usage: mpi_cli.sh ATTNLAB_BINARY SOURCE_DIR WORK_DIR MPIRUN
 set -uo pipefail
@@ -179,6 +179,38 @@ cut -d, -f1-7,11- "$work/compare/mpi/summary.csv" > "$work/mpi.csv"
 check compare_mpi_again mpi "$attnlab" compare "$work/mpi.yaml"
 grep -q "4 of 4 runs already done" "$work/compare_mpi_again.log" && grep -q "attnlab compare: 4 of 4 runs done" "$work/compare_mpi_again.log" \
   || { fail "the finished distributed comparison reran"; cat "$work/compare_mpi_again.log"; }
+
+# 6b. A comparison rank killed outright (kill -9): mpirun ends the job, and the runs of every rank stop
+# after their step with a checkpoint, the killed rank's too (mpirun knows nothing of them; the kernel
+# tells them: stop_signals.hpp). That run used to train on.
+cat > "$work/orphans.yaml" <<YAML
+name: orphans
+base: base.yaml
+seeds: [0, 1]
+set: {train.steps: 100000000, train.batch_size: 4, train.eval_interval: 100000000, log.interval: 4, log.patterns: false,
+      train.schedule: {kind: constant, warmup_steps: 0}, model.d_model: 16, model.n_layers: 1, model.n_heads: 2}
+variants:
+  softmax: {}
+dir: $work/compare
+YAML
+bash "$here/mpirun.sh" "$mpirun" -np 2 "$attnlab" compare "$work/orphans.yaml" > "$work/orphans.log" 2>&1 &
+pid=$!
+orphans=$work/compare/orphans/runs/softmax
+if wait_for "step 40/" "$orphans/seed_0.log" && wait_for "step 40/" "$orphans/seed_1.log"; then
+  ranks=$(ps -o pid= --ppid $pid)
+  runs=$(for rank in $ranks; do ps -o pid= --ppid $rank; done)
+  [ "$(echo $runs | wc -w)" = 2 ] || fail "the comparison ranks do not run one run each: $runs"
+  kill -9 $(echo $ranks | cut -d' ' -f1)
+  wait $pid
+  for run in $runs; do
+    for _ in $(seq 600); do state=$(ps -o stat= -p "$run"); [ -z "$state" ] || [ "${state:0:1}" = Z ] && break; sleep 0.1; done
+    [ -z "$state" ] || [ "${state:0:1}" = Z ] || { fail "run $run still trains a minute after its comparison rank was killed"; kill -9 "$run"; }
+  done
+  [ "$(grep -l "stopped by SIGTERM after step [0-9]*; checkpoint written" "$orphans"/seed_*.log | wc -l)" = 2 ] \
+    || { fail "the runs of a killed comparison did not stop with their checkpoints"; tail -n 3 "$orphans"/seed_*.log; }
+else
+  kill -9 $pid
+fi
 
 # 7. The GPT benchmark, data parallel: one JSON line (rank 0's) with its allreduce.
 check bench_gpt mpi "$attnlab" bench gpt --layers 1 --dim 32 --heads 2 --block 16 --batch 4 --steps 2 --warmup 1
