@@ -1,7 +1,7 @@
 // The attnlab command: `train`, `compare`, `report`, `eval`, `sample`, `translate`, `export`, `analyze`, `list`, `gradcheck`,
 // `bench gpt`, `bench attention`. Exit status: 0 done, 1 a run diverged or a check failed, 2 bad input
-// (config errors say file:line:column or the override), 130 / 143 stopped by SIGINT / SIGTERM after
-// writing a checkpoint.
+// (config errors say file:line:column or the override), 130 / 143 / 138 stopped by SIGINT / SIGTERM /
+// SIGUSR1 after writing a checkpoint.
 #include <CLI/CLI.hpp>
 
 #include <csignal>

@@ -99,14 +99,14 @@ pid_t spawn_run(const Job& job, int threads) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  // The run starts with SIGINT and SIGTERM blocked: one forwarded before its handler is in place waits for
+  // The run starts with the stop signals blocked: one forwarded before its handler is in place waits for
   // it (stop_signals.hpp) instead of killing the run before it can write a checkpoint.
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
   sigset_t mask;
   pthread_sigmask(SIG_SETMASK, nullptr, &mask);
-  sigaddset(&mask, SIGINT);
-  sigaddset(&mask, SIGTERM);
+  const sigset_t stop = stop_signal_set();
+  sigorset(&mask, &mask, &stop);
   posix_spawnattr_setsigmask(&attributes, &mask);
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
   pid_t pid = 0;
@@ -211,7 +211,7 @@ void RunPool::reap(std::size_t& done, std::vector<std::string>& failed, bool sto
   } else if (state == "diverged") {
     failed.push_back(p->rel);
     std::printf("  %sDIVERGED %s (its loss went non-finite; see %s.log)\n", tag_.c_str(), p->rel.c_str(), p->rel.c_str());
-  } else if (code == 130 || code == 143 || stopping) {
+  } else if (code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGUSR1 || stopping) {
     std::printf("  %sstopped  %s (it continues from its last.ckpt when resumed)\n", tag_.c_str(), p->rel.c_str());
   } else {
     failed.push_back(p->rel);

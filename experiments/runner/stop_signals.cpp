@@ -41,11 +41,15 @@ void stop_with_parent() {
   }
 }
 
-void unblock_stop_signals() {
+sigset_t stop_signal_set() {
   sigset_t stop;
   sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
+  for (int signal : {SIGINT, SIGTERM, SIGUSR1}) sigaddset(&stop, signal);
+  return stop;
+}
+
+void unblock_stop_signals() {
+  const sigset_t stop = stop_signal_set();
   pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
 }
 
@@ -57,18 +61,20 @@ StopSignals::StopSignals(bool restart_calls) {
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, &previous_int_);
   sigaction(SIGTERM, &action, &previous_term_);
+  sigaction(SIGUSR1, &action, &previous_usr1_);
   unblock_stop_signals();
 }
 
 StopSignals::~StopSignals() {
   sigaction(SIGINT, &previous_int_, nullptr);
   sigaction(SIGTERM, &previous_term_, nullptr);
+  sigaction(SIGUSR1, &previous_usr1_, nullptr);
 }
 
 bool StopSignals::requested() const { return g_signal != 0; }
 
 int StopSignals::signal() const { return g_signal; }
 
-const char* StopSignals::name() const { return g_signal == SIGTERM ? "SIGTERM" : "SIGINT"; }
+const char* StopSignals::name() const { return g_signal == SIGTERM ? "SIGTERM" : g_signal == SIGUSR1 ? "SIGUSR1" : "SIGINT"; }
 
 }  // namespace attnlab

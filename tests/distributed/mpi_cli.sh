@@ -4,7 +4,8 @@
 #    step's loss to 1e-5 relative for 20 steps, the evaluations, and the final parameters to 1e-5, on an
 #    encoder-decoder (padded batches whose rows score different numbers of tokens) and a causal LM;
 #  - a run stopped by a step limit resumes under mpirun and still follows the single-process run; a run
-#    stopped by SIGTERM to mpirun writes one checkpoint and resumes; a rank that dies ends the job;
+#    stopped by SIGTERM to mpirun writes one checkpoint and resumes, and so does one stopped by SIGUSR1
+#    (which mpirun passes on at once); a rank that dies ends the job;
 #  - a global batch that does not split evenly, and commands that run on one process, are refused;
 #  - a comparison of 2 variants x 2 seeds over two ranks gives the local comparison's summary, and the
 #    same command again reruns nothing; a comparison rank killed outright takes its runs with it;
@@ -114,6 +115,20 @@ if [ $status -ne 0 ] && [ -s "$work/runs/stopped/last.ckpt" ] && [ "$(grep -c "s
 else
   fail "SIGTERM to mpirun (status $status)"; cat "$work/stopped.log"
 fi
+
+# 3a. SIGUSR1 to mpirun: passed on to every rank at once (SIGTERM waits a second, and the ranks are
+# killed a second after it: README.md), so the ranks stop after the same step, whatever its length; rank 0
+# writes one checkpoint and says how to resume. (SIGUSR1 used to kill the ranks.)
+bash "$here/mpirun.sh" "$mpirun" -np 2 "$attnlab" train "$source/configs/reverse.yaml" log.dir="$work/runs" name=usr1 train.steps=100000 log.interval=1 \
+  train.eval_interval=10 model.d_model=16 model.n_heads=2 > "$work/usr1.log" 2>&1 &
+pid=$!
+wait_for "step 500/" "$work/usr1.log"
+kill -USR1 $pid
+wait $pid
+status=$?
+[ $status -ne 0 ] && [ -s "$work/runs/usr1/last.ckpt" ] && [ "$(grep -c "stopped by SIGUSR1 after step" "$work/usr1.log")" = 1 ] \
+  && grep -q "Resume with: mpirun -np 2 attnlab train --resume $work/runs/usr1" "$work/usr1.log" \
+  && echo "ok: SIGUSR1 to mpirun writes one checkpoint and says how to resume" || { fail "SIGUSR1 to mpirun (status $status)"; cat "$work/usr1.log"; }
 
 # 3b. A run that diverges under mpirun: every rank stops at the same step (the reduced loss), rank 0
 # writes last.ckpt and the summary and names the parameter; the job exits non-zero.

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end runs of `attnlab train` on tiny configs: every task with a model kind that trains it, every
 # model kind, eval / sample / export, bad inputs (exit 2, nothing written), and faults halfway: a run that
-# diverges, Ctrl-C and SIGTERM (a checkpoint, then resume), kill -9 (resume logs every step once), a
-# second writer of a run that trains (refused), an emptied config.yaml, weights exported and loaded back
-# for every positional encoding; an encoder-decoder translated and evaluated by decoding.
+# diverges, Ctrl-C, SIGTERM and SIGUSR1 (a checkpoint, then resume), kill -9 (resume logs every step
+# once), a second writer of a run that trains (refused), an emptied config.yaml, weights exported and
+# loaded back for every positional encoding; an encoder-decoder translated and evaluated by decoding.
 # Usage: train_cli.sh ATTNLAB_BINARY SOURCE_DIR WORK_DIR
 set -uo pipefail
 attnlab=$1 source=$2 work=$3
@@ -135,7 +135,7 @@ stop_and_resume() {  # signal, expected exit status
   if [ $status -eq "$expected" ] && [ -s "$work/runs/$name/last.ckpt" ] && grep -q "stopped by SIG$signal after step .*attnlab train --resume" "$work/$name.log"; then
     echo "ok: SIG$signal writes a checkpoint and says how to resume"
     local stopped
-    stopped=$(sed -n 's/.*stopped by SIG[A-Z]* after step \([0-9]*\).*/\1/p' "$work/$name.log")
+    stopped=$(sed -n 's/.*stopped by SIG[A-Z0-9]* after step \([0-9]*\).*/\1/p' "$work/$name.log")
     check "resume_after_$signal" "$attnlab" train --resume "$work/runs/$name" train.steps=$((stopped + 20))
     grep -q "resuming $name" "$work/resume_after_$signal.log" || fail "resume after SIG$signal did not resume"
   else
@@ -144,6 +144,7 @@ stop_and_resume() {  # signal, expected exit status
 }
 stop_and_resume INT 130
 stop_and_resume TERM 143
+stop_and_resume USR1 138  # what mpirun passes on to the ranks at once (README.md)
 
 # Output never holds the stop back: with a stdout nobody reads (a pipe filled to its capacity: the event
 # waited for, not a time), SIGTERM still ends the run with its checkpoint and status 143. (Before, the
