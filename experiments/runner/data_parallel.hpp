@@ -27,8 +27,9 @@ Batch shard(const Batch& batch, const dist::Communicator& comm);
 // The targets a loss scores (those not data::kIgnore): tokens, or rows for one label per sequence.
 std::size_t scored_targets(const Tensor& target);
 // Throws when the global batch (`key`, e.g. train.batch_size) does not split evenly over the ranks,
-// saying which sizes and process counts would.
-void check_even_split(std::size_t batch_size, const std::string& key, const dist::Communicator& comm);
+// saying which process counts would and, unless the batch is `fixed` (a resumed run keeps its own), which
+// sizes.
+void check_even_split(std::size_t batch_size, const std::string& key, const dist::Communicator& comm, bool fixed = false);
 
 // One model trained on every rank of the world (a world of one: a plain run, where it does nothing).
 class DataParallel {

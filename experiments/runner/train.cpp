@@ -350,7 +350,7 @@ TrainResult resume_experiment(const std::string& run_dir, const std::vector<std:
   comm.broadcast(config_yaml);
   comm.broadcast(checkpoint);
   if (comm.rank() != 0) run = loaded_run_from(run_dir, config_yaml, checkpoint);
-  check_even_split(run->config.train.batch_size, "train.batch_size", comm);
+  check_even_split(run->config.train.batch_size, "train.batch_size", comm, true);  // a resumed run keeps its batch
   return Trainer(run->config, run, std::move(lock)).run();
 }
 

@@ -6,7 +6,8 @@
 #  - a run stopped by a step limit resumes under mpirun and still follows the single-process run; a run
 #    stopped by SIGTERM to mpirun writes one checkpoint and resumes, and so does one stopped by SIGUSR1
 #    (which mpirun passes on at once); a rank that dies ends the job;
-#  - a global batch that does not split evenly, and commands that run on one process, are refused;
+#  - a global batch that does not split evenly (a new run, or a run resumed on 3 processes) and commands
+#    that run on one process are refused;
 #  - a comparison of 2 variants x 2 seeds over two ranks gives the local comparison's summary, and the
 #    same command again reruns nothing; a comparison rank killed outright takes its runs with it;
 #  - `attnlab bench gpt` reports its allreduce.
@@ -156,11 +157,17 @@ else
     || { fail "a dead rank (status $status)"; cat "$work/killed.log"; }
 fi
 
-# 5. Refused before anything is written: an uneven split of the global batch, and one-process commands.
+# 5. Refused before anything is written: an uneven split of the global batch, a run resumed on a number
+# of processes that does not divide its batch (it keeps its batch: the message suggests process counts),
+# and one-process commands.
 mpi "$attnlab" train "$source/configs/reverse.yaml" train.batch_size=5 log.dir="$work/uneven" > "$work/uneven.log" 2>&1
 status=$?
 [ $status = 2 ] && grep -q "train.batch_size (5) is the global batch and must split evenly over the 2 processes that mpirun started (-np 2); set train.batch_size=6 or 4" "$work/uneven.log" \
   && [ ! -e "$work/uneven" ] || { fail "an uneven batch split (status $status)"; cat "$work/uneven.log"; }
+bash "$here/mpirun.sh" "$mpirun" -np 3 "$attnlab" train --resume "$work/runs/one-s2s" train.steps=30 > "$work/resume3.log" 2>&1
+status=$?
+[ $status = 2 ] && grep -q "a resumed run keeps its batch, so start a number of processes that divides 8: mpirun -np 2 or -np 4" "$work/resume3.log" \
+  && [ -s "$work/runs/one-s2s/summary.json" ] || { fail "a run resumed on 3 processes (status $status)"; cat "$work/resume3.log"; }
 mpi "$attnlab" eval "$work/runs/one-s2s" > "$work/eval.log" 2>&1
 status=$?
 [ $status = 2 ] && grep -q "this command runs on one process, but mpirun started 2; run it without mpirun" "$work/eval.log" \
