@@ -215,7 +215,9 @@ int run_train(const Commands& c) {
     return 2;
   }
   const std::vector<std::string> overrides(c.train_args.begin() + 1, c.train_args.end());
-  return attnlab::train_experiment(attnlab::load_config(c.train_args[0], overrides), resolve_threads(c.threads)).exit_status();
+  attnlab::ExperimentConfig config;
+  attnlab::dist::Communicator::world().agree([&] { config = attnlab::load_config(c.train_args[0], overrides); });  // printed once
+  return attnlab::train_experiment(config, resolve_threads(c.threads)).exit_status();
 }
 
 int run_compare(Commands& c) {
@@ -265,6 +267,19 @@ void start_mpi(const Commands& c, int* argc, char*** argv) {
   }
 }
 
+// An error as printed: a config error says so.
+std::string message_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const attnlab::ConfigError& e) {
+    return std::string("config error: ") + e.what();
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an unknown error";
+  }
+}
+
 // An error's message; under mpirun it names the rank and ends every rank of the job (MPI_Abort), which
 // would otherwise wait for this one forever.
 int fail(const std::string& message) {
@@ -272,6 +287,19 @@ int fail(const std::string& message) {
   if (world.distributed()) attnlab::dist::Communicator::abort("attnlab (" + world.who() + "): " + message, 2);
   std::fprintf(stderr, "attnlab: %s\n", message.c_str());
   attnlab::dist::Communicator::finalize();  // mpirun -np 1: a world of one ends as a plain process does
+  return 2;
+}
+
+// An error the ranks agreed on (Communicator::agree), every rank at the same point: rank 0 prints its
+// message and any other rank one that differs, and every rank ends normally (no MPI_Abort, whose kills
+// of ranks still printing cut their words short and add OpenMPI's ORTE_ERROR_LOG lines).
+int fail_together(const attnlab::dist::JobFailed& failure) {
+  const attnlab::dist::Communicator& world = attnlab::dist::Communicator::world();
+  if (failure.own()) {
+    const std::string who = world.rank() == 0 ? "" : " (" + world.who() + ")";
+    std::fprintf(stderr, "attnlab%s: %s\n", who.c_str(), message_of(failure.own()).c_str());
+  }
+  attnlab::dist::Communicator::finalize();
   return 2;
 }
 
@@ -297,9 +325,9 @@ int main(int argc, char** argv) {
     const int status = dispatch(commands);
     attnlab::dist::Communicator::finalize();
     return status;
-  } catch (const attnlab::ConfigError& e) {
-    return fail(std::string("config error: ") + e.what());
-  } catch (const std::exception& e) {
-    return fail(e.what());
+  } catch (const attnlab::dist::JobFailed& failure) {
+    return fail_together(failure);
+  } catch (...) {
+    return fail(message_of(std::current_exception()));
   }
 }

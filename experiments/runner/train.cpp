@@ -28,8 +28,9 @@ namespace {
 // prints, holding the run folder's lock (run_folder.hpp) for the session's life.
 class Trainer {
  public:
-  // `lock`: rank 0's lock on the resumed run's folder (a new run's is taken when its folder is made).
-  Trainer(const ExperimentConfig& config, const std::optional<LoadedRun>& resumed, std::optional<RunFolderLock> lock);
+  // `x`: what the config builds (start_experiment); `lock`: rank 0's lock on the resumed run's folder (a
+  // new run's is taken when its folder is made).
+  Trainer(Experiment x, const std::optional<LoadedRun>& resumed, std::optional<RunFolderLock> lock);
   TrainResult run();
 
  private:
@@ -90,6 +91,19 @@ Experiment build(const ExperimentConfig& c, const std::optional<LoadedRun>& resu
   return x;
 }
 
+// The global batch's split checked, then what the config builds. Under mpirun every rank does this
+// alike and learns whether it failed on any, so that an error every rank meets is printed once
+// (Communicator::agree).
+Experiment start_experiment(const ExperimentConfig& c, const std::optional<LoadedRun>& resumed) {
+  const dist::Communicator& world = dist::Communicator::world();
+  std::optional<Experiment> built;
+  world.agree([&] {
+    check_even_split(c.train.batch_size, "train.batch_size", world, resumed.has_value());  // a resumed run keeps its batch
+    built.emplace(build(c, resumed));
+  });
+  return std::move(*built);
+}
+
 // The run folder (rank 0's only): created once everything else is known to work, and locked, or the
 // resumed one (already locked) made ready again.
 std::optional<RunFolder> folder_for(const ExperimentConfig& c, const std::optional<LoadedRun>& resumed, std::optional<RunFolderLock>& lock) {
@@ -106,18 +120,18 @@ std::optional<RunFolder> folder_for(const ExperimentConfig& c, const std::option
   return folder;
 }
 
-Trainer::Trainer(const ExperimentConfig& config, const std::optional<LoadedRun>& resumed, std::optional<RunFolderLock> lock)
-    : c_(config),
-      x_(build(config, resumed)),
+Trainer::Trainer(Experiment x, const std::optional<LoadedRun>& resumed, std::optional<RunFolderLock> lock)
+    : c_(x.config),
+      x_(std::move(x)),
       parallel_(dist::Communicator::world(), *x_.model),
-      optimizer_(make_optimizer(config.train.optimizer, *x_.model)),
-      schedule_(make_schedule(config.train)),
+      optimizer_(make_optimizer(c_.train.optimizer, *x_.model)),
+      schedule_(make_schedule(c_.train)),
       lock_(std::move(lock)),
-      folder_(folder_for(config, resumed, lock_)),
+      folder_(folder_for(c_, resumed, lock_)),
       run_dir_(folder_ ? folder_->dir() : ""),
       state_(resumed ? resumed->state : TrainState{}),
-      data_gen_(config.seed + 1),
-      progress_(config.train.steps, !parallel_.active() ? ProgressOutput::automatic : writer() ? ProgressOutput::lines : ProgressOutput::none),
+      data_gen_(c_.seed + 1),
+      progress_(c_.train.steps, !parallel_.active() ? ProgressOutput::automatic : writer() ? ProgressOutput::lines : ProgressOutput::none),
       first_step_(state_.step + 1) {
   parallel_.comm().broadcast(run_dir_);  // rank 0 chose it (name-2 when name was taken)
   if (writer()) log_.emplace(run_dir_, resumed ? std::optional<std::size_t>(resumed->state.step) : std::nullopt);
@@ -326,8 +340,7 @@ TrainResult Trainer::finish() {
 
 TrainResult train_experiment(const ExperimentConfig& config, int threads) {
   set_num_threads(threads);
-  check_even_split(config.train.batch_size, "train.batch_size", dist::Communicator::world());
-  return Trainer(config, std::nullopt, std::nullopt).run();
+  return Trainer(start_experiment(config, std::nullopt), std::nullopt, std::nullopt).run();
 }
 
 // Under mpirun rank 0 locks the run folder, loads the run and sends its resolved config and last.ckpt's
@@ -350,8 +363,7 @@ TrainResult resume_experiment(const std::string& run_dir, const std::vector<std:
   comm.broadcast(config_yaml);
   comm.broadcast(checkpoint);
   if (comm.rank() != 0) run = loaded_run_from(run_dir, config_yaml, checkpoint);
-  check_even_split(run->config.train.batch_size, "train.batch_size", comm, true);  // a resumed run keeps its batch
-  return Trainer(run->config, run, std::move(lock)).run();
+  return Trainer(start_experiment(run->config, run), run, std::move(lock)).run();
 }
 
 }  // namespace attnlab

@@ -132,6 +132,24 @@ void Communicator::sum(double* values, std::size_t count) const {
 #endif
 }
 
+void Communicator::agree(const std::function<void()>& work) const {
+  if (size_ == 1) return work();
+  std::exception_ptr error;
+  std::string message;
+  try {
+    work();
+  } catch (const std::exception& e) {
+    error = std::current_exception();
+    message = e.what();
+  }
+  double failed = error ? 1 : 0;
+  sum(&failed, 1);
+  if (failed == 0) return;
+  std::string first = rank_ == 0 ? message : "";  // rank 0's error ("" when it had none)
+  broadcast(first);
+  throw JobFailed(error && (rank_ == 0 || message != first) ? error : nullptr);
+}
+
 void Communicator::barrier() const {
   if (size_ == 1) return;
 #ifdef ATTNLAB_WITH_MPI

@@ -6,8 +6,8 @@
 #  - a run stopped by a step limit resumes under mpirun and still follows the single-process run; a run
 #    stopped by SIGTERM to mpirun writes one checkpoint and resumes, and so does one stopped by SIGUSR1
 #    (which mpirun passes on at once); a rank that dies ends the job;
-#  - a global batch that does not split evenly (a new run, or a run resumed on 3 processes) and commands
-#    that run on one process are refused;
+#  - a global batch that does not split evenly (a new run, or a run resumed on 3 processes), a config
+#    error and commands that run on one process are refused, an error every rank meets printed once;
 #  - a comparison of 2 variants x 2 seeds over two ranks gives the local comparison's summary, and the
 #    same command again reruns nothing; a comparison rank killed outright takes its runs with it;
 #  - `attnlab bench gpt` reports its allreduce.
@@ -23,6 +23,10 @@ mpi() { bash "$here/mpirun.sh" "$mpirun" -np 2 "$@"; }
 wait_for() {
   for _ in $(seq 6000); do grep -q "$1" "$2" 2>/dev/null && return 0; sleep 0.1; done
   fail "\"$1\" never appeared in $2"; return 1
+}
+# An error said exactly once in log $3 (matching $2), without OpenMPI's ORTE_ERROR_LOG lines; $1 names it.
+once() {
+  [ "$(grep -c "$2" "$3")" = 1 ] && ! grep -q "ORTE_ERROR_LOG" "$3" || { fail "$1: not said exactly once, or with ORTE_ERROR_LOG lines"; cat "$3"; }
 }
 check() {  # name, then the command
   local name=$1; shift
@@ -159,15 +163,22 @@ fi
 
 # 5. Refused before anything is written: an uneven split of the global batch, a run resumed on a number
 # of processes that does not divide its batch (it keeps its batch: the message suggests process counts),
-# and one-process commands.
+# a config error, and one-process commands. An error that every rank meets is printed once, without
+# OpenMPI's ORTE_ERROR_LOG lines (every rank used to print it and abort).
 mpi "$attnlab" train "$source/configs/reverse.yaml" train.batch_size=5 log.dir="$work/uneven" > "$work/uneven.log" 2>&1
 status=$?
 [ $status = 2 ] && grep -q "train.batch_size (5) is the global batch and must split evenly over the 2 processes that mpirun started (-np 2); set train.batch_size=6 or 4" "$work/uneven.log" \
   && [ ! -e "$work/uneven" ] || { fail "an uneven batch split (status $status)"; cat "$work/uneven.log"; }
+once "an uneven batch split" "must split evenly" "$work/uneven.log"
 bash "$here/mpirun.sh" "$mpirun" -np 3 "$attnlab" train --resume "$work/runs/one-s2s" train.steps=30 > "$work/resume3.log" 2>&1
 status=$?
 [ $status = 2 ] && grep -q "a resumed run keeps its batch, so start a number of processes that divides 8: mpirun -np 2 or -np 4" "$work/resume3.log" \
   && [ -s "$work/runs/one-s2s/summary.json" ] || { fail "a run resumed on 3 processes (status $status)"; cat "$work/resume3.log"; }
+once "a run resumed on 3 processes" "must split evenly" "$work/resume3.log"
+mpi "$attnlab" train "$source/configs/reverse.yaml" model.n_heads=3 log.dir="$work/bad-config" > "$work/bad_config.log" 2>&1
+status=$?
+[ $status = 2 ] && [ ! -e "$work/bad-config" ] || { fail "a config error under mpirun (status $status)"; cat "$work/bad_config.log"; }
+once "a config error" "^attnlab: config error: command-line override \`model.n_heads=3\`: model.n_heads (3) must divide" "$work/bad_config.log"
 mpi "$attnlab" eval "$work/runs/one-s2s" > "$work/eval.log" 2>&1
 status=$?
 [ $status = 2 ] && grep -q "this command runs on one process, but mpirun started 2; run it without mpirun" "$work/eval.log" \

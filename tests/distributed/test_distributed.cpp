@@ -5,6 +5,8 @@
 // failure on one rank cannot leave the other waiting.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -98,6 +100,42 @@ TEST(Communicator, BroadcastsRankZerosBytes) {
   EXPECT_EQ(values[1], 2 * n);
   EXPECT_EQ(values[2], 0.25 * n);
   world().barrier();
+}
+
+// What agree() makes of `fail` run on every rank: "" when it passed, else the own() message ("-" for none).
+std::string agreed(const std::function<void()>& fail) {
+  try {
+    world().agree(fail);
+    return "";
+  } catch (const dist::JobFailed& failure) {
+    if (!failure.own()) return "-";
+    try {
+      std::rethrow_exception(failure.own());
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  } catch (const std::exception& e) {
+    return std::string("plain: ") + e.what();  // a world of one: the error itself
+  }
+  return "?";
+}
+
+// An error every rank meets is printed by rank 0 alone; one rank's own error by that rank; every rank
+// learns of either, at the same call.
+TEST(Communicator, AgreesOnAFailureAndWhoPrintsIt) {
+  const int r = world().rank();
+  EXPECT_EQ(agreed([] {}), "");
+  const std::string same = agreed([] { throw std::runtime_error("the same"); });
+  const std::string own = agreed([r] {
+    if (r == world().size() - 1) throw std::runtime_error("rank " + std::to_string(r) + "'s own");
+  });
+  if (!world().distributed()) {
+    EXPECT_EQ(same, "plain: the same");
+    EXPECT_EQ(own, "plain: rank 0's own");
+    return;
+  }
+  EXPECT_EQ(same, r == 0 ? "the same" : "-");
+  EXPECT_EQ(own, r == world().size() - 1 ? "rank " + std::to_string(r) + "'s own" : "-");
 }
 
 // Without a launcher nothing initialises MPI: a plain process is a world of one that made no MPI call.
