@@ -52,7 +52,8 @@ class Communicator {
  public:
   // The world. Before init() (and without a launcher) a world of one.
   static Communicator& world();
-  // MPI_Init_thread (funneled: only the main thread calls MPI) when launched by MPI; otherwise nothing.
+  // MPI_Init_thread (funneled: only the main thread calls MPI) when launched by MPI, with OpenMPI's
+  // waiting ranks yielding their core (mpi_yield_when_idle) unless the user chose; otherwise nothing.
   // Throws when the launcher asks for more than one process and this build has no MPI.
   static void init(int* argc, char*** argv);
   // MPI_Finalize when init() initialised MPI; safe to call more than once.

@@ -5,6 +5,8 @@
 // failure on one rank cannot leave the other waiting.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -138,6 +140,29 @@ TEST(Communicator, AgreesOnAFailureAndWhoPrintsIt) {
   EXPECT_EQ(own, r == world().size() - 1 ? "rank " + std::to_string(r) + "'s own" : "-");
 }
 
+// OpenMPI's mpi_yield_when_idle as this rank runs with it; what the launcher's environment said before
+// init (null: nothing), kept by main.
+const char* g_yield_chosen = nullptr;
+
+// A rank waiting in a collective yields its core to the rank it waits for, unless the user chose
+// otherwise (tests/CMakeLists.txt runs this under mpirun with and without --mca mpi_yield_when_idle 0).
+TEST(Communicator, AWaitingRankYieldsItsCoreUnlessTheUserChose) {
+  if (!world().distributed()) GTEST_SKIP() << "needs mpirun";
+#ifdef ATTNLAB_WITH_MPI
+  int provided = 0, index = 0, count = 0;
+  ASSERT_EQ(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided), MPI_SUCCESS);
+  ASSERT_EQ(MPI_T_cvar_get_index("mpi_yield_when_idle", &index), MPI_SUCCESS);
+  MPI_T_cvar_handle handle;
+  ASSERT_EQ(MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count), MPI_SUCCESS);
+  long long value = 0;  // an MCA bool is read as an int
+  ASSERT_EQ(MPI_T_cvar_read(handle, &value), MPI_SUCCESS);
+  MPI_T_cvar_handle_free(&handle);
+  MPI_T_finalize();
+  const bool chosen_no = g_yield_chosen && std::string(g_yield_chosen) == "0";
+  EXPECT_EQ(static_cast<int>(value) != 0, !chosen_no) << "OMPI_MCA_mpi_yield_when_idle was " << (g_yield_chosen ? g_yield_chosen : "unset");
+#endif
+}
+
 // Without a launcher nothing initialises MPI: a plain process is a world of one that made no MPI call.
 TEST(Communicator, APlainProcessIsAWorldOfOne) {
   if (dist::launched_by_mpi()) GTEST_SKIP() << "started by an MPI launcher";
@@ -162,6 +187,8 @@ TEST(Communicator, LauncherVariables) {
 
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
+  g_yield_chosen = std::getenv("OMPI_MCA_mpi_yield_when_idle");
+  if (g_yield_chosen) g_yield_chosen = strdup(g_yield_chosen);  // init may change the environment
   dist::Communicator::init(&argc, &argv);
   const int status = RUN_ALL_TESTS();
   dist::Communicator::finalize();
