@@ -6,8 +6,9 @@
 // Every rank draws the whole global batch from the same generator (the batch a single process would
 // draw) and keeps its slice of rows, so an N-process run sees exactly the single-process data; its
 // gradients are summed by one allreduce of one flat buffer per step (dist::GradientReducer), so every
-// rank takes the same optimizer step and the run follows the single-process run to float32 rounding
-// (with dropout, in distribution only: ops.hpp's set_dropout_rank).
+// rank takes the same optimizer step, and each step is the single-process step to float32 rounding
+// (with dropout, in distribution only: ops.hpp's set_dropout_rank). A whole run is not: the rounding
+// differences grow as with any reordering of float32 sums (README.md gives measured figures).
 #pragma once
 
 #include <chrono>
