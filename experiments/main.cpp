@@ -1,7 +1,7 @@
 // The attnlab command: `train`, `compare`, `report`, `eval`, `sample`, `translate`, `export`, `analyze`, `list`, `gradcheck`,
 // `bench gpt`, `bench attention`. Exit status: 0 done, 1 a run diverged or a check failed, 2 bad input
-// (config errors say file:line:column or the override), 130 / 143 stopped by SIGINT / SIGTERM after
-// writing a checkpoint.
+// (config errors say file:line:column or the override), 130 / 143 / 138 stopped by SIGINT / SIGTERM /
+// SIGUSR1 after writing a checkpoint.
 #include <CLI/CLI.hpp>
 
 #include <csignal>
@@ -215,7 +215,9 @@ int run_train(const Commands& c) {
     return 2;
   }
   const std::vector<std::string> overrides(c.train_args.begin() + 1, c.train_args.end());
-  return attnlab::train_experiment(attnlab::load_config(c.train_args[0], overrides), resolve_threads(c.threads)).exit_status();
+  attnlab::ExperimentConfig config;
+  attnlab::dist::Communicator::world().agree([&] { config = attnlab::load_config(c.train_args[0], overrides); });  // printed once
+  return attnlab::train_experiment(config, resolve_threads(c.threads)).exit_status();
 }
 
 int run_compare(Commands& c) {
@@ -265,6 +267,21 @@ void start_mpi(const Commands& c, int* argc, char*** argv) {
   }
 }
 
+// An error as printed: a config error says so.
+std::string message_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const attnlab::ConfigError& e) {
+    return std::string("config error: ") + e.what();
+  } catch (const std::bad_alloc&) {  // a size no estimate caught before it was allocated
+    return "out of memory: a size in the config or on the command line asks for more memory than this machine has; lower it";
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an unknown error";
+  }
+}
+
 // An error's message; under mpirun it names the rank and ends every rank of the job (MPI_Abort), which
 // would otherwise wait for this one forever.
 int fail(const std::string& message) {
@@ -275,10 +292,24 @@ int fail(const std::string& message) {
   return 2;
 }
 
+// An error the ranks agreed on (Communicator::agree), every rank at the same point: rank 0 prints its
+// message and any other rank one that differs, and every rank ends normally (no MPI_Abort, whose kills
+// of ranks still printing cut their words short and add OpenMPI's ORTE_ERROR_LOG lines).
+int fail_together(const attnlab::dist::JobFailed& failure) {
+  const attnlab::dist::Communicator& world = attnlab::dist::Communicator::world();
+  if (failure.own()) {
+    const std::string who = world.rank() == 0 ? "" : " (" + world.who() + ")";
+    std::fprintf(stderr, "attnlab%s: %s\n", who.c_str(), message_of(failure.own()).c_str());
+  }
+  attnlab::dist::Communicator::finalize();
+  return 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   attnlab::reexec_with_blas_core(argv);
+  attnlab::stop_with_parent();  // a run started by `attnlab compare` ends with it
   CLI::App app{"attnlab: train mini transformers and compare attention mechanisms"};
   app.require_subcommand(1);
   Commands commands;
@@ -303,11 +334,9 @@ int main(int argc, char** argv) {
   } catch (const attnlab::StoppedBySignal& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 128 + e.signal;
-  } catch (const attnlab::ConfigError& e) {
-    return fail(std::string("config error: ") + e.what());
-  } catch (const std::bad_alloc&) {  // a size no estimate caught before it was allocated
-    return fail("out of memory: a size in the config or on the command line asks for more memory than this machine has; lower it");
-  } catch (const std::exception& e) {
-    return fail(e.what());
+  } catch (const attnlab::dist::JobFailed& failure) {
+    return fail_together(failure);
+  } catch (...) {
+    return fail(message_of(std::current_exception()));
   }
 }

@@ -78,7 +78,7 @@ int run_gpt_bench(const GptBenchOptions& o) {
 
   // Under mpirun: data parallel, --batch the global batch, each rank's rows [r B / N, (r + 1) B / N).
   const dist::Communicator& comm = dist::Communicator::world();
-  check_even_split(o.batch, "--batch", comm);
+  comm.agree([&] { check_even_split(o.batch, "--batch", comm); });  // every rank's error, printed once
   DataParallel parallel(comm, model);
   const std::size_t rows = o.batch / static_cast<std::size_t>(comm.size()), first = rows * static_cast<std::size_t>(comm.rank());
   Generator data(1);

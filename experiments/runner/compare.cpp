@@ -15,6 +15,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -22,6 +23,7 @@
 #include "experiments/runner/analysis_summary.hpp"
 #include "experiments/runner/compare_plan.hpp"
 #include "experiments/runner/metrics_log.hpp"
+#include "experiments/runner/run_folder.hpp"
 #include "experiments/runner/stop_signals.hpp"
 #include "framework/distributed/communicator.hpp"
 #include "framework/io/atomic_file.hpp"
@@ -47,15 +49,31 @@ bool needs_analysis(const CompareSpec& spec, const PlannedRun& p) {
 
 // The environment of a run's process: this one's without the variables through which an MPI launcher
 // makes a process a rank, so that a run started by a rank of `mpirun attnlab compare` is a plain
-// single-process `attnlab train` (it would otherwise take itself for a rank of the job and initialise MPI).
+// single-process `attnlab train` (it would otherwise take itself for a rank of the job and initialise MPI);
+// with this process's pid, so that the run ends when the comparison does (stop_signals.hpp).
 const std::vector<std::string>& child_environment() {
   static const std::vector<std::string> variables = [] {
     std::vector<std::string> kept;
     for (char** e = environ; *e; ++e)
-      if (!dist::is_launcher_variable(*e)) kept.emplace_back(*e);
+      if (!dist::is_launcher_variable(*e) && std::string(*e).rfind(std::string(kParentPidVariable) + "=", 0) != 0) kept.emplace_back(*e);
+    kept.push_back(std::string(kParentPidVariable) + "=" + std::to_string(getpid()));
     return kept;
   }();
   return variables;
+}
+
+// Makes a training job's folder ready: one that never reached a checkpoint is removed, to start again.
+// Returns "", or why the run cannot start now: another process writes its folder (a run of an earlier
+// attempt still stopping, or a train started by hand), which is then left alone.
+std::string prepare_run_folder(const PlannedRun& p) {
+  if (!fs::exists(p.run_dir)) return "";
+  try {
+    const RunFolderLock lock(p.run_dir, "attnlab compare");
+    if (!fs::exists(p.run_dir + "/last.ckpt")) fs::remove_all(p.run_dir);
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
 }
 
 // Starts `attnlab train ...` (or `attnlab analyze RUN`) for a run, its output appended to
@@ -68,7 +86,6 @@ pid_t spawn_run(const Job& job, int threads) {
   } else if (fs::exists(p.run_dir + "/last.ckpt")) {
     args.insert(args.end(), {"--resume", p.run_dir});
   } else {
-    if (fs::exists(p.run_dir)) fs::remove_all(p.run_dir);  // started but never reached a checkpoint: start again
     args.push_back(p.config_file);
   }
   args.insert(args.end(), {"--threads", std::to_string(threads)});
@@ -82,14 +99,14 @@ pid_t spawn_run(const Job& job, int threads) {
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
-  // The run starts with SIGINT and SIGTERM blocked: one forwarded before its handler is in place waits for
+  // The run starts with the stop signals blocked: one forwarded before its handler is in place waits for
   // it (stop_signals.hpp) instead of killing the run before it can write a checkpoint.
   posix_spawnattr_t attributes;
   posix_spawnattr_init(&attributes);
   sigset_t mask;
   pthread_sigmask(SIG_SETMASK, nullptr, &mask);
-  sigaddset(&mask, SIGINT);
-  sigaddset(&mask, SIGTERM);
+  const sigset_t stop = stop_signal_set();
+  sigorset(&mask, &mask, &stop);
   posix_spawnattr_setsigmask(&attributes, &mask);
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
   pid_t pid = 0;
@@ -107,9 +124,15 @@ class RunPool {
   // `tag` starts each line (which rank's runs they are, under mpirun).
   RunPool(const CompareSpec& spec, std::size_t planned, int jobs, int threads, std::string tag)
       : spec_(spec), planned_(planned), jobs_(jobs), threads_(threads), tag_(std::move(tag)) {}
-  void start(const std::vector<Job>& queue, std::size_t& next) {
+  // Starts jobs until `jobs` run; a run whose folder another process writes is counted into `failed`.
+  void start(const std::vector<Job>& queue, std::size_t& next, std::vector<std::string>& failed) {
     while (next < queue.size() && static_cast<int>(running_.size()) < jobs_) {
       const Job job = queue[next++];
+      const std::string busy = job.analyze ? "" : prepare_run_folder(*job.run);
+      if (!busy.empty()) {
+        refuse(*job.run, busy, failed);
+        continue;
+      }
       const pid_t pid = spawn_run(job, threads_);
       running_[pid] = {job, std::chrono::steady_clock::now()};
       std::printf("  %s%s %s (log: %s.log)\n", tag_.c_str(), job.analyze ? "analysing" : "started  ", job.run->rel.c_str(), job.run->rel.c_str());
@@ -121,6 +144,13 @@ class RunPool {
   // Forwards a stop signal: each run writes its last.ckpt after its current step and stops.
   void stop_all(int signal) {
     for (const auto& [pid, run] : running_) kill(pid, signal);
+  }
+  // Reports a run that cannot start, here and in its .log.
+  void refuse(const PlannedRun& p, const std::string& why, std::vector<std::string>& failed) {
+    failed.push_back(p.rel);
+    std::printf("  %sFAILED   %s: %s\n", tag_.c_str(), p.rel.c_str(), why.c_str());
+    std::fflush(stdout);
+    std::ofstream(p.log_file(), std::ios::app) << "attnlab compare: not started: " << why << "\n";
   }
   // Waits a moment for a run to end and reports it (nothing when none ended in that time or a signal
   // cut the wait short: the caller looks at the stop flag and comes back).
@@ -173,7 +203,7 @@ void RunPool::reap(std::size_t& done, std::vector<std::string>& failed, bool sto
   } else if (state == "diverged") {
     failed.push_back(p->rel);
     std::printf("  %sDIVERGED %s (its loss went non-finite; see %s.log)\n", tag_.c_str(), p->rel.c_str(), p->rel.c_str());
-  } else if (code == 130 || code == 143 || stopping) {
+  } else if (code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGUSR1 || stopping) {
     std::printf("  %sstopped  %s (it continues from its last.ckpt when resumed)\n", tag_.c_str(), p->rel.c_str());
   } else {
     failed.push_back(p->rel);
@@ -282,7 +312,7 @@ void run_jobs(const CompareSpec& spec, const std::vector<PlannedRun>& plan, cons
   std::size_t next = 0;
   bool forwarded = false;
   while (next < queue.size() || !pool.empty()) {
-    if (!stop.requested()) pool.start(queue, next);
+    if (!stop.requested()) pool.start(queue, next, failed);
     if (pool.empty()) break;
     // Checked before every wait, so a signal that came while runs were being started or reported
     // (outside the wait) still reaches them.

@@ -48,13 +48,21 @@ std::size_t scored_targets(const Tensor& target) {
   return count;
 }
 
-void check_even_split(std::size_t batch, const std::string& key, const dist::Communicator& comm) {
+void check_even_split(std::size_t batch, const std::string& key, const dist::Communicator& comm, bool fixed) {
   const std::size_t n = static_cast<std::size_t>(comm.size());
   if (batch % n == 0) return;
+  const std::string problem = key + " (" + std::to_string(batch) + ") is the global batch and must split evenly over the " +
+                              std::to_string(n) + " processes that mpirun started (-np " + std::to_string(n) + "); ";
+  if (fixed) {
+    // The process counts nearest n that divide the batch (1 always does).
+    std::size_t fewer = n - 1, more = n + 1;
+    while (batch % fewer) --fewer;
+    while (more <= batch && batch % more) ++more;
+    throw std::invalid_argument(problem + "a resumed run keeps its batch, so start a number of processes that divides " + std::to_string(batch) +
+                                ": mpirun -np " + std::to_string(fewer) + (more <= batch ? " or -np " + std::to_string(more) : ""));
+  }
   const std::size_t below = batch / n * n, above = below + n;
-  throw std::invalid_argument(key + " (" + std::to_string(batch) + ") is the global batch and must split evenly over the " +
-                              std::to_string(n) + " processes that mpirun started (-np " + std::to_string(n) + "); set " + key + "=" +
-                              std::to_string(above) + (below ? " or " + std::to_string(below) : "") +
+  throw std::invalid_argument(problem + "set " + key + "=" + std::to_string(above) + (below ? " or " + std::to_string(below) : "") +
                               ", or start a number of processes that divides " + std::to_string(batch));
 }
 

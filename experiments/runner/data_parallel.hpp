@@ -6,8 +6,9 @@
 // Every rank draws the whole global batch from the same generator (the batch a single process would
 // draw) and keeps its slice of rows, so an N-process run sees exactly the single-process data; its
 // gradients are summed by one allreduce of one flat buffer per step (dist::GradientReducer), so every
-// rank takes the same optimizer step and the run follows the single-process run to float32 rounding
-// (with dropout, in distribution only: ops.hpp's set_dropout_rank).
+// rank takes the same optimizer step, and each step is the single-process step to float32 rounding
+// (with dropout, in distribution only: ops.hpp's set_dropout_rank). A whole run is not: the rounding
+// differences grow as with any reordering of float32 sums (README.md gives measured figures).
 #pragma once
 
 #include <chrono>
@@ -27,8 +28,9 @@ Batch shard(const Batch& batch, const dist::Communicator& comm);
 // The targets a loss scores (those not data::kIgnore): tokens, or rows for one label per sequence.
 std::size_t scored_targets(const Tensor& target);
 // Throws when the global batch (`key`, e.g. train.batch_size) does not split evenly over the ranks,
-// saying which sizes and process counts would.
-void check_even_split(std::size_t batch_size, const std::string& key, const dist::Communicator& comm);
+// saying which process counts would and, unless the batch is `fixed` (a resumed run keeps its own), which
+// sizes.
+void check_even_split(std::size_t batch_size, const std::string& key, const dist::Communicator& comm, bool fixed = false);
 
 // One model trained on every rank of the world (a world of one: a plain run, where it does nothing).
 class DataParallel {

@@ -15,6 +15,8 @@
 #include <mutex>
 #include <thread>
 
+#include "experiments/runner/stop_signals.hpp"
+
 namespace attnlab {
 
 // The lines of a Progress, written to stdout (write(2) on descriptor 1, no stdio lock) by a thread of
@@ -68,10 +70,7 @@ class LineWriter {
   };
 
   static void run(Shared& s) {
-    sigset_t stop;  // the stop signals go to the training thread, whose handler polls them
-    sigemptyset(&stop);
-    sigaddset(&stop, SIGINT);
-    sigaddset(&stop, SIGTERM);
+    const sigset_t stop = stop_signal_set();  // they go to the training thread, whose handler polls them
     pthread_sigmask(SIG_BLOCK, &stop, nullptr);
     std::unique_lock<std::mutex> lock(s.mutex);
     while (true) {

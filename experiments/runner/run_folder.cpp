@@ -1,6 +1,12 @@
 #include "experiments/runner/run_folder.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <stdexcept>
@@ -50,7 +56,60 @@ void check_same_model(const LoadedRun& run, const ExperimentConfig& trained, con
                            "`attnlab train " + config_file + "`");
 }
 
+// What the holder of a run folder's lock wrote in it: "123 attnlab train" (empty while it is still
+// writing, or when it wrote nothing).
+std::string lock_holder(int fd) {
+  char text[256] = {};
+  const ssize_t n = pread(fd, text, sizeof text - 1, 0);
+  std::string holder(text, n > 0 ? static_cast<std::size_t>(n) : 0);
+  while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+  return holder;
+}
+
+// "runs/x is in use by attnlab train (pid 123), ..." from the holder's "123 attnlab train".
+std::string in_use_message(const std::string& dir, const std::string& holder, const std::string& purpose) {
+  const std::size_t space = holder.find(' ');
+  const std::string pid = holder.substr(0, space);
+  const bool known = !pid.empty() && pid.find_first_not_of("0123456789") == std::string::npos && space != std::string::npos;
+  const std::string who = known ? holder.substr(space + 1) + " (pid " + pid + ")" : "another process";
+  return dir + " is in use by " + who + ", so " + purpose + " cannot write it; wait for it to end or stop it" +
+         (known ? " (kill " + pid + ")" : "");
+}
+
 }  // namespace
+
+RunFolderLock::RunFolderLock(const std::string& dir, const std::string& purpose) {
+  const std::string path = dir + "/.lock";
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw std::runtime_error("cannot open " + path + " (" + std::strerror(errno) + "); make " + dir + " writable");
+  if (flock(fd_, LOCK_EX | LOCK_NB) == 0) {
+    const std::string holder = std::to_string(getpid()) + " " + purpose + "\n";
+    if (ftruncate(fd_, 0) != 0 || pwrite(fd_, holder.data(), holder.size(), 0) < 0) {
+      std::fprintf(stderr, "attnlab: warning: cannot write %s (%s); a refused second writer will not be told who holds it\n",
+                   path.c_str(), std::strerror(errno));
+    }
+    return;
+  }
+  const int error = errno;
+  const std::string holder = lock_holder(fd_);
+  ::close(fd_);
+  fd_ = -1;
+  if (error == EWOULDBLOCK) throw std::runtime_error(in_use_message(dir, holder, purpose));
+  // A file system without locks (an NFS mount without its lock service): the run goes on unguarded.
+  std::fprintf(stderr, "attnlab: warning: cannot lock %s (%s); nothing stops a second process from writing this run at the same time\n",
+               path.c_str(), std::strerror(error));
+}
+
+RunFolderLock::RunFolderLock(RunFolderLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+
+RunFolderLock::~RunFolderLock() {
+  if (fd_ < 0) return;
+  // Emptied before it is unlocked, so that a process that locks it next and has not yet written its own
+  // pid is never taken for this one (best effort: a failure only makes that message name the wrong pid).
+  const int emptied = ftruncate(fd_, 0);
+  (void)emptied;
+  ::close(fd_);
+}
 
 std::string folder_name_problem(const std::string& name) {
   if (name.empty()) return "it is empty";

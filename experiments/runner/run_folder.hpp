@@ -3,6 +3,7 @@
 // at any moment leaves the previous version whole. A checkpoint holds the model, the optimizer, where
 // training stands (TrainState), and the config it was trained with; whoever loads a run compares that
 // config with the folder's config.yaml, so an edited config can never silently build another model.
+// A process that writes a run (training it) holds the folder's lock, RunFolderLock, for as long as it runs.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,28 @@ namespace attnlab {
 // "" when `name` can name a run's folder (letters, digits, '_', '-', '.'; not "." or ".."; at most 200
 // characters), else what is wrong with it.
 std::string folder_name_problem(const std::string& name);
+
+// A run folder's lock, held for the life of whatever writes the run (`attnlab train`, new or resumed): a
+// second writer is refused at once, instead of two processes training one run into one folder (as a
+// comparison run again while a run of its first attempt still trained once did). The lock is flock(2) on
+// RUN/.lock, so the kernel releases it when the holder ends, however it ends (kill -9 included); the file
+// holds the holder's pid and what it does, for the message. The file stays when the lock is released
+// (emptied): removing it would let a process that opened it just before lock the removed file while a
+// third locks a new one.
+class RunFolderLock {
+ public:
+  // Locks `dir` (an existing folder) for `purpose` ("attnlab train", ...), or throws std::runtime_error:
+  // "runs/x is in use by attnlab train (pid 123); wait for it to end or stop it (kill 123)".
+  RunFolderLock(const std::string& dir, const std::string& purpose);
+  ~RunFolderLock();
+  RunFolderLock(RunFolderLock&& other) noexcept;
+  RunFolderLock(const RunFolderLock&) = delete;
+  RunFolderLock& operator=(const RunFolderLock&) = delete;
+  RunFolderLock& operator=(RunFolderLock&&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 
 // Where training stands, as a checkpoint keeps it (besides the model and the optimizer).
 struct TrainState {

@@ -1,9 +1,15 @@
 #include "experiments/runner/stop_signals.hpp"
 
 #include <pthread.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <string>
 
 namespace attnlab {
 namespace {
@@ -22,11 +28,33 @@ void test_stop_point(const std::string& point) {
   if (at && point == at) std::raise(SIGTERM);
 }
 
-void unblock_stop_signals() {
+void stop_with_parent() {
+  const char* parent = std::getenv(kParentPidVariable);
+  if (!parent) return;
+  const pid_t pid = static_cast<pid_t>(std::atol(parent));
+  unsetenv(kParentPidVariable);  // for this process alone, not for what it may start
+#ifdef __linux__
+  // The kernel watches the thread that started this process: the comparison's main thread, which lives
+  // as long as the comparison does.
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+#endif
+  // Asked after the parent may have ended: its end is then seen here (this process was handed to another
+  // parent), not signalled.
+  if (getppid() != pid) {
+    std::fprintf(stderr, "attnlab: the comparison that started this process (pid %d) has ended; not starting\n", static_cast<int>(pid));
+    std::exit(128 + SIGTERM);
+  }
+}
+
+sigset_t stop_signal_set() {
   sigset_t stop;
   sigemptyset(&stop);
-  sigaddset(&stop, SIGINT);
-  sigaddset(&stop, SIGTERM);
+  for (int signal : {SIGINT, SIGTERM, SIGUSR1}) sigaddset(&stop, signal);
+  return stop;
+}
+
+void unblock_stop_signals() {
+  const sigset_t stop = stop_signal_set();
   pthread_sigmask(SIG_UNBLOCK, &stop, nullptr);
 }
 
@@ -38,18 +66,20 @@ StopSignals::StopSignals(bool restart_calls) {
   sigemptyset(&action.sa_mask);
   sigaction(SIGINT, &action, &previous_int_);
   sigaction(SIGTERM, &action, &previous_term_);
+  sigaction(SIGUSR1, &action, &previous_usr1_);
   unblock_stop_signals();
 }
 
 StopSignals::~StopSignals() {
   sigaction(SIGINT, &previous_int_, nullptr);
   sigaction(SIGTERM, &previous_term_, nullptr);
+  sigaction(SIGUSR1, &previous_usr1_, nullptr);
 }
 
 bool StopSignals::requested() const { return g_signal != 0; }
 
 int StopSignals::signal() const { return g_signal; }
 
-const char* StopSignals::name() const { return g_signal == SIGTERM ? "SIGTERM" : "SIGINT"; }
+const char* StopSignals::name() const { return g_signal == SIGTERM ? "SIGTERM" : g_signal == SIGUSR1 ? "SIGUSR1" : "SIGINT"; }
 
 }  // namespace attnlab

@@ -1,9 +1,10 @@
-// Stopping cleanly on a signal: while a StopSignals is alive, Ctrl-C (SIGINT) and SIGTERM (what cluster
-// schedulers, `kill` and `docker stop` send before a kill) only set a flag, which the training loop and
-// `attnlab compare` poll to stop after the current step with a checkpoint written. The previous handlers
-// come back when it goes out of scope.
+// Stopping cleanly on a signal: while a StopSignals is alive, Ctrl-C (SIGINT), SIGTERM (what cluster
+// schedulers, `kill` and `docker stop` send before a kill) and SIGUSR1 only set a flag, which the training
+// loop and `attnlab compare` poll to stop after the current step with a checkpoint written. The previous
+// handlers come back when it goes out of scope. SIGUSR1 is for mpirun: it passes SIGUSR1 on to every rank
+// at once, where it holds SIGTERM back a second and kills the ranks a second later (README.md).
 //
-// `attnlab compare` starts its runs with both signals blocked, so that one it forwards while a run is
+// `attnlab compare` starts its runs with the stop signals blocked, so that one it forwards while a run is
 // still starting up waits for the run's handler instead of killing it before it can write a checkpoint:
 // a StopSignals unblocks them once its handler is in place (a pending signal then sets the flag), and
 // every command that installs none calls unblock_stop_signals() first thing.
@@ -15,7 +16,20 @@
 
 namespace attnlab {
 
-// Unblocks SIGINT and SIGTERM in the calling thread (a signal pending since the process started is
+// The variable through which `attnlab compare` gives the runs it starts its pid (compare.cpp).
+inline constexpr const char* kParentPidVariable = "ATTNLAB_PARENT_PID";
+
+// With ATTNLAB_PARENT_PID in the environment (a run started by `attnlab compare`): asks the kernel to send
+// this process SIGTERM when that comparison ends, however it ends (kill -9 included), so that no run
+// outlives it and trains on beside the same command run again; a train stops after its step with a
+// checkpoint (SIGTERM waits, blocked, for its handler). When the comparison has already ended, says so
+// and exits with 143. Called first thing in main.
+void stop_with_parent();
+
+// SIGINT, SIGTERM and SIGUSR1.
+sigset_t stop_signal_set();
+
+// Unblocks the stop signals in the calling thread (a signal pending since the process started is
 // delivered now, to whatever handler is in place).
 void unblock_stop_signals();
 
@@ -29,12 +43,12 @@ class StopSignals {
   StopSignals& operator=(const StopSignals&) = delete;
 
   bool requested() const;
-  int signal() const;         // SIGINT or SIGTERM, the first received (0 when none)
-  const char* name() const;   // "SIGINT", "SIGTERM"
-  int exit_status() const { return 128 + signal(); }  // 130 or 143, as a shell reports a process it stopped
+  int signal() const;         // SIGINT, SIGTERM or SIGUSR1, the first received (0 when none)
+  const char* name() const;   // "SIGINT", "SIGTERM", "SIGUSR1"
+  int exit_status() const { return 128 + signal(); }  // 130, 143 or 138, as a shell reports a process it stopped
 
  private:
-  struct sigaction previous_int_ {}, previous_term_ {};
+  struct sigaction previous_int_ {}, previous_term_ {}, previous_usr1_ {};
 };
 
 // A stop signal at an exact point, for tests that would otherwise have to time a kill into a window:

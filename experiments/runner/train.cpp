@@ -26,10 +26,12 @@ namespace {
 
 // One training session: a new run, or a run resumed from its last.ckpt. Under mpirun every rank runs
 // one, each on its rows of the global batch (data_parallel.hpp); rank 0 alone writes the run folder and
-// prints.
+// prints, holding the run folder's lock (run_folder.hpp) for the session's life.
 class Trainer {
  public:
-  Trainer(const ExperimentConfig& config, const std::optional<LoadedRun>& resumed);
+  // `x`: what the config builds (start_experiment); `lock`: rank 0's lock on the resumed run's folder (a
+  // new run's is taken when its folder is made).
+  Trainer(Experiment x, const std::optional<LoadedRun>& resumed, std::optional<RunFolderLock> lock);
   TrainResult run();
 
  private:
@@ -60,7 +62,8 @@ class Trainer {
   DataParallel parallel_;
   std::unique_ptr<Optimizer> optimizer_;
   LrSchedule schedule_;
-  std::optional<RunFolder> folder_;  // rank 0's
+  std::optional<RunFolderLock> lock_;  // rank 0's
+  std::optional<RunFolder> folder_;    // rank 0's
   std::string run_dir_;
   TrainState state_;
   Generator data_gen_;
@@ -89,28 +92,46 @@ Experiment build(const ExperimentConfig& c, const std::optional<LoadedRun>& resu
   return x;
 }
 
-// The run folder (rank 0's only): created once everything else is known to work, or the resumed one made
-// ready again.
-std::optional<RunFolder> folder_for(const ExperimentConfig& c, const std::optional<LoadedRun>& resumed) {
+// The global batch's split checked, then what the config builds. Under mpirun every rank does this
+// alike and learns whether it failed on any, so that an error every rank meets is printed once
+// (Communicator::agree).
+Experiment start_experiment(const ExperimentConfig& c, const std::optional<LoadedRun>& resumed) {
+  const dist::Communicator& world = dist::Communicator::world();
+  std::optional<Experiment> built;
+  world.agree([&] {
+    check_even_split(c.train.batch_size, "train.batch_size", world, resumed.has_value());  // a resumed run keeps its batch
+    built.emplace(build(c, resumed));
+  });
+  return std::move(*built);
+}
+
+// The run folder (rank 0's only): created once everything else is known to work, and locked, or the
+// resumed one (already locked) made ready again.
+std::optional<RunFolder> folder_for(const ExperimentConfig& c, const std::optional<LoadedRun>& resumed, std::optional<RunFolderLock>& lock) {
   if (dist::Communicator::world().rank() != 0) return std::nullopt;
-  if (!resumed) return RunFolder::create(c);
+  if (!resumed) {
+    RunFolder folder = RunFolder::create(c);
+    lock.emplace(folder.dir(), "attnlab train");
+    return folder;
+  }
   RunFolder folder = RunFolder::open(resumed->dir);  // clears what a kill left
   folder.write_config(c);  // with the new overrides (train.steps), or restored from the checkpoint
   std::remove(folder.path("summary.json").c_str());  // unfinished again until the new last step
   return folder;
 }
 
-Trainer::Trainer(const ExperimentConfig& config, const std::optional<LoadedRun>& resumed)
-    : c_(config),
-      x_(build(config, resumed)),
+Trainer::Trainer(Experiment x, const std::optional<LoadedRun>& resumed, std::optional<RunFolderLock> lock)
+    : c_(x.config),
+      x_(std::move(x)),
       parallel_(dist::Communicator::world(), *x_.model),
-      optimizer_(make_optimizer(config.train.optimizer, *x_.model)),
-      schedule_(make_schedule(config.train)),
-      folder_(folder_for(config, resumed)),
+      optimizer_(make_optimizer(c_.train.optimizer, *x_.model)),
+      schedule_(make_schedule(c_.train)),
+      lock_(std::move(lock)),
+      folder_(folder_for(c_, resumed, lock_)),
       run_dir_(folder_ ? folder_->dir() : ""),
       state_(resumed ? resumed->state : TrainState{}),
-      data_gen_(config.seed + 1),
-      progress_(config.train.steps, !parallel_.active() ? ProgressOutput::automatic : writer() ? ProgressOutput::lines : ProgressOutput::none),
+      data_gen_(c_.seed + 1),
+      progress_(c_.train.steps, !parallel_.active() ? ProgressOutput::automatic : writer() ? ProgressOutput::lines : ProgressOutput::none),
       first_step_(state_.step + 1) {
   parallel_.comm().broadcast(run_dir_);  // rank 0 chose it (name-2 when name was taken)
   if (writer()) log_.emplace(run_dir_, resumed ? std::optional<std::size_t>(resumed->state.step) : std::nullopt);
@@ -320,18 +341,19 @@ TrainResult Trainer::finish() {
 
 TrainResult train_experiment(const ExperimentConfig& config, int threads) {
   set_num_threads(threads);
-  check_even_split(config.train.batch_size, "train.batch_size", dist::Communicator::world());
-  return Trainer(config, std::nullopt).run();
+  return Trainer(start_experiment(config, std::nullopt), std::nullopt, std::nullopt).run();
 }
 
-// Under mpirun rank 0 loads the run and sends its resolved config and last.ckpt's bytes to the others,
-// which need no access to the run folder.
+// Under mpirun rank 0 locks the run folder, loads the run and sends its resolved config and last.ckpt's
+// bytes to the others, which need no access to the run folder.
 TrainResult resume_experiment(const std::string& run_dir, const std::vector<std::string>& overrides, int threads) {
   set_num_threads(threads);
   const dist::Communicator& comm = dist::Communicator::world();
+  std::optional<RunFolderLock> lock;
   std::optional<LoadedRun> run;
   std::string config_yaml, checkpoint;
   if (comm.rank() == 0) {
+    lock.emplace(RunFolder::open(run_dir).dir(), "attnlab train");  // before reading: no other writer is mid-checkpoint
     run = load_run(run_dir, "last", overrides);
     if (run->state.step >= run->config.train.steps) {
       throw std::invalid_argument("the run in " + run_dir + " is already at step " + std::to_string(run->state.step) +
@@ -342,8 +364,7 @@ TrainResult resume_experiment(const std::string& run_dir, const std::vector<std:
   comm.broadcast(config_yaml);
   comm.broadcast(checkpoint);
   if (comm.rank() != 0) run = loaded_run_from(run_dir, config_yaml, checkpoint);
-  check_even_split(run->config.train.batch_size, "train.batch_size", comm);
-  return Trainer(run->config, run).run();
+  return Trainer(start_experiment(run->config, run), run, std::move(lock)).run();
 }
 
 }  // namespace attnlab

@@ -20,9 +20,9 @@ struct TrainResult {
   double final_token_accuracy = 0;
   double final_exact_match = 0;
   std::size_t final_scored_tokens = 0;  // tokens (or images) the final evaluation scored
-  int stop_signal = 0;                  // SIGINT or SIGTERM when a signal stopped it (after writing last.ckpt)
+  int stop_signal = 0;                  // SIGINT, SIGTERM or SIGUSR1 when a signal stopped it (after writing last.ckpt)
   bool diverged = false;                // stopped at a non-finite loss or gradient (last.ckpt: the state before it)
-  // The process exit status: 0 finished, 1 diverged, 130 (SIGINT) or 143 (SIGTERM) stopped.
+  // The process exit status: 0 finished, 1 diverged, 130 (SIGINT), 143 (SIGTERM) or 138 (SIGUSR1) stopped.
   int exit_status() const { return stop_signal ? 128 + stop_signal : diverged ? 1 : 0; }
 };
 

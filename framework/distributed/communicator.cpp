@@ -29,6 +29,8 @@ int announced_size() {
 }
 
 #ifdef ATTNLAB_WITH_MPI
+constexpr const char* kYieldVariable = "OMPI_MCA_mpi_yield_when_idle";
+
 // MPI counts are ints: a long buffer goes in pieces of at most INT_MAX elements.
 template <class F>
 void in_pieces(std::size_t count, F f) {
@@ -56,6 +58,12 @@ void Communicator::init(int* argc, char*** argv) {
   Communicator& w = world();
   if (w.initialised_ || !launched_by_mpi()) return;
 #ifdef ATTNLAB_WITH_MPI
+  // A rank that waits in a collective polls for its end, and OpenMPI gives the core up between polls
+  // (mpi_yield_when_idle) only on a node it sees oversubscribed: on a machine busy with other work the
+  // waiting rank took CPU from the rank it waited for (measured 2026-11-27, README.md: 2-process runs
+  // 1.2-2.8x the time of one process, 0.8-1.4x when yielding). Set unless the user chose: mpirun's
+  // `--mca mpi_yield_when_idle 0` sets this same variable (a choice in an MCA parameter file loses to it).
+  setenv(kYieldVariable, "1", 0);
   int provided = 0;
   MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
   w.initialised_ = true;
@@ -130,6 +138,24 @@ void Communicator::sum(double* values, std::size_t count) const {
 #else
   (void)values, (void)count;
 #endif
+}
+
+void Communicator::agree(const std::function<void()>& work) const {
+  if (size_ == 1) return work();
+  std::exception_ptr error;
+  std::string message;
+  try {
+    work();
+  } catch (const std::exception& e) {
+    error = std::current_exception();
+    message = e.what();
+  }
+  double failed = error ? 1 : 0;
+  sum(&failed, 1);
+  if (failed == 0) return;
+  std::string first = rank_ == 0 ? message : "";  // rank 0's error ("" when it had none)
+  broadcast(first);
+  throw JobFailed(error && (rank_ == 0 || message != first) ? error : nullptr);
 }
 
 void Communicator::barrier() const {

@@ -13,10 +13,14 @@
 // Errors: MPI_COMM_WORLD keeps OpenMPI's default handler (MPI_ERRORS_ARE_FATAL), so a failed collective
 // ends the whole job, and mpirun ends the job when a rank dies ("mpirun noticed that process rank 1 ...
 // exited on signal 9"); abort() is for attnlab's own errors on one rank. No rank ever waits forever.
+// An error that every rank meets alike (a config error, a batch that does not split) is agreed on
+// instead (agree()), printed once, and every rank ends normally.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,11 +34,26 @@ int launched_world_size();
 // of the child processes it starts, which are then plain single-process programs.
 bool is_launcher_variable(const std::string& entry);
 
+// Thrown by Communicator::agree on every rank when the work failed on any: the job ends, every rank at
+// the same point, and no rank waits for another.
+class JobFailed : public std::exception {
+ public:
+  explicit JobFailed(std::exception_ptr own) : own_(std::move(own)) {}
+  const char* what() const noexcept override { return "the job failed (on some rank)"; }
+  // This rank's error, to print: null when this rank did not fail, or when it is not rank 0 and failed
+  // with rank 0's message (which rank 0 prints).
+  const std::exception_ptr& own() const { return own_; }
+
+ private:
+  std::exception_ptr own_;
+};
+
 class Communicator {
  public:
   // The world. Before init() (and without a launcher) a world of one.
   static Communicator& world();
-  // MPI_Init_thread (funneled: only the main thread calls MPI) when launched by MPI; otherwise nothing.
+  // MPI_Init_thread (funneled: only the main thread calls MPI) when launched by MPI, with OpenMPI's
+  // waiting ranks yielding their core (mpi_yield_when_idle) unless the user chose; otherwise nothing.
   // Throws when the launcher asks for more than one process and this build has no MPI.
   static void init(int* argc, char*** argv);
   // MPI_Finalize when init() initialised MPI; safe to call more than once.
@@ -57,6 +76,10 @@ class Communicator {
   // Sums `count` values over the ranks, in place on every rank (one MPI_Allreduce per 2^31 - 1 values).
   void sum(float* values, std::size_t count) const;
   void sum(double* values, std::size_t count) const;
+  // Runs `work` (which every rank runs, with no collective inside) and agrees on its outcome: when it
+  // threw on any rank, every rank throws JobFailed, whose own() is the error this rank should print. In
+  // a world of one, `work`'s own exception passes through.
+  void agree(const std::function<void()>& work) const;
   // Waits until every rank has called it, without spinning a core (MPI_Ibarrier polled every 10 ms): a
   // rank that finished its share of a comparison leaves the machine's cores to the other ranks' runs.
   void barrier() const;

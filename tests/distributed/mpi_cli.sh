@@ -4,10 +4,12 @@
 #    step's loss to 1e-5 relative for 20 steps, the evaluations, and the final parameters to 1e-5, on an
 #    encoder-decoder (padded batches whose rows score different numbers of tokens) and a causal LM;
 #  - a run stopped by a step limit resumes under mpirun and still follows the single-process run; a run
-#    stopped by SIGTERM to mpirun writes one checkpoint and resumes; a rank that dies ends the job;
-#  - a global batch that does not split evenly, and commands that run on one process, are refused;
+#    stopped by SIGTERM to mpirun writes one checkpoint and resumes, and so does one stopped by SIGUSR1
+#    (which mpirun passes on at once); a rank that dies ends the job;
+#  - a global batch that does not split evenly (a new run, or a run resumed on 3 processes), a config
+#    error and commands that run on one process are refused, an error every rank meets printed once;
 #  - a comparison of 2 variants x 2 seeds over two ranks gives the local comparison's summary, and the
-#    same command again reruns nothing;
+#    same command again reruns nothing; a comparison rank killed outright takes its runs with it;
 #  - `attnlab bench gpt` reports its allreduce.
 # Usage: mpi_cli.sh ATTNLAB_BINARY SOURCE_DIR WORK_DIR MPIRUN
 set -uo pipefail
@@ -21,6 +23,10 @@ mpi() { bash "$here/mpirun.sh" "$mpirun" -np 2 "$@"; }
 wait_for() {
   for _ in $(seq 6000); do grep -q "$1" "$2" 2>/dev/null && return 0; sleep 0.1; done
   fail "\"$1\" never appeared in $2"; return 1
+}
+# An error said exactly once in log $3 (matching $2), without OpenMPI's ORTE_ERROR_LOG lines; $1 names it.
+once() {
+  [ "$(grep -c "$2" "$3")" = 1 ] && ! grep -q "ORTE_ERROR_LOG" "$3" || { fail "$1: not said exactly once, or with ORTE_ERROR_LOG lines"; cat "$3"; }
 }
 check() {  # name, then the command
   local name=$1; shift
@@ -115,6 +121,20 @@ else
   fail "SIGTERM to mpirun (status $status)"; cat "$work/stopped.log"
 fi
 
+# 3a. SIGUSR1 to mpirun: passed on to every rank at once (SIGTERM waits a second, and the ranks are
+# killed a second after it: README.md), so the ranks stop after the same step, whatever its length; rank 0
+# writes one checkpoint and says how to resume. (SIGUSR1 used to kill the ranks.)
+bash "$here/mpirun.sh" "$mpirun" -np 2 "$attnlab" train "$source/configs/reverse.yaml" log.dir="$work/runs" name=usr1 train.steps=100000 log.interval=1 \
+  train.eval_interval=10 model.d_model=16 model.n_heads=2 > "$work/usr1.log" 2>&1 &
+pid=$!
+wait_for "step 500/" "$work/usr1.log"
+kill -USR1 $pid
+wait $pid
+status=$?
+[ $status -ne 0 ] && [ -s "$work/runs/usr1/last.ckpt" ] && [ "$(grep -c "stopped by SIGUSR1 after step" "$work/usr1.log")" = 1 ] \
+  && grep -q "Resume with: mpirun -np 2 attnlab train --resume $work/runs/usr1" "$work/usr1.log" \
+  && echo "ok: SIGUSR1 to mpirun writes one checkpoint and says how to resume" || { fail "SIGUSR1 to mpirun (status $status)"; cat "$work/usr1.log"; }
+
 # 3b. A run that diverges under mpirun: every rank stops at the same step (the reduced loss), rank 0
 # writes last.ckpt and the summary and names the parameter; the job exits non-zero.
 mpi "$attnlab" train "$source/configs/reverse.yaml" "${tiny[@]}" log.dir="$work/runs" name=diverged train.optimizer.name=sgd \
@@ -141,11 +161,24 @@ else
     || { fail "a dead rank (status $status)"; cat "$work/killed.log"; }
 fi
 
-# 5. Refused before anything is written: an uneven split of the global batch, and one-process commands.
+# 5. Refused before anything is written: an uneven split of the global batch, a run resumed on a number
+# of processes that does not divide its batch (it keeps its batch: the message suggests process counts),
+# a config error, and one-process commands. An error that every rank meets is printed once, without
+# OpenMPI's ORTE_ERROR_LOG lines (every rank used to print it and abort).
 mpi "$attnlab" train "$source/configs/reverse.yaml" train.batch_size=5 log.dir="$work/uneven" > "$work/uneven.log" 2>&1
 status=$?
 [ $status = 2 ] && grep -q "train.batch_size (5) is the global batch and must split evenly over the 2 processes that mpirun started (-np 2); set train.batch_size=6 or 4" "$work/uneven.log" \
   && [ ! -e "$work/uneven" ] || { fail "an uneven batch split (status $status)"; cat "$work/uneven.log"; }
+once "an uneven batch split" "must split evenly" "$work/uneven.log"
+bash "$here/mpirun.sh" "$mpirun" -np 3 "$attnlab" train --resume "$work/runs/one-s2s" train.steps=30 > "$work/resume3.log" 2>&1
+status=$?
+[ $status = 2 ] && grep -q "a resumed run keeps its batch, so start a number of processes that divides 8: mpirun -np 2 or -np 4" "$work/resume3.log" \
+  && [ -s "$work/runs/one-s2s/summary.json" ] || { fail "a run resumed on 3 processes (status $status)"; cat "$work/resume3.log"; }
+once "a run resumed on 3 processes" "must split evenly" "$work/resume3.log"
+mpi "$attnlab" train "$source/configs/reverse.yaml" model.n_heads=3 log.dir="$work/bad-config" > "$work/bad_config.log" 2>&1
+status=$?
+[ $status = 2 ] && [ ! -e "$work/bad-config" ] || { fail "a config error under mpirun (status $status)"; cat "$work/bad_config.log"; }
+once "a config error" "^attnlab: config error: command-line override \`model.n_heads=3\`: model.n_heads (3) must divide" "$work/bad_config.log"
 mpi "$attnlab" eval "$work/runs/one-s2s" > "$work/eval.log" 2>&1
 status=$?
 [ $status = 2 ] && grep -q "this command runs on one process, but mpirun started 2; run it without mpirun" "$work/eval.log" \
@@ -179,6 +212,38 @@ cut -d, -f1-7,11- "$work/compare/mpi/summary.csv" > "$work/mpi.csv"
 check compare_mpi_again mpi "$attnlab" compare "$work/mpi.yaml"
 grep -q "4 of 4 runs already done" "$work/compare_mpi_again.log" && grep -q "attnlab compare: 4 of 4 runs done" "$work/compare_mpi_again.log" \
   || { fail "the finished distributed comparison reran"; cat "$work/compare_mpi_again.log"; }
+
+# 6b. A comparison rank killed outright (kill -9): mpirun ends the job, and the runs of every rank stop
+# after their step with a checkpoint, the killed rank's too (mpirun knows nothing of them; the kernel
+# tells them: stop_signals.hpp). That run used to train on.
+cat > "$work/orphans.yaml" <<YAML
+name: orphans
+base: base.yaml
+seeds: [0, 1]
+set: {train.steps: 100000000, train.batch_size: 4, train.eval_interval: 100000000, log.interval: 4, log.patterns: false,
+      train.schedule: {kind: constant, warmup_steps: 0}, model.d_model: 16, model.n_layers: 1, model.n_heads: 2}
+variants:
+  softmax: {}
+dir: $work/compare
+YAML
+bash "$here/mpirun.sh" "$mpirun" -np 2 "$attnlab" compare "$work/orphans.yaml" > "$work/orphans.log" 2>&1 &
+pid=$!
+orphans=$work/compare/orphans/runs/softmax
+if wait_for "step 40/" "$orphans/seed_0.log" && wait_for "step 40/" "$orphans/seed_1.log"; then
+  ranks=$(ps -o pid= --ppid $pid)
+  runs=$(for rank in $ranks; do ps -o pid= --ppid $rank; done)
+  [ "$(echo $runs | wc -w)" = 2 ] || fail "the comparison ranks do not run one run each: $runs"
+  kill -9 $(echo $ranks | cut -d' ' -f1)
+  wait $pid
+  for run in $runs; do
+    for _ in $(seq 600); do state=$(ps -o stat= -p "$run"); [ -z "$state" ] || [ "${state:0:1}" = Z ] && break; sleep 0.1; done
+    [ -z "$state" ] || [ "${state:0:1}" = Z ] || { fail "run $run still trains a minute after its comparison rank was killed"; kill -9 "$run"; }
+  done
+  [ "$(grep -l "stopped by SIGTERM after step [0-9]*; checkpoint written" "$orphans"/seed_*.log | wc -l)" = 2 ] \
+    || { fail "the runs of a killed comparison did not stop with their checkpoints"; tail -n 3 "$orphans"/seed_*.log; }
+else
+  kill -9 $pid
+fi
 
 # 7. The GPT benchmark, data parallel: one JSON line (rank 0's) with its allreduce.
 check bench_gpt mpi "$attnlab" bench gpt --layers 1 --dim 32 --heads 2 --block 16 --batch 4 --steps 2 --warmup 1

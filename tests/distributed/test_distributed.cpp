@@ -5,6 +5,10 @@
 // failure on one rank cannot leave the other waiting.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -100,6 +104,65 @@ TEST(Communicator, BroadcastsRankZerosBytes) {
   world().barrier();
 }
 
+// What agree() makes of `fail` run on every rank: "" when it passed, else the own() message ("-" for none).
+std::string agreed(const std::function<void()>& fail) {
+  try {
+    world().agree(fail);
+    return "";
+  } catch (const dist::JobFailed& failure) {
+    if (!failure.own()) return "-";
+    try {
+      std::rethrow_exception(failure.own());
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  } catch (const std::exception& e) {
+    return std::string("plain: ") + e.what();  // a world of one: the error itself
+  }
+  return "?";
+}
+
+// An error every rank meets is printed by rank 0 alone; one rank's own error by that rank; every rank
+// learns of either, at the same call.
+TEST(Communicator, AgreesOnAFailureAndWhoPrintsIt) {
+  const int r = world().rank();
+  EXPECT_EQ(agreed([] {}), "");
+  const std::string same = agreed([] { throw std::runtime_error("the same"); });
+  const std::string own = agreed([r] {
+    if (r == world().size() - 1) throw std::runtime_error("rank " + std::to_string(r) + "'s own");
+  });
+  if (!world().distributed()) {
+    EXPECT_EQ(same, "plain: the same");
+    EXPECT_EQ(own, "plain: rank 0's own");
+    return;
+  }
+  EXPECT_EQ(same, r == 0 ? "the same" : "-");
+  EXPECT_EQ(own, r == world().size() - 1 ? "rank " + std::to_string(r) + "'s own" : "-");
+}
+
+// OpenMPI's mpi_yield_when_idle as this rank runs with it; what the launcher's environment said before
+// init (null: nothing), kept by main.
+const char* g_yield_chosen = nullptr;
+
+// A rank waiting in a collective yields its core to the rank it waits for, unless the user chose
+// otherwise (tests/CMakeLists.txt runs this under mpirun with and without --mca mpi_yield_when_idle 0).
+TEST(Communicator, AWaitingRankYieldsItsCoreUnlessTheUserChose) {
+  if (!world().distributed()) GTEST_SKIP() << "needs mpirun";
+#ifdef ATTNLAB_WITH_MPI
+  int provided = 0, index = 0, count = 0;
+  ASSERT_EQ(MPI_T_init_thread(MPI_THREAD_SINGLE, &provided), MPI_SUCCESS);
+  ASSERT_EQ(MPI_T_cvar_get_index("mpi_yield_when_idle", &index), MPI_SUCCESS);
+  MPI_T_cvar_handle handle;
+  ASSERT_EQ(MPI_T_cvar_handle_alloc(index, nullptr, &handle, &count), MPI_SUCCESS);
+  long long value = 0;  // an MCA bool is read as an int
+  ASSERT_EQ(MPI_T_cvar_read(handle, &value), MPI_SUCCESS);
+  MPI_T_cvar_handle_free(&handle);
+  MPI_T_finalize();
+  const bool chosen_no = g_yield_chosen && std::string(g_yield_chosen) == "0";
+  EXPECT_EQ(static_cast<int>(value) != 0, !chosen_no) << "OMPI_MCA_mpi_yield_when_idle was " << (g_yield_chosen ? g_yield_chosen : "unset");
+#endif
+}
+
 // Without a launcher nothing initialises MPI: a plain process is a world of one that made no MPI call.
 TEST(Communicator, APlainProcessIsAWorldOfOne) {
   if (dist::launched_by_mpi()) GTEST_SKIP() << "started by an MPI launcher";
@@ -124,6 +187,8 @@ TEST(Communicator, LauncherVariables) {
 
 int main(int argc, char** argv) {
   testing::InitGoogleTest(&argc, argv);
+  g_yield_chosen = std::getenv("OMPI_MCA_mpi_yield_when_idle");
+  if (g_yield_chosen) g_yield_chosen = strdup(g_yield_chosen);  // init may change the environment
   dist::Communicator::init(&argc, &argv);
   const int status = RUN_ALL_TESTS();
   dist::Communicator::finalize();

@@ -4,13 +4,30 @@
 # command again reruns nothing; a changed config is refused; a bad comparison file fails with
 # file:line:column before anything is written; an interrupted comparison resumes; a grid sweep with
 # `select` reports each variant at its best learning rate and plots the metric against state size; with
-# select.seeds the other seeds run only at the chosen value.
+# select.seeds the other seeds run only at the chosen value; a comparison killed outright takes its runs
+# with it, and a run folder that another process writes is left alone.
 # Usage: compare_cli.sh ATTNLAB_BINARY SOURCE_DIR WORK_DIR
 set -uo pipefail
 attnlab=$1 source=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
 failures=0
 fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
+# Waits for a line matching $1 in file $2 (an event; the bound only ends a wait for one that never comes).
+wait_for() {
+  for _ in $(seq 6000); do grep -q "$1" "$2" 2>/dev/null && return 0; sleep 0.1; done
+  fail "\"$1\" never appeared in $2"; return 1
+}
+# Waits for process $1, not a child of this script, to end (an event; the bound only ends a wait for one
+# that never ends, which it then kills). A zombie has ended.
+wait_for_end() {
+  local state
+  for _ in $(seq 600); do
+    state=$(ps -o stat= -p "$1" 2> /dev/null)
+    [ -z "$state" ] || [ "${state:0:1}" = Z ] && return 0
+    sleep 0.1
+  done
+  fail "process $1 ($2) still runs a minute later"; kill -9 "$1"; return 1
+}
 cp "$source/configs/reverse.yaml" "$work/base.yaml"
 cat > "$work/tiny.yaml" <<YAML
 name: tiny
@@ -128,6 +145,43 @@ second=$(grep -o "started  *runs/[^ ]*" "$work/between.log" | sed -n '2s/started
 { [ $code = 143 ] && [ -n "$second" ] && grep -q "stopped  $second " "$work/between.log" && [ -s "$work/out/between/$second/last.ckpt" ] \
     && ! grep -q "\[2/6\]" "$work/between.log"; } \
   || { cat "$work/between.log"; fail "SIGTERM as the second run started did not stop it with a checkpoint (exit $code)"; }
+
+# A comparison killed outright (kill -9) takes its run with it: the run stops after its step with a
+# checkpoint (SIGTERM from the kernel, stop_signals.hpp), instead of training on, beside the same command
+# run again, into the same folder.
+sed -e 's/name: tiny/name: killed/' -e 's/^analyze: true/analyze: false/' "$work/tiny.yaml" > "$work/killed.yaml"
+"$attnlab" compare "$work/killed.yaml" train.steps=100000000 train.eval_interval=100000000 --jobs 1 > "$work/killed.log" 2>&1 &
+compare=$!
+killed_log=$work/out/killed/runs/softmax/seed_0.log
+if wait_for "step 40/" "$killed_log"; then
+  run=$(ps -o pid= --ppid $compare | tr -d ' ')
+  kill -9 $compare
+  wait $compare 2> /dev/null
+  if [ -n "$run" ] && wait_for_end "$run" "the killed comparison's run"; then
+    { grep -q "stopped by SIGTERM after step [0-9]*; checkpoint written" "$killed_log" && [ -s "$work/out/killed/runs/softmax/seed_0/last.ckpt" ]; } \
+      || { cat "$killed_log"; fail "the killed comparison's run did not stop with a checkpoint"; }
+  fi
+else
+  kill -9 $compare
+fi
+
+# A run folder that another process writes (here a train started by hand into it) is left alone: the
+# comparison names that process and goes on with its other runs. (It used to delete the folder under the
+# running process and train the run a second time into it.)
+sed -e 's/name: tiny/name: held/' -e 's/^analyze: true/analyze: false/' "$work/tiny.yaml" > "$work/held.yaml"
+"$attnlab" train "$work/base.yaml" log.dir="$work/out/held/runs/softmax" name=seed_0 train.steps=100000000 train.eval_interval=100000000 \
+  log.interval=10 model.d_model=16 model.n_heads=2 > "$work/holder.log" 2>&1 &
+holder=$!
+if wait_for "step 50/" "$work/holder.log"; then
+  "$attnlab" compare "$work/held.yaml" > "$work/held.log" 2>&1
+  code=$?
+  { [ $code = 1 ] && grep -q "FAILED   runs/softmax/seed_0: $work/out/held/runs/softmax/seed_0 is in use by attnlab train (pid $holder), so attnlab compare cannot write it; wait for it to end or stop it (kill $holder)" "$work/held.log" \
+      && grep -q "attnlab compare: 3 of 4 runs done" "$work/held.log" && grep -q "steps: 100000000" "$work/out/held/runs/softmax/seed_0/config.yaml" \
+      && grep -q "in use by attnlab train (pid $holder)" "$work/out/held/runs/softmax/seed_0.log"; } \
+    || { cat "$work/held.log"; fail "a run folder another process writes was not left alone (exit $code)"; }
+fi
+kill -TERM $holder
+wait $holder
 
 # A run that diverges is reported as such and not retried (it would diverge again the same way).
 sed -e 's/name: tiny/name: diverge/' -e 's/model.attention.name: linear/train.optimizer: {name: sgd, lr: 1.0e+30}, train.grad_clip: 0/' \

@@ -8,7 +8,10 @@
 #include <set>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
+
+#include <unistd.h>
 
 #include "framework/io/atomic_file.hpp"
 #include "experiments/runner/metrics_log.hpp"
@@ -122,6 +125,24 @@ TEST_F(Training, ResumingWithoutACheckpointIsAClearError) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("has no last.ckpt"), std::string::npos) << e.what();
   }
+}
+
+// A run folder has one writer: while its lock is held (here by this process, through another descriptor,
+// as flock counts them), a second is refused, naming the holder; released, the folder is free again.
+TEST_F(Training, ARunFolderRefusesASecondWriter) {
+  const TrainResult run = train_experiment(small(dir_, "x", 10), 1);
+  std::optional<RunFolderLock> held(std::in_place, run.run_dir, "attnlab analyze");
+  const std::string expected = run.run_dir + " is in use by attnlab analyze (pid " + std::to_string(getpid()) +
+                               "), so attnlab train cannot write it; wait for it to end or stop it (kill " + std::to_string(getpid()) + ")";
+  try {
+    resume_experiment(run.run_dir, {"train.steps=20"}, 1);
+    FAIL() << "a second writer was let in";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(e.what(), expected);
+  }
+  held.reset();
+  EXPECT_EQ(resume_experiment(run.run_dir, {"train.steps=20"}, 1).exit_status(), 0);
+  EXPECT_NO_THROW(RunFolderLock(run.run_dir, "a test"));  // the training released it
 }
 
 // Faults halfway through: a kill during start-up or after a checkpoint, leftovers of an interrupted

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end runs of `attnlab train` on tiny configs: every task with a model kind that trains it, every
 # model kind, eval / sample / export, bad inputs (exit 2, nothing written), and faults halfway: a run that
-# diverges, Ctrl-C and SIGTERM (a checkpoint, then resume), kill -9 (resume logs every step once), an
-# emptied config.yaml, weights exported and loaded back for every positional encoding; an encoder-decoder
-# translated and evaluated by decoding.
+# diverges, Ctrl-C, SIGTERM and SIGUSR1 (a checkpoint, then resume), kill -9 (resume logs every step
+# once), a second writer of a run that trains (refused), an emptied config.yaml, weights exported and
+# loaded back for every positional encoding; an encoder-decoder translated and evaluated by decoding.
 # Usage: train_cli.sh ATTNLAB_BINARY SOURCE_DIR WORK_DIR
 set -uo pipefail
 attnlab=$1 source=$2 work=$3
@@ -135,7 +135,7 @@ stop_and_resume() {  # signal, expected exit status
   if [ $status -eq "$expected" ] && [ -s "$work/runs/$name/last.ckpt" ] && grep -q "stopped by SIG$signal after step .*attnlab train --resume" "$work/$name.log"; then
     echo "ok: SIG$signal writes a checkpoint and says how to resume"
     local stopped
-    stopped=$(sed -n 's/.*stopped by SIG[A-Z]* after step \([0-9]*\).*/\1/p' "$work/$name.log")
+    stopped=$(sed -n 's/.*stopped by SIG[A-Z0-9]* after step \([0-9]*\).*/\1/p' "$work/$name.log")
     check "resume_after_$signal" "$attnlab" train --resume "$work/runs/$name" train.steps=$((stopped + 20))
     grep -q "resuming $name" "$work/resume_after_$signal.log" || fail "resume after SIG$signal did not resume"
   else
@@ -144,6 +144,7 @@ stop_and_resume() {  # signal, expected exit status
 }
 stop_and_resume INT 130
 stop_and_resume TERM 143
+stop_and_resume USR1 138  # what mpirun passes on to the ranks at once (README.md)
 
 # Output never holds the stop back: with a stdout nobody reads (a pipe filled to its capacity: the event
 # waited for, not a time), SIGTERM still ends the run with its checkpoint and status 143. (Before, the
@@ -188,6 +189,25 @@ check resume_after_kill "$attnlab" train --resume "$work/runs/killed" train.step
 [ -e "$work/runs/killed/last.ckpt.tmp" ] && fail "resume left last.ckpt.tmp behind"
 duplicates=$(grep -o '"step":[0-9]*,"split":"[a-z]*"' "$work/runs/killed/metrics.jsonl" | sort | uniq -d)
 [ -z "$duplicates" ] || fail "steps logged twice after a kill -9: $duplicates"
+
+# A run folder has one writer: while a run trains, a second `attnlab train --resume` of it is refused,
+# naming the process that holds it, and the run goes on alone. (It used to train the same run a second
+# time, into the same files.)
+"$attnlab" train "$config" log.dir="$work/runs" name=held train.steps=100000000 train.checkpoint_interval=20 log.interval=10 \
+  model.d_model=16 model.n_heads=2 > "$work/held.log" 2>&1 &
+holder=$!
+wait_for "step 50/" "$work/held.log"
+"$attnlab" train --resume "$work/runs/held" train.steps=200000000 > "$work/second.log" 2>&1 &
+second=$!
+wait_for "is in use by\|resuming held" "$work/second.log"  # whichever comes first: refused, or training
+grep -q "resuming held" "$work/second.log" && { fail "a second writer trains the held run"; kill -9 $second; }
+wait $second
+status=$?
+[ $status = 2 ] && grep -q "^attnlab: $work/runs/held is in use by attnlab train (pid $holder), so attnlab train cannot write it; wait for it to end or stop it (kill $holder)" "$work/second.log" \
+  || { fail "a second writer of a training run (status $status)"; cat "$work/second.log"; }
+kill -TERM $holder
+wait $holder
+[ $? = 143 ] && grep -q "stopped by SIGTERM after step" "$work/held.log" || fail "the held run did not go on alone to its stop"
 
 # A kill while config.yaml was being rewritten left it empty: the run still resumes, from the checkpoint's copy.
 : > "$work/runs/killed/config.yaml"
