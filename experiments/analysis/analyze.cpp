@@ -163,6 +163,8 @@ const std::vector<std::string>& analysis_parts() {
 
 AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& o) {
   check_options(o);
+  if (!fs::is_directory(run_dir)) throw std::runtime_error(run_dir + " is not a folder; give a run folder (log.dir/name)");
+  const RunFolderLock lock(run_dir, "attnlab analyze");  // one writer: not while the run trains or another analysis runs
   const LoadedRun run = load_run(run_dir, o.checkpoint);  // clears what an earlier, killed analysis left
   Experiment x(run.config);
   AnalysisResult result;

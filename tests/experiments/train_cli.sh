@@ -205,6 +205,10 @@ wait $second
 status=$?
 [ $status = 2 ] && grep -q "^attnlab: $work/runs/held is in use by attnlab train (pid $holder), so attnlab train cannot write it; wait for it to end or stop it (kill $holder)" "$work/second.log" \
   || { fail "a second writer of a training run (status $status)"; cat "$work/second.log"; }
+# analyze writes into the folder too: refused while the run trains.
+"$attnlab" analyze "$work/runs/held" --examples 8 > "$work/analyze_held.log" 2>&1
+[ $? = 2 ] && grep -q "is in use by attnlab train (pid $holder), so attnlab analyze cannot write it" "$work/analyze_held.log" \
+  || { fail "analyze of a training run"; cat "$work/analyze_held.log"; }
 kill -TERM $holder
 wait $holder
 [ $? = 143 ] && grep -q "stopped by SIGTERM after step" "$work/held.log" || fail "the held run did not go on alone to its stop"
