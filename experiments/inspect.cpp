@@ -49,11 +49,11 @@ void list_tasks() {
 
 void list_models() {
   std::printf("\nmodel kinds (model.kind; every kind reads the stack's keys: d_model, n_heads, n_layers, ff_hidden, feed_forward,\n"
-              "norm, activation, dropout, bias, attention, init_from):\n");
+              "norm, activation, dropout, bias, attention, init_from; and its own, beside them):\n");
   for (const std::string& name : ModelRegistry::instance().names()) {
     const ModelKindInfo& kind = ModelRegistry::instance().find(name);
-    std::printf("  %-20s %s\n  %-20s reads %s; learns from %s examples\n", name.c_str(), kind.description.c_str(), "",
-                joined(kind.keys, "model.").c_str(), task_format_name(kind.format));
+    std::printf("\n  %s\n    %s\n    learns from %s examples\n", name.c_str(), kind.description.c_str(), task_format_name(kind.format));
+    print_options(kind.options.docs, "    ");
   }
 }
 

@@ -48,8 +48,7 @@ double flops_per_token(const Model& model, const GptBenchOptions& o) {
 // The model of ../shared/bench/torch_gpt.py at the options' sizes.
 ModelConfig gpt_config(const GptBenchOptions& o) {
   ModelConfig config;
-  config.kind = "causal_lm";
-  config.positional = PositionalKind::learned;
+  config.kind.name = "causal_lm";  // learned positions, an output layer of its own: the kind's defaults
   config.encoder.d_model = o.dim;
   config.encoder.n_heads = o.heads;
   config.encoder.n_layers = o.layers;

@@ -38,30 +38,12 @@ Schema<EncoderConfig> attention_schema() {
   return s;
 }
 
-// model.encoder_attention, decoder_attention, cross_attention: one part's kernel, empty for model.attention's.
-Schema<AttentionChoice> attention_part_schema() {
-  Schema<AttentionChoice> s;
-  s.field("name", &AttentionChoice::name, "seq2seq: this part's kernel; empty for model.attention's");
-  s.yaml("options", &AttentionChoice::options,
-         "seq2seq: this part's kernel options; empty for the named kernel's defaults (for model.attention's options when no name "
-         "is given)");
-  s.rule([](const ConfigNode& node, AttentionChoice& a) {
-    if (a.name.empty()) return;
-    try {
-      KernelRegistry::instance().find(a.name);
-    } catch (const std::invalid_argument& e) {
-      node.fail("name", e.what());
-    }
-  });
-  return s;
-}
-
 Schema<ModelConfig> model_schema() {
   Schema<ModelConfig> s;
-  s.name("kind", &ModelConfig::kind, [] { return ModelRegistry::instance().names(); },
-         "`causal_lm` (decoder), `token_tagger` (bidirectional encoder, a label per token), `sequence_classifier`, `vit` (images), "
-         "`seq2seq` (encoder-decoder)");
-  s.field("patch_size", &ModelConfig::patch_size, "vit: square patches; must divide the image size", Range::at_least(1));
+  add_component<ModelConfig, ModelKindInfo>(
+      s, "kind", [](ModelConfig& m) -> ComponentChoice& { return m.kind; }, []() -> const ModelRegistry& { return ModelRegistry::instance(); },
+      "`causal_lm` (decoder), `token_tagger` (bidirectional encoder, a label per token), `sequence_classifier`, `vit` (images), "
+      "`seq2seq` (encoder-decoder); its own keys (positional, pooling, ...) sit beside the stack's");
   s.field<std::size_t>("d_model", stack(&EncoderConfig::d_model), "width", Range::at_least(1));
   s.field<std::size_t>("n_heads", stack(&EncoderConfig::n_heads), "attention heads; must divide d_model", Range::at_least(1));
   s.field<std::size_t>("n_layers", stack(&EncoderConfig::n_layers), "transformer blocks", Range::at_least(1));
@@ -75,25 +57,10 @@ Schema<ModelConfig> model_schema() {
   s.field<bool>("bias", stack(&EncoderConfig::bias),
                 "biases in the blocks' Linear layers (attention projections, feed-forward) and LayerNorm shifts; `false` is "
                 "nanoGPT's `bias=False` (gains stay)");
-  s.choice("positional", &ModelConfig::positional, positional_kind_names(),
-           "token models: added positions (`sinusoidal`, `learned`), rotated queries and keys (`rotary`, needs an even head "
-           "dimension), a per-head distance bias on the scores (`alibi`, Press et al. 2022; kernels that declare it) or `none`");
-  s.choice("pooling", &ModelConfig::pooling, pooling_names(),
-           "sequence_classifier, vit: the head reads the `mean` over the real tokens (a ViT's patches: global average pooling, "
-           "no CLS token) or a learned `cls` token prepended to the sequence");
   s.field("init_from", &ModelConfig::init_from,
           "a weights folder written by `attnlab export` (or by numpy: one .npy per tensor and index.json) to start from")
       .resumable();
-  s.field("tie_embeddings", &ModelConfig::tie_embeddings,
-          "causal_lm: the output layer's weight is the token embedding (GPT-2 and nanoGPT tie them); saved once, as "
-          "`body.tok.weight`");
-  s.field("decoder_layers", &ModelConfig::decoder_layers, "seq2seq: decoder layers; 0 means as many as the encoder's n_layers");
-  s.field("share_embeddings", &ModelConfig::share_embeddings,
-          "seq2seq: one token embedding for source and target (the task must use one vocabulary for both, as the toy tasks do)");
   s.section<EncoderConfig>("attention", [](ModelConfig& m) -> EncoderConfig& { return m.encoder; }, attention_schema());
-  s.section("encoder_attention", &ModelConfig::encoder_attention, attention_part_schema());
-  s.section("decoder_attention", &ModelConfig::decoder_attention, attention_part_schema());
-  s.section("cross_attention", &ModelConfig::cross_attention, attention_part_schema());
   return s;
 }
 
@@ -192,20 +159,6 @@ ConfigNode section_of(const ConfigNode& root, const std::string& path) {
   return ConfigNode(node, path, root.source_ptr());
 }
 
-// A key set away from its default that the chosen task or model kind does not read.
-void check_unread_keys(const ConfigNode& root, const std::string& section, const std::vector<KeyDifference>& set,
-                       const std::vector<std::string>& specific, const std::vector<std::string>& read, const std::string& who) {
-  for (const KeyDifference& d : set) {
-    const bool is_specific = std::find(specific.begin(), specific.end(), d.key) != specific.end();
-    if (!is_specific || std::find(read.begin(), read.end(), d.key) != read.end()) continue;
-    std::string list;
-    for (const std::string& k : read) list += (list.empty() ? "" : ", ") + section + "." + k;
-    section_of(root, section)
-        .fail(d.key, section + "." + d.key + " is not read by " + who + (list.empty() ? "" : " (it reads " + list + ")") +
-                         "; remove it" + (d.second.empty() ? "" : " or set it to its default (" + d.second + ")"));
-  }
-}
-
 // The kinds that read one of `formats`, for "use model.kind a or b".
 std::string kinds_reading(const std::vector<TaskFormat>& formats) {
   std::string list;
@@ -217,27 +170,18 @@ std::string kinds_reading(const std::vector<TaskFormat>& formats) {
 }
 
 void check_model(const ConfigNode& root, const ExperimentConfig& c) {
-  const ModelKindInfo& kind = ModelRegistry::instance().find(c.model.kind);
+  const ModelKindInfo& kind = ModelRegistry::instance().find(c.model.kind.name);
   const ConfigNode model = section_of(root, "model");
   const auto formats = data::TaskRegistry::instance().find(c.task.name).formats(c.task.options);
   if (std::find(formats.begin(), formats.end(), kind.format) == formats.end()) {
-    model.fail("kind", "task '" + c.task.name + "' cannot train a " + c.model.kind + "; use model.kind " + kinds_reading(formats));
+    model.fail("kind", "task '" + c.task.name + "' cannot train a " + kind.name + "; use model.kind " + kinds_reading(formats));
   }
-  std::vector<std::string> specific;
-  for (const std::string& name : ModelRegistry::instance().names())
-    for (const std::string& k : ModelRegistry::instance().find(name).keys) specific.push_back(k);
-  check_unread_keys(root, "model", model_schema().differences(c.model, ModelConfig{}), specific, kind.keys,
-                    "model.kind " + c.model.kind);
   const EncoderConfig& e = c.model.encoder;
   if (e.d_model % e.n_heads != 0) {
     model.fail("n_heads", "model.n_heads (" + std::to_string(e.n_heads) + ") must divide model.d_model (" + std::to_string(e.d_model) + ")");
   }
-  const bool reads_positions = std::find(kind.keys.begin(), kind.keys.end(), "positional") != kind.keys.end();
-  if (reads_positions && c.model.positional == PositionalKind::rotary && e.head_dim() % 2 != 0) {
-    model.fail("positional", "rotary positions need an even head dimension; d_model / n_heads is " + std::to_string(e.head_dim()));
-  }
   try {
-    kind.sequence_length(c.model, data_shape(c));
+    kind.stack(c.model, data_shape(c));  // the kind's own options against the data
   } catch (const OptionError& e) {
     model.fail(e.key(), e.what());
   }
@@ -260,7 +204,7 @@ void check_attention(const ConfigNode& root, const ExperimentConfig& c) {
     try {
       check_kernel_capabilities(use.name, use.spec);
     } catch (const std::invalid_argument& error) {
-      attention.fail("name", std::string(error.what()) + " (model.kind " + c.model.kind + " uses " + use.key + " for " +
+      attention.fail("name", std::string(error.what()) + " (model.kind " + c.model.kind.name + " uses " + use.key + " for " +
                                  kernel_role(use.spec) + ")");
     }
     // The kernel reads its own options (positioned errors), without building anything yet. A check about
@@ -333,12 +277,12 @@ const Schema<ExperimentConfig>& config_schema() {
   return schema;
 }
 
-TaskFormat task_format(const ExperimentConfig& c) { return ModelRegistry::instance().find(c.model.kind).format; }
+TaskFormat task_format(const ExperimentConfig& c) { return ModelRegistry::instance().find(c.model.kind.name).format; }
 
 DataShape data_shape(const ExperimentConfig& c) { return data::TaskRegistry::instance().find(c.task.name).shape(c.task.options, task_format(c)); }
 
 std::size_t attention_length(const ExperimentConfig& c) {
-  return ModelRegistry::instance().find(c.model.kind).sequence_length(c.model, data_shape(c));
+  return ModelRegistry::instance().find(c.model.kind.name).stack(c.model, data_shape(c)).max_len;
 }
 
 ExperimentConfig parse_config(const std::string& text, const std::string& file,
@@ -382,6 +326,7 @@ std::string markdown_table(const std::vector<KeyDoc>& rows) {
 std::vector<std::pair<std::string, std::vector<KeyDoc>>> component_doc_rows() {
   std::vector<std::pair<std::string, std::vector<KeyDoc>>> out;
   for (auto [name, rows] : component_docs(data::TaskRegistry::instance(), "task.")) out.emplace_back("task." + name, rows);
+  for (auto [name, rows] : component_docs(ModelRegistry::instance(), "model.")) out.emplace_back("model." + name, rows);
   for (auto [name, rows] : component_docs(OptimizerRegistry::instance(), "train.optimizer.")) out.emplace_back("train.optimizer." + name, rows);
   return out;
 }

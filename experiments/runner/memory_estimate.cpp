@@ -52,31 +52,20 @@ double total_or_infinity(const std::optional<ExperimentConfig>& c) {
 
 MemoryEstimate estimate_memory(const ExperimentConfig& c) {
   const DataShape shape = data_shape(c);
-  const EncoderConfig& e = c.model.encoder;
-  const double t = static_cast<double>(attention_length(c)), b = static_cast<double>(c.train.batch_size);
-  const double width = static_cast<double>(e.d_model), layers = static_cast<double>(e.n_layers);
-  const double hidden = e.feed_forward ? static_cast<double>(e.hidden()) : 0.0, heads = static_cast<double>(e.n_heads);
-  const double vocab = static_cast<double>(shape.vocab_size), classes = static_cast<double>(shape.num_classes);
-  const double pixels = static_cast<double>(shape.channels * shape.height * shape.width);
-  const double patch = static_cast<double>(shape.channels * c.model.patch_size * c.model.patch_size);
-  // An encoder-decoder's decoder: target length, layers (self-attention, cross-attention, feed-forward).
-  const double target = static_cast<double>(shape.target_max_len);
-  const double decoder_layers = target > 0 ? static_cast<double>(c.model.decoder_layers ? c.model.decoder_layers : e.n_layers) : 0.0;
+  const double b = static_cast<double>(c.train.batch_size), heads = static_cast<double>(c.model.encoder.n_heads);
+  // The model kind says what it holds and what a step keeps per sequence (framework/models/model.hpp).
+  const ModelSize size = ModelRegistry::instance().find(c.model.kind.name).size(c.model, shape);
   MemoryEstimate m;
-  const double parameters = vocab * width + t * width + layers * (4 * width * width + 2 * width * hidden + 9 * width + hidden) +
-                            width * classes + (shape.images() ? patch * width : 0.0) +
-                            decoder_layers * (8 * width * width + 2 * width * hidden + 13 * width + hidden) +
-                            (target > 0 ? classes * width + target * width : 0.0);
-  m.parameters = 16 * parameters;
-  const double outputs = target > 0 ? target * classes : t * (shape.images() ? 1.0 : classes);
-  m.activations = 4 * b * (t * layers * (14 * width + 3 * hidden) + target * decoder_layers * (20 * width + 3 * hidden) + 2 * outputs);
+  m.parameters = 16 * size.parameters;  // float32 weights, gradients and two optimizer moments
+  m.activations = 4 * b * size.activations;
+  double patterns = 0;  // every layer's [heads, T, T] patterns of each probe, float64 .npy and float32 on the way
   for (const KernelUse& use : kernel_uses(c.model, shape)) {
     m.kernel += static_cast<double>(use.layers) * check_kernel(use.name, use.spec, ComponentOptions(use.options.node()), c.train.batch_size);
+    patterns += static_cast<double>(use.layers) * static_cast<double>(use.spec.max_len) * static_cast<double>(use.spec.max_len);
   }
-  if (c.log.patterns) {
-    m.patterns = 2 * 4 * static_cast<double>(c.log.probes) * heads * (layers * t * t + decoder_layers * (target * target + target * t));
-  }
-  m.data = shape.images() ? 2 * 4 * b * pixels : 3 * 8 * b * (t + 2 * target);
+  if (c.log.patterns) m.patterns = 2 * 4 * static_cast<double>(c.log.probes) * heads * patterns;
+  const double t = static_cast<double>(shape.max_len), target = static_cast<double>(shape.target_max_len);
+  m.data = shape.images() ? 2 * 4 * b * static_cast<double>(shape.channels * shape.height * shape.width) : 3 * 8 * b * (t + 2 * target);
   return m;
 }
 

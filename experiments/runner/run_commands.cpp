@@ -25,8 +25,9 @@ namespace {
 Seq2Seq& seq2seq_model(Experiment& x, const std::string& run_dir, const char* command) {
   auto* model = dynamic_cast<Seq2Seq*>(x.model.get());
   if (!model) {
+    const bool generates = ModelRegistry::instance().find(x.config.model.kind.name).format == TaskFormat::causal_lm;
     throw std::invalid_argument(std::string("attnlab ") + command + " decodes with an encoder-decoder; " + run_dir + " trained a " +
-                                x.config.model.kind + (x.config.model.kind == "causal_lm" ? " (use attnlab sample)" : ""));
+                                x.config.model.kind.name + (generates ? " (use attnlab sample)" : ""));
   }
   return *model;
 }
@@ -132,8 +133,8 @@ int export_run(const std::string& run_dir, const std::string& which, const std::
 int sample_run(const std::string& run_dir, const SampleOptions& o, int threads) {
   set_num_threads(threads);
   const LoadedRun run = load_run(run_dir, o.checkpoint);
-  if (run.config.model.kind != "causal_lm") {
-    throw std::invalid_argument("attnlab sample needs a causal_lm run; " + run_dir + " trained a " + run.config.model.kind);
+  if (ModelRegistry::instance().find(run.config.model.kind.name).format != TaskFormat::causal_lm) {
+    throw std::invalid_argument("attnlab sample needs a causal_lm run; " + run_dir + " trained a " + run.config.model.kind.name);
   }
   // The model alone: its vocabulary comes from the checkpoint (a text run's characters), not from the data.
   const std::string chars = run.checkpoint.texts.count("vocabulary") ? run.checkpoint.texts.at("vocabulary") : "";

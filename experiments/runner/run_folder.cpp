@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -246,7 +247,8 @@ void load_run_model(Module& model, const LoadedRun& run) {
     model.load_state_dict(state);
   } catch (const std::invalid_argument& e) {
     // Until 2026-11-26 a ViT always had a CLS token while its config.yaml said `pooling: mean`.
-    const bool old_vit = run.config.model.kind == "vit" && run.config.model.pooling == Pooling::mean && state.count("cls");
+    const auto names = model.named_parameters();
+    const bool old_vit = state.count("cls") && std::none_of(names.begin(), names.end(), [](const NamedParameter& p) { return p.name == "cls"; });
     throw std::runtime_error(run.dir + "/" + run.checkpoint_file + " does not fit the model of its config: " + e.what() +
                              (old_vit ? "\n  This ViT was trained when every ViT had a CLS token, whatever its config.yaml says; set "
                                         "`pooling: cls` under `model:` in " + run.dir + "/config.yaml"

@@ -38,6 +38,14 @@ struct ComponentOptions {
   ConfigSourcePtr source;
   // A ConfigNode over the options (a source without a file when none is given).
   ConfigNode config_node() const { return ConfigNode(node.node(), path, source ? source : std::make_shared<ConfigSource>()); }
+  // Sets one option as a config would (`value` as its YAML text reads: "true", "rotary", "4"), on a copy
+  // of the mapping, so that copies of a config made before do not change with it.
+  ComponentOptions& set(const std::string& key, const std::string& value) {
+    YAML::Node copy = node.node().IsMap() ? YAML::Clone(node.node()) : YAML::Node(YAML::NodeType::Map);
+    copy[key] = YAML::Load(value);
+    node = YamlTree(copy);
+    return *this;
+  }
 };
 
 // What a registry keeps of a component's options, from its Options and schema (options_spec<C>()).
@@ -52,9 +60,11 @@ struct OptionsSpec {
   // Whether `value` for `key` reads as the key's default (a key of another component left at its
   // default, as resolved configs of older versions wrote every component's keys, is let pass).
   std::function<bool(const std::string& key, const YAML::Node& value)> is_default;
+  // Whether `key` is one of its options, or a section holding some ("cross_attention" for
+  // "cross_attention.name").
   bool reads(const std::string& key) const {
     for (const KeyDoc& d : docs)
-      if (d.key == key) return true;
+      if (d.key == key || d.key.compare(0, key.size() + 1, key + ".") == 0) return true;
     return false;
   }
 };

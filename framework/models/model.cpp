@@ -54,25 +54,28 @@ ModelRegistry& ModelRegistry::instance() {
 }
 
 std::shared_ptr<Model> make_model(const ModelConfig& config, const DataShape& shape, Generator& gen) {
-  return ModelRegistry::instance().find(config.kind).make(config, shape, gen);
+  return ModelRegistry::instance().find(config.kind.name).make(config, shape, gen);
 }
 
 std::vector<KernelUse> kernel_uses(const ModelConfig& config, const DataShape& shape) {
-  const ModelKindInfo& kind = ModelRegistry::instance().find(config.kind);
+  const ModelKindInfo& kind = ModelRegistry::instance().find(config.kind.name);
   if (kind.kernels) return kind.kernels(config, shape);
+  const EncoderConfig stack = kind.stack(config, shape);
   KernelUse use;
   use.key = "model.attention";
-  use.name = config.encoder.attention;
-  use.options = config.encoder.attention_options;
-  EncoderConfig stack = config.encoder;
-  stack.padding_mask = shape.padded;
-  stack.alibi = std::find(kind.keys.begin(), kind.keys.end(), "positional") != kind.keys.end() &&
-                config.positional == PositionalKind::alibi;
+  use.name = stack.attention;
+  use.options = stack.attention_options;
   use.spec = stack.kernel_spec();
-  use.spec.max_len = kind.sequence_length(config, shape);
-  use.spec.causal = kind.causal;
-  use.layers = config.encoder.n_layers;
+  use.layers = stack.n_layers;
   return {use};
+}
+
+ModelSize blocks_size(const EncoderConfig& e, std::size_t layers, double tokens) {
+  const double width = static_cast<double>(e.d_model), hidden = e.feed_forward ? static_cast<double>(e.hidden()) : 0.0;
+  const double n = static_cast<double>(layers);
+  // Per block: q, k, v and output projections, two feed-forward layers, norms and biases; a step keeps
+  // about 14 C + 3 H numbers per token of each block for its backward.
+  return {n * (4 * width * width + 2 * width * hidden + 9 * width + hidden), tokens * n * (14 * width + 3 * hidden)};
 }
 
 std::vector<Model::AttentionPart> Model::attention_parts() const {

@@ -7,10 +7,32 @@
 //   o.hooks.cache = {"blocks.*.attn.hook_pattern"};
 //   out = model->forward(batch, o);                                   // out.cache["blocks.0.attn.hook_pattern"]
 //
-// A model kind is one class deriving from Model plus its registration at the bottom of its file:
-//   ATTNLAB_REGISTER_MODEL(ModelKindInfo{"name", "description", format, keys, sequence_length, make});
-// Its named activations are those of its blocks (models/encoder.hpp, attention/multi_head.hpp) plus
-// "hook_embed", the embedded input [B, T, C] before positions are added.
+// A model kind is one class deriving from Model that states its name, description, the examples it
+// reads and its own options once, and one line registers it (docs/extending.md):
+//
+//   class MyModel : public Model {
+//    public:
+//     static constexpr const char* kName = "my_model";
+//     static constexpr const char* kDescription = "what it is";
+//     static constexpr TaskFormat kFormat = TaskFormat::tagging;  // the layout of examples it learns from
+//     static constexpr bool kCausal = false;                       // optional: whether its attention is causal
+//     struct Options { PositionalKind positional = PositionalKind::learned; };  // its model.* keys
+//     static Schema<Options> options_schema();
+//     // The stack as it builds it for data of `shape` (causal, max_len, padding, ALiBi); OptionError
+//     // naming its key when its options do not fit the data.
+//     static EncoderConfig stack(const Options&, const EncoderConfig& common, const DataShape& shape);
+//     // What it holds beyond its blocks and what a step keeps per sequence, for the memory estimate.
+//     static ModelSize size(const Options&, const EncoderConfig& stack, const DataShape& shape);
+//     MyModel(const ModelConfig& config, const DataShape& shape, Generator& gen);  // options: read_options<MyModel>(config.kind.options)
+//     ...
+//   };
+//   ATTNLAB_REGISTER_MODEL(MyModel);
+//
+// Optional: `static void check(const Options&, const ConfigNode&)`, and `static std::vector<KernelUse>
+// kernels(const Options&, const EncoderConfig& common, const DataShape&)` for a model whose attention
+// parts choose their own kernels (seq2seq). Its named activations are those of its blocks
+// (models/encoder.hpp, attention/multi_head.hpp) plus "hook_embed", the embedded input [B, T, C] before
+// positions are added.
 //
 // Legend: B batch, T tokens, C model width, V vocabulary, K classes.
 #pragma once
@@ -19,8 +41,10 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "framework/io/component.hpp"
 #include "framework/models/encoder.hpp"
 #include "framework/nn/hooks.hpp"
 #include "framework/tensor/batch.hpp"
@@ -33,27 +57,23 @@ const EnumNames<Pooling>& pooling_names();
 Pooling parse_pooling(const std::string& name);  // "mean" | "cls"
 const char* pooling_name(Pooling pooling);
 
-// The kernel of one attention part of an encoder-decoder (model.encoder_attention, ...): an empty name
-// means model.attention's kernel, empty options its options (or the named kernel's defaults).
-struct AttentionChoice {
-  std::string name;
-  YamlTree options;
+// The model section of a config: the kind with its own keys, the stack every kind builds, and its
+// starting weights.
+struct ModelConfig {
+  ModelConfig() { kind.name = "token_tagger"; }
+  ComponentChoice kind;   // model.kind, and the kind's own keys beside it (positional, pooling, ...)
+  EncoderConfig encoder;  // sizes, norm, dropout, activation, attention name and options
+  std::string init_from;  // a weights folder (attnlab export) to start from (read by the runner)
 };
 
-// The model section of a config: the kind, the stack, and the options some kinds read.
-struct ModelConfig {
-  std::string kind = "token_tagger";
-  EncoderConfig encoder;  // sizes, norm, dropout, activation, attention name and options
-  PositionalKind positional = PositionalKind::learned;
-  Pooling pooling = Pooling::mean;  // sequence_classifier, vit
-  std::size_t patch_size = 4;       // vit
-  bool tie_embeddings = false;      // causal_lm, seq2seq: the output layer's weight is the (decoder's) token embedding
-  std::string init_from;            // a weights folder (attnlab export) to start from (read by the runner)
-  // seq2seq
-  std::size_t decoder_layers = 0;   // 0: as many as the encoder (n_layers)
-  bool share_embeddings = false;    // one token embedding for source and target (a shared vocabulary)
-  AttentionChoice encoder_attention, decoder_attention, cross_attention;
+// What a model holds beyond its blocks (embeddings, heads, a decoder) and what a training step keeps
+// per sequence beyond them, in numbers, for the memory estimate (experiments/runner/memory_estimate.cpp).
+struct ModelSize {
+  double parameters = 0;
+  double activations = 0;
 };
+// The blocks' own: parameters of `layers` blocks of `e`, and what a step keeps per token of them.
+ModelSize blocks_size(const EncoderConfig& e, std::size_t layers, double tokens);
 
 // One way a model uses an attention kernel, for config checks and the memory estimate: which key chose
 // it ("model.attention", "model.cross_attention"), the kernel, how the model calls it, in how many layers.
@@ -118,22 +138,53 @@ class Model : public Module {
   virtual Tensor pool(const Tensor& stream, const Batch& /*batch*/) const { return stream; }
 };
 
-// A model kind, as the registry knows it.
+// A model kind, as the registry knows it, built from its class's declarations by model_kind_info<M>().
 struct ModelKindInfo {
   std::string name;
   std::string description;
-  TaskFormat format;              // the layout of examples it reads
-  std::vector<std::string> keys;  // the model.* keys it reads beyond those every kind reads (kind, the stack's sizes,
-                                  // norm, activation, dropout, bias, attention, init_from)
-  bool causal = false;            // whether its attention is causal
-  // The length of the sequences its attention sees for data of `shape`, after checking the kind's own
-  // options against it (OptionError naming the model.* key).
-  std::function<std::size_t(const ModelConfig&, const DataShape&)> sequence_length;
+  TaskFormat format;    // the layout of examples it reads
+  bool causal = false;  // whether its attention is causal
+  OptionsSpec options;  // its model.* keys beyond those every kind reads
+  // The stack it builds for data of `shape`, after checking its options against it (OptionError naming
+  // the model.* key); its max_len is the longest sequence its attention sees.
+  std::function<EncoderConfig(const ModelConfig&, const DataShape&)> stack;
+  std::function<ModelSize(const ModelConfig&, const DataShape&)> size;
   std::function<std::shared_ptr<Model>(const ModelConfig&, const DataShape&, Generator&)> make;
-  // Its kernels as the config chose them; unset: model.attention in every layer, causal as `causal`,
-  // over sequence_length tokens.
+  // Its kernels as the config chose them; unset: the stack's kernel in every layer.
   std::function<std::vector<KernelUse>(const ModelConfig&, const DataShape&)> kernels;
 };
+
+namespace model_detail {
+template <class M, class = void>
+struct causal : std::false_type {};
+template <class M>
+struct causal<M, std::void_t<decltype(M::kCausal)>> : std::bool_constant<M::kCausal> {};
+template <class M, class = void>
+struct has_kernels : std::false_type {};
+template <class M>
+struct has_kernels<M, std::void_t<decltype(M::kernels(std::declval<const typename M::Options&>(), std::declval<const EncoderConfig&>(),
+                                                      std::declval<const DataShape&>()))>> : std::true_type {};
+}  // namespace model_detail
+
+template <class M>
+ModelKindInfo model_kind_info() {
+  ModelKindInfo info;
+  info.name = M::kName;
+  info.description = M::kDescription;
+  info.format = M::kFormat;
+  info.options = options_spec<M>();
+  info.stack = [](const ModelConfig& c, const DataShape& s) { return M::stack(read_options<M>(c.kind.options, false), c.encoder, s); };
+  info.causal = model_detail::causal<M>::value;
+  info.size = [](const ModelConfig& c, const DataShape& s) {
+    const typename M::Options o = read_options<M>(c.kind.options, false);
+    return M::size(o, M::stack(o, c.encoder, s), s);
+  };
+  info.make = [](const ModelConfig& c, const DataShape& s, Generator& g) { return std::shared_ptr<Model>(std::make_shared<M>(c, s, g)); };
+  if constexpr (model_detail::has_kernels<M>::value) {
+    info.kernels = [](const ModelConfig& c, const DataShape& s) { return M::kernels(read_options<M>(c.kind.options, false), c.encoder, s); };
+  }
+  return info;
+}
 
 // name -> ModelKindInfo ("model kind 'x' is not among [...]").
 using ModelRegistry = Registry<ModelKindInfo>;
@@ -155,6 +206,7 @@ void gpt_init(Module& model, std::size_t n_layers, Generator& gen);
 
 #define ATTNLAB_MODEL_CONCAT_(a, b) a##b
 #define ATTNLAB_MODEL_CONCAT(a, b) ATTNLAB_MODEL_CONCAT_(a, b)
-// One line at the bottom of a model kind's file registers it.
-#define ATTNLAB_REGISTER_MODEL(info) \
-  static const bool ATTNLAB_MODEL_CONCAT(attnlab_model_registered_, __LINE__) = ::attnlab::ModelRegistry::instance().add(info)
+// One line at the bottom of a model kind's file registers it under its kName.
+#define ATTNLAB_REGISTER_MODEL(Model) \
+  static const bool ATTNLAB_MODEL_CONCAT(attnlab_model_registered_, Model) = \
+      ::attnlab::ModelRegistry::instance().add(::attnlab::model_kind_info<Model>())

@@ -5,13 +5,15 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "framework/attention/kernel.hpp"
+
 namespace attnlab {
 namespace {
 
 using I = std::int64_t;
 
-const AttentionChoice& choice_of(const ModelConfig& c, Seq2SeqPart part) {
-  return part == Seq2SeqPart::encoder ? c.encoder_attention : part == Seq2SeqPart::decoder ? c.decoder_attention : c.cross_attention;
+const AttentionChoice& choice_of(const Seq2SeqOptions& o, Seq2SeqPart part) {
+  return part == Seq2SeqPart::encoder ? o.encoder_attention : part == Seq2SeqPart::decoder ? o.decoder_attention : o.cross_attention;
 }
 
 const char* key_of(Seq2SeqPart part) {
@@ -35,28 +37,27 @@ Tensor rows_of(const Tensor& t, const std::vector<std::size_t>& rows) {
   return index_select(t, 0, from_indices(index, {rows.size()}));
 }
 
-std::vector<KernelUse> seq2seq_kernels(const ModelConfig& c, const DataShape& shape) {
-  std::vector<KernelUse> uses;
-  for (Seq2SeqPart part : {Seq2SeqPart::encoder, Seq2SeqPart::decoder, Seq2SeqPart::cross}) {
-    const EncoderConfig e = seq2seq_part(c, shape, part);
-    KernelUse use;
-    const AttentionChoice& choice = choice_of(c, part);
-    use.key = "model." + std::string(choice.name.empty() && choice.options.empty() ? "attention" : key_of(part));
-    use.name = e.attention;
-    use.options = e.attention_options;
-    use.spec = e.kernel_spec();
-    use.spec.cross = part == Seq2SeqPart::cross;
-    use.layers = e.n_layers;
-    uses.push_back(use);
-  }
-  return uses;
+Schema<AttentionChoice> attention_part_schema() {
+  Schema<AttentionChoice> s;
+  s.field("name", &AttentionChoice::name, "this part's kernel; empty for model.attention's");
+  s.yaml("options", &AttentionChoice::options,
+         "this part's kernel options; empty for the named kernel's defaults (for model.attention's options when no name is given)");
+  s.rule([](const ConfigNode& node, AttentionChoice& a) {
+    if (a.name.empty()) return;
+    try {
+      KernelRegistry::instance().find(a.name);
+    } catch (const std::invalid_argument& e) {
+      node.fail("name", e.what());
+    }
+  });
+  return s;
 }
 
 }  // namespace
 
-EncoderConfig seq2seq_part(const ModelConfig& c, const DataShape& shape, Seq2SeqPart part) {
-  EncoderConfig e = c.encoder;
-  const AttentionChoice& choice = choice_of(c, part);
+EncoderConfig seq2seq_part(const Seq2SeqOptions& o, const EncoderConfig& common, const DataShape& shape, Seq2SeqPart part) {
+  EncoderConfig e = common;
+  const AttentionChoice& choice = choice_of(o, part);
   if (!choice.name.empty()) {
     e.attention = choice.name;
     e.attention_options = choice.options;  // the named kernel's own options (empty: its defaults)
@@ -65,9 +66,9 @@ EncoderConfig seq2seq_part(const ModelConfig& c, const DataShape& shape, Seq2Seq
   }
   e.padding_mask = shape.padded;
   e.causal = part == Seq2SeqPart::decoder;
-  e.alibi = part != Seq2SeqPart::cross && c.positional == PositionalKind::alibi;
+  e.alibi = part != Seq2SeqPart::cross && o.positional == PositionalKind::alibi;
   e.max_len = part == Seq2SeqPart::decoder ? shape.target_max_len : shape.max_len;
-  if (part != Seq2SeqPart::encoder && c.decoder_layers) e.n_layers = c.decoder_layers;
+  if (part != Seq2SeqPart::encoder && o.decoder_layers) e.n_layers = o.decoder_layers;
   return e;
 }
 
@@ -88,31 +89,77 @@ Tensor TokenDecoder::forward(const Tensor& ids, const Tensor& padding_mask, cons
 
 // ---- Seq2Seq ----
 
-std::size_t Seq2Seq::sequence_length(const ModelConfig& config, const DataShape& shape) {
+Schema<Seq2SeqOptions> Seq2Seq::options_schema() {
+  Schema<Options> s;
+  s.choice("positional", &Options::positional, positional_kind_names(),
+           "how positions enter, in the encoder and the decoder: added (`sinusoidal`, `learned`), rotated queries and keys "
+           "(`rotary`, needs an even head dimension), a per-head distance bias on the self-attention scores (`alibi`) or `none`");
+  s.field("tie_embeddings", &Options::tie_embeddings, "the output layer's weight is the decoder's token embedding");
+  s.field("decoder_layers", &Options::decoder_layers, "decoder layers; 0 means as many as the encoder's n_layers");
+  s.field("share_embeddings", &Options::share_embeddings,
+          "one token embedding for source and target (the task must use one vocabulary for both, as the toy tasks do)");
+  s.section("encoder_attention", &Options::encoder_attention, attention_part_schema());
+  s.section("decoder_attention", &Options::decoder_attention, attention_part_schema());
+  s.section("cross_attention", &Options::cross_attention, attention_part_schema());
+  return s;
+}
+
+EncoderConfig Seq2Seq::stack(const Options& o, const EncoderConfig& common, const DataShape& shape) {
   if (shape.images()) throw OptionError("kind", "seq2seq reads token sequences, and the task is made of images; use vit");
   if (shape.target_max_len == 0 || shape.bos < 0 || shape.eos < 0) {
     throw OptionError("kind", "seq2seq needs a task with a seq2seq format (pairs of source and target sequences)");
   }
-  if (config.share_embeddings && !shape.shared_vocabulary) {
+  if (o.share_embeddings && !shape.shared_vocabulary) {
     throw OptionError("share_embeddings", "model.share_embeddings needs one vocabulary for source and target, and this task has "
                                           "two (e.g. scan's commands and actions); remove it");
   }
-  return shape.max_len;
+  if (o.positional == PositionalKind::rotary && common.head_dim() % 2 != 0) {
+    throw OptionError("positional", "rotary positions need an even head dimension; d_model / n_heads is " + std::to_string(common.head_dim()));
+  }
+  return seq2seq_part(o, common, shape, Seq2SeqPart::encoder);
 }
 
-Seq2Seq::Seq2Seq(const ModelConfig& config, const DataShape& shape, Generator& gen)
-    : encoder_config_(seq2seq_part(config, shape, Seq2SeqPart::encoder)),
-      decoder_config_(seq2seq_part(config, shape, Seq2SeqPart::decoder)),
-      bos_(shape.bos),
-      eos_(shape.eos),
-      vocab_(shape.num_classes) {
-  sequence_length(config, shape);
-  encoder = register_module("encoder", std::make_shared<TokenEncoder>(shape.vocab_size, config.positional, encoder_config_, gen));
-  decoder = register_module("decoder", std::make_shared<TokenDecoder>(shape.num_classes, config.positional, decoder_config_,
-                                                                      seq2seq_part(config, shape, Seq2SeqPart::cross), gen,
-                                                                      config.share_embeddings ? encoder->tok : nullptr));
-  head = register_module("head", config.tie_embeddings ? std::make_shared<Linear>(decoder->tok->weight, false, gen)
-                                                       : std::make_shared<Linear>(decoder_config_.d_model, shape.num_classes, false, gen));
+ModelSize Seq2Seq::size(const Options& o, const EncoderConfig& encoder, const DataShape& shape) {
+  const EncoderConfig decoder = seq2seq_part(o, encoder, shape, Seq2SeqPart::decoder);
+  ModelSize s = blocks_size(encoder, encoder.n_layers, static_cast<double>(encoder.max_len));
+  const double width = static_cast<double>(encoder.d_model), hidden = encoder.feed_forward ? static_cast<double>(encoder.hidden()) : 0.0;
+  const double target = static_cast<double>(decoder.max_len), layers = static_cast<double>(decoder.n_layers);
+  const double classes = static_cast<double>(shape.num_classes);
+  // A decoder block adds cross-attention to an encoder block's parts; the embeddings, positions and head.
+  s.parameters += layers * (8 * width * width + 2 * width * hidden + 13 * width + hidden) + static_cast<double>(shape.vocab_size) * width +
+                  static_cast<double>(encoder.max_len) * width + classes * width + target * width + width * classes;
+  s.activations += target * layers * (20 * width + 3 * hidden) + 2 * target * classes;
+  return s;
+}
+
+std::vector<KernelUse> Seq2Seq::kernels(const Options& o, const EncoderConfig& common, const DataShape& shape) {
+  std::vector<KernelUse> uses;
+  for (Seq2SeqPart part : {Seq2SeqPart::encoder, Seq2SeqPart::decoder, Seq2SeqPart::cross}) {
+    const EncoderConfig e = seq2seq_part(o, common, shape, part);
+    KernelUse use;
+    const AttentionChoice& choice = choice_of(o, part);
+    use.key = "model." + std::string(choice.name.empty() && choice.options.empty() ? "attention" : key_of(part));
+    use.name = e.attention;
+    use.options = e.attention_options;
+    use.spec = e.kernel_spec();
+    use.spec.cross = part == Seq2SeqPart::cross;
+    use.layers = e.n_layers;
+    uses.push_back(use);
+  }
+  return uses;
+}
+
+Seq2Seq::Seq2Seq(const ModelConfig& config, const DataShape& shape, Generator& gen) {
+  const Options o = read_options<Seq2Seq>(config.kind.options);
+  encoder_config_ = stack(o, config.encoder, shape);
+  decoder_config_ = seq2seq_part(o, config.encoder, shape, Seq2SeqPart::decoder);
+  bos_ = shape.bos, eos_ = shape.eos, vocab_ = shape.num_classes;
+  encoder = register_module("encoder", std::make_shared<TokenEncoder>(shape.vocab_size, o.positional, encoder_config_, gen));
+  decoder = register_module("decoder", std::make_shared<TokenDecoder>(shape.num_classes, o.positional, decoder_config_,
+                                                                      seq2seq_part(o, config.encoder, shape, Seq2SeqPart::cross), gen,
+                                                                      o.share_embeddings ? encoder->tok : nullptr));
+  head = register_module("head", o.tie_embeddings ? std::make_shared<Linear>(decoder->tok->weight, false, gen)
+                                                  : std::make_shared<Linear>(decoder_config_.d_model, shape.num_classes, false, gen));
   // Residual projections scaled as GPT-2 does, by the number of layers a signal passes (encoder, then decoder).
   gpt_init(*this, encoder_config_.n_layers + decoder_config_.n_layers, gen);
 }
@@ -253,12 +300,6 @@ std::vector<Decoded> Seq2Seq::beam_decode(const Tensor& source, const Tensor& so
 
 // ---- registration ----
 
-ATTNLAB_REGISTER_MODEL((ModelKindInfo{
-    "seq2seq", "encoder-decoder Transformer: bidirectional encoder, causal decoder with cross-attention to it", TaskFormat::seq2seq,
-    {"positional", "tie_embeddings", "decoder_layers", "share_embeddings", "encoder_attention.name", "encoder_attention.options",
-     "decoder_attention.name", "decoder_attention.options", "cross_attention.name", "cross_attention.options"},
-    false, &Seq2Seq::sequence_length,
-    [](const ModelConfig& c, const DataShape& s, Generator& g) { return std::shared_ptr<Model>(std::make_shared<Seq2Seq>(c, s, g)); },
-    seq2seq_kernels}));
+ATTNLAB_REGISTER_MODEL(Seq2Seq);
 
 }  // namespace attnlab

@@ -29,9 +29,25 @@ namespace attnlab {
 
 enum class Seq2SeqPart { encoder, decoder, cross };
 
+// The kernel of one attention part (model.encoder_attention, ...): an empty name means model.attention's
+// kernel, empty options its options (or the named kernel's defaults).
+struct AttentionChoice {
+  std::string name;
+  YamlTree options;
+};
+
+// seq2seq's own model.* keys.
+struct Seq2SeqOptions {
+  PositionalKind positional = PositionalKind::learned;
+  bool tie_embeddings = false;    // the output layer's weight is the decoder's token embedding
+  std::size_t decoder_layers = 0; // 0: as many as the encoder (n_layers)
+  bool share_embeddings = false;  // one token embedding for source and target (a shared vocabulary)
+  AttentionChoice encoder_attention, decoder_attention, cross_attention;
+};
+
 // The stack of one part as the config chooses it: sizes from model.*, its kernel (the part's override or
 // model.attention), causal for the decoder, and the length of its keys (max_len).
-EncoderConfig seq2seq_part(const ModelConfig& config, const DataShape& shape, Seq2SeqPart part);
+EncoderConfig seq2seq_part(const Seq2SeqOptions& options, const EncoderConfig& common, const DataShape& shape, Seq2SeqPart part);
 
 // The decoder side: target token embedding (or the encoder's, shared), positions, the decoder stack.
 class TokenDecoder : public Module {
@@ -56,8 +72,18 @@ struct Decoded {
 
 class Seq2Seq : public Model {
  public:
+  static constexpr const char* kName = "seq2seq";
+  static constexpr const char* kDescription = "encoder-decoder Transformer: bidirectional encoder, causal decoder with cross-attention to it";
+  static constexpr TaskFormat kFormat = TaskFormat::seq2seq;
+  using Options = Seq2SeqOptions;
+  static Schema<Options> options_schema();
+  // The encoder's stack (the decoder's and cross-attention's: seq2seq_part); OptionError when the data
+  // are not pairs of sequences or share_embeddings does not fit them.
+  static EncoderConfig stack(const Options& options, const EncoderConfig& common, const DataShape& shape);
+  static ModelSize size(const Options& options, const EncoderConfig& stack, const DataShape& shape);
+  // Its three attention parts, each with the kernel the config chose for it.
+  static std::vector<KernelUse> kernels(const Options& options, const EncoderConfig& common, const DataShape& shape);
   Seq2Seq(const ModelConfig& config, const DataShape& shape, Generator& gen);
-  static std::size_t sequence_length(const ModelConfig& config, const DataShape& shape);
 
   // The encoder's output [B, S, C] for source ids [B, S] and their padding mask (or undefined).
   Tensor encode(const Tensor& source, const Tensor& source_mask, const HookScope& hooks = {});

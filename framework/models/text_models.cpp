@@ -17,14 +17,36 @@ void check_ids(const Tensor& ids, const char* who) {
   }
 }
 
-// The stack as a token model of `kind` builds it: its causality and the length of what it reads.
-EncoderConfig stack(const ModelConfig& config, bool causal, std::size_t max_len, bool padded) {
-  EncoderConfig e = config.encoder;
+// The stack as a token model builds it: its causality, the length of what it reads, its padding and
+// whether ALiBi biases its scores; rotary positions need an even head dimension.
+EncoderConfig token_stack(const EncoderConfig& common, PositionalKind positional, bool causal, std::size_t max_len, bool padded) {
+  if (positional == PositionalKind::rotary && common.head_dim() % 2 != 0) {
+    throw OptionError("positional", "rotary positions need an even head dimension; d_model / n_heads is " + std::to_string(common.head_dim()));
+  }
+  EncoderConfig e = common;
   e.causal = causal;
   e.max_len = max_len;
   e.padding_mask = padded;
-  e.alibi = config.positional == PositionalKind::alibi;
+  e.alibi = positional == PositionalKind::alibi;
   return e;
+}
+
+// The key every token model reads: how positions enter.
+template <class O>
+void positional_field(Schema<O>& s) {
+  s.choice("positional", &O::positional, positional_kind_names(),
+           "how positions enter: added (`sinusoidal`, `learned`), rotated queries and keys (`rotary`, needs an even head "
+           "dimension), a per-head distance bias on the scores (`alibi`, Press et al. 2022; kernels that declare it) or `none`");
+}
+
+// A token model's own numbers: its token embedding, learned positions (when it has them), output layer
+// (its logits kept twice per token for the loss).
+ModelSize token_size(const EncoderConfig& e, const DataShape& shape, std::size_t outputs, std::size_t output_rows) {
+  ModelSize s = blocks_size(e, e.n_layers, static_cast<double>(e.max_len));
+  const double width = static_cast<double>(e.d_model);
+  s.parameters += static_cast<double>(shape.vocab_size) * width + static_cast<double>(e.max_len) * width + width * static_cast<double>(outputs);
+  s.activations += 2.0 * static_cast<double>(output_rows) * static_cast<double>(outputs);
+  return s;
 }
 
 std::size_t token_sequence_length(const DataShape& shape, bool classes) {
@@ -58,12 +80,27 @@ Tensor TokenEncoder::forward(const Tensor& ids, const Tensor& key_padding_mask, 
 
 // ---- CausalLM ----
 
-std::size_t CausalLM::sequence_length(const ModelConfig&, const DataShape& shape) { return token_sequence_length(shape, false); }
+Schema<CausalLM::Options> CausalLM::options_schema() {
+  Schema<Options> s;
+  positional_field(s);
+  s.field("tie_embeddings", &Options::tie_embeddings,
+          "the output layer's weight is the token embedding (GPT-2 and nanoGPT tie them); saved once, as `body.tok.weight`");
+  return s;
+}
 
-CausalLM::CausalLM(const ModelConfig& config, const DataShape& shape, Generator& gen)
-    : encoder_config_(stack(config, true, sequence_length(config, shape), shape.padded)) {
-  body = register_module("body", std::make_shared<TokenEncoder>(shape.vocab_size, config.positional, encoder_config_, gen));
-  head = register_module("head", config.tie_embeddings
+EncoderConfig CausalLM::stack(const Options& o, const EncoderConfig& common, const DataShape& shape) {
+  return token_stack(common, o.positional, true, token_sequence_length(shape, false), shape.padded);
+}
+
+ModelSize CausalLM::size(const Options&, const EncoderConfig& stack, const DataShape& shape) {
+  return token_size(stack, shape, shape.vocab_size, stack.max_len);
+}
+
+CausalLM::CausalLM(const ModelConfig& config, const DataShape& shape, Generator& gen) {
+  const Options o = read_options<CausalLM>(config.kind.options);
+  encoder_config_ = stack(o, config.encoder, shape);
+  body = register_module("body", std::make_shared<TokenEncoder>(shape.vocab_size, o.positional, encoder_config_, gen));
+  head = register_module("head", o.tie_embeddings
                                      ? std::make_shared<Linear>(body->tok->weight, false, gen)
                                      : std::make_shared<Linear>(encoder_config_.d_model, shape.vocab_size, false, gen));
   gpt_init(*this, encoder_config_.n_layers, gen);  // a tied weight is an embedding here: N(0, 0.02), as in nanoGPT
@@ -122,13 +159,28 @@ std::vector<std::int64_t> CausalLM::generate(const std::vector<std::int64_t>& pr
 
 // ---- classifiers ----
 
-std::size_t SequenceClassifier::sequence_length(const ModelConfig& config, const DataShape& shape) {
-  return token_sequence_length(shape, true) + (config.pooling == Pooling::cls ? 1 : 0);  // room for the CLS token
+Schema<SequenceClassifier::Options> SequenceClassifier::options_schema() {
+  Schema<Options> s;
+  positional_field(s);
+  s.choice("pooling", &Options::pooling, pooling_names(),
+           "the head reads the `mean` over the real tokens or a learned `cls` token prepended to the sequence");
+  return s;
 }
 
-SequenceClassifier::SequenceClassifier(const ModelConfig& config, const DataShape& shape, Generator& gen)
-    : encoder_config_(stack(config, false, sequence_length(config, shape), shape.padded)), pooling_(config.pooling) {
-  body = register_module("body", std::make_shared<TokenEncoder>(shape.vocab_size, config.positional, encoder_config_, gen));
+EncoderConfig SequenceClassifier::stack(const Options& o, const EncoderConfig& common, const DataShape& shape) {
+  const std::size_t room = o.pooling == Pooling::cls ? 1 : 0;  // for the CLS token
+  return token_stack(common, o.positional, false, token_sequence_length(shape, true) + room, shape.padded);
+}
+
+ModelSize SequenceClassifier::size(const Options&, const EncoderConfig& stack, const DataShape& shape) {
+  return token_size(stack, shape, shape.num_classes, stack.max_len);
+}
+
+SequenceClassifier::SequenceClassifier(const ModelConfig& config, const DataShape& shape, Generator& gen) {
+  const Options o = read_options<SequenceClassifier>(config.kind.options);
+  encoder_config_ = stack(o, config.encoder, shape);
+  pooling_ = o.pooling;
+  body = register_module("body", std::make_shared<TokenEncoder>(shape.vocab_size, o.positional, encoder_config_, gen));
   head = register_module("head", std::make_shared<Linear>(encoder_config_.d_model, shape.num_classes, true, gen));
   if (pooling_ == Pooling::cls) {
     NoGradGuard no_grad;
@@ -159,11 +211,24 @@ Tensor SequenceClassifier::pool(const Tensor& hidden, const Batch& batch) const 
   return sum(hidden * reshape(keep, {b, t, 1}), 1) / count;
 }
 
-std::size_t TokenClassifier::sequence_length(const ModelConfig&, const DataShape& shape) { return token_sequence_length(shape, true); }
+Schema<TokenClassifier::Options> TokenClassifier::options_schema() {
+  Schema<Options> s;
+  positional_field(s);
+  return s;
+}
 
-TokenClassifier::TokenClassifier(const ModelConfig& config, const DataShape& shape, Generator& gen)
-    : encoder_config_(stack(config, false, sequence_length(config, shape), shape.padded)) {
-  body = register_module("body", std::make_shared<TokenEncoder>(shape.vocab_size, config.positional, encoder_config_, gen));
+EncoderConfig TokenClassifier::stack(const Options& o, const EncoderConfig& common, const DataShape& shape) {
+  return token_stack(common, o.positional, false, token_sequence_length(shape, true), shape.padded);
+}
+
+ModelSize TokenClassifier::size(const Options&, const EncoderConfig& stack, const DataShape& shape) {
+  return token_size(stack, shape, shape.num_classes, stack.max_len);
+}
+
+TokenClassifier::TokenClassifier(const ModelConfig& config, const DataShape& shape, Generator& gen) {
+  const Options o = read_options<TokenClassifier>(config.kind.options);
+  encoder_config_ = stack(o, config.encoder, shape);
+  body = register_module("body", std::make_shared<TokenEncoder>(shape.vocab_size, o.positional, encoder_config_, gen));
   head = register_module("head", std::make_shared<Linear>(encoder_config_.d_model, shape.num_classes, true, gen));
   gpt_init(*this, encoder_config_.n_layers, gen);
 }
@@ -173,27 +238,8 @@ Tensor TokenClassifier::run(const Batch& batch, const HookScope& hooks) {
   return head->forward(body->forward(batch.input, batch.key_padding_mask, hooks));  // [B, T, K]
 }
 
-// ---- registration ----
-
-template <class M>
-ModelKindInfo token_model(const char* name, const char* description, TaskFormat format, std::vector<std::string> keys, bool causal) {
-  ModelKindInfo k;
-  k.name = name;
-  k.description = description;
-  k.format = format;
-  k.keys = std::move(keys);
-  k.causal = causal;
-  k.sequence_length = &M::sequence_length;
-  k.make = [](const ModelConfig& c, const DataShape& s, Generator& g) { return std::shared_ptr<Model>(std::make_shared<M>(c, s, g)); };
-  return k;
-}
-
-ATTNLAB_REGISTER_MODEL(token_model<CausalLM>("causal_lm", "decoder-only language model (GPT): causal attention, next-token logits",
-                                             TaskFormat::causal_lm, {"positional", "tie_embeddings"}, true));
-ATTNLAB_REGISTER_MODEL(token_model<TokenClassifier>("token_tagger", "bidirectional encoder with a label per token (BERT-style)",
-                                                    TaskFormat::tagging, {"positional"}, false));
-ATTNLAB_REGISTER_MODEL(token_model<SequenceClassifier>("sequence_classifier",
-                                                       "bidirectional encoder, pooled (mean or CLS) to one label per sequence",
-                                                       TaskFormat::classification, {"positional", "pooling"}, false));
+ATTNLAB_REGISTER_MODEL(CausalLM);
+ATTNLAB_REGISTER_MODEL(TokenClassifier);
+ATTNLAB_REGISTER_MODEL(SequenceClassifier);
 
 }  // namespace attnlab

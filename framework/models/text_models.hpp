@@ -29,8 +29,18 @@ class TokenEncoder : public Module {
 // GPT: causal encoder, then a Linear to the vocabulary. shape.vocab_size and shape.max_len size it.
 class CausalLM : public Model {
  public:
+  static constexpr const char* kName = "causal_lm";
+  static constexpr const char* kDescription = "decoder-only language model (GPT): causal attention, next-token logits";
+  static constexpr TaskFormat kFormat = TaskFormat::causal_lm;
+  static constexpr bool kCausal = true;
+  struct Options {
+    PositionalKind positional = PositionalKind::learned;
+    bool tie_embeddings = false;  // the output layer's weight is the token embedding
+  };
+  static Schema<Options> options_schema();
+  static EncoderConfig stack(const Options& options, const EncoderConfig& common, const DataShape& shape);
+  static ModelSize size(const Options& options, const EncoderConfig& stack, const DataShape& shape);
   CausalLM(const ModelConfig& config, const DataShape& shape, Generator& gen);
-  static std::size_t sequence_length(const ModelConfig& config, const DataShape& shape);
   Tensor logits(const Tensor& ids);                      // [B, T] -> [B, T, V]
   Tensor loss(const Tensor& ids, const Tensor& targets);  // mean cross-entropy
   // Samples `n_tokens` continuations of `prompt` (ids), feeding at most max_len tokens of context.
@@ -61,8 +71,17 @@ class CausalLM : public Model {
 // padded tokens out of attention and of the pooling.
 class SequenceClassifier : public Model {
  public:
+  static constexpr const char* kName = "sequence_classifier";
+  static constexpr const char* kDescription = "bidirectional encoder, pooled (mean or CLS) to one label per sequence";
+  static constexpr TaskFormat kFormat = TaskFormat::classification;
+  struct Options {
+    PositionalKind positional = PositionalKind::learned;
+    Pooling pooling = Pooling::mean;
+  };
+  static Schema<Options> options_schema();
+  static EncoderConfig stack(const Options& options, const EncoderConfig& common, const DataShape& shape);
+  static ModelSize size(const Options& options, const EncoderConfig& stack, const DataShape& shape);
   SequenceClassifier(const ModelConfig& config, const DataShape& shape, Generator& gen);
-  static std::size_t sequence_length(const ModelConfig& config, const DataShape& shape);
   std::size_t n_layers() const override { return encoder_config_.n_layers; }
   bool feed_forward() const override { return encoder_config_.feed_forward; }
   std::size_t n_heads() const override { return encoder_config_.n_heads; }
@@ -85,8 +104,16 @@ class SequenceClassifier : public Model {
 // One label per token: encoder output -> Linear -> logits [B, T, K].
 class TokenClassifier : public Model {
  public:
+  static constexpr const char* kName = "token_tagger";
+  static constexpr const char* kDescription = "bidirectional encoder with a label per token (BERT-style)";
+  static constexpr TaskFormat kFormat = TaskFormat::tagging;
+  struct Options {
+    PositionalKind positional = PositionalKind::learned;
+  };
+  static Schema<Options> options_schema();
+  static EncoderConfig stack(const Options& options, const EncoderConfig& common, const DataShape& shape);
+  static ModelSize size(const Options& options, const EncoderConfig& stack, const DataShape& shape);
   TokenClassifier(const ModelConfig& config, const DataShape& shape, Generator& gen);
-  static std::size_t sequence_length(const ModelConfig& config, const DataShape& shape);
   std::size_t n_layers() const override { return encoder_config_.n_layers; }
   bool feed_forward() const override { return encoder_config_.feed_forward; }
   std::size_t n_heads() const override { return encoder_config_.n_heads; }

@@ -7,26 +7,42 @@ namespace {
 using I = std::int64_t;
 }
 
-std::size_t ViT::sequence_length(const ModelConfig& config, const DataShape& shape) {
+Schema<ViT::Options> ViT::options_schema() {
+  Schema<Options> s;
+  s.field("patch_size", &Options::patch_size, "square patches; must divide the image size", Range::at_least(1));
+  s.choice("pooling", &Options::pooling, pooling_names(),
+           "the head reads the `mean` over the patches (global average pooling, no CLS token) or a learned `cls` token prepended "
+           "to them");
+  return s;
+}
+
+EncoderConfig ViT::stack(const Options& o, const EncoderConfig& common, const DataShape& shape) {
   if (!shape.images()) throw OptionError("kind", "model.kind vit reads images; this task's data are token sequences");
-  const std::size_t p = config.patch_size;
+  const std::size_t p = o.patch_size;
   if (p == 0 || shape.height % p != 0 || shape.width % p != 0) {
     throw OptionError("patch_size", "model.patch_size (" + std::to_string(p) + ") must divide the image size (" +
                                         std::to_string(shape.height) + "x" + std::to_string(shape.width) + ")");
   }
   if (shape.num_classes < 2) throw std::invalid_argument("ViT needs at least 2 classes");
-  return (shape.height / p) * (shape.width / p) + (config.pooling == Pooling::cls ? 1 : 0);
+  EncoderConfig e = common;
+  e.causal = false;
+  e.max_len = (shape.height / p) * (shape.width / p) + (o.pooling == Pooling::cls ? 1 : 0);
+  return e;
 }
 
-ViT::ViT(const ModelConfig& config, const DataShape& shape, Generator& gen)
-    : encoder_config_(config.encoder),
-      channels_(shape.channels),
-      patch_size_(config.patch_size),
-      image_height_(shape.height),
-      image_width_(shape.width),
-      class_token_(config.pooling == Pooling::cls) {
-  encoder_config_.causal = false;
-  encoder_config_.max_len = sequence_length(config, shape);
+ModelSize ViT::size(const Options& o, const EncoderConfig& stack, const DataShape& shape) {
+  ModelSize s = blocks_size(stack, stack.n_layers, static_cast<double>(stack.max_len));
+  const double width = static_cast<double>(stack.d_model), patch = static_cast<double>(shape.channels * o.patch_size * o.patch_size);
+  s.parameters += patch * width + static_cast<double>(stack.max_len) * width + width * static_cast<double>(shape.num_classes);
+  s.activations += 2.0 * static_cast<double>(stack.max_len);
+  return s;
+}
+
+ViT::ViT(const ModelConfig& config, const DataShape& shape, Generator& gen) {
+  const Options o = read_options<ViT>(config.kind.options);
+  encoder_config_ = stack(o, config.encoder, shape);
+  channels_ = shape.channels, patch_size_ = o.patch_size, image_height_ = shape.height, image_width_ = shape.width;
+  class_token_ = o.pooling == Pooling::cls;
   const std::size_t c = encoder_config_.d_model, patch_dim = channels_ * patch_size_ * patch_size_;
   patch_embed = register_module("patch_embed", std::make_shared<Linear>(patch_dim, c, true, gen));
   {
@@ -79,10 +95,6 @@ Tensor ViT::pool(const Tensor& hidden, const Batch&) const {
   return reshape(slice(hidden, 1, 0, 1), {static_cast<I>(hidden.size(0)), static_cast<I>(hidden.size(2))});
 }
 
-ATTNLAB_REGISTER_MODEL((ModelKindInfo{"vit", "vision transformer: patches (and a CLS token) through a bidirectional encoder",
-                                      TaskFormat::images, {"patch_size", "pooling"}, false, &ViT::sequence_length,
-                                      [](const ModelConfig& c, const DataShape& s, Generator& g) {
-                                        return std::shared_ptr<Model>(std::make_shared<ViT>(c, s, g));
-                                      }}));
+ATTNLAB_REGISTER_MODEL(ViT);
 
 }  // namespace attnlab

@@ -18,9 +18,19 @@ namespace attnlab {
 
 class ViT : public Model {
  public:
+  static constexpr const char* kName = "vit";
+  static constexpr const char* kDescription = "vision transformer: patches (and a CLS token) through a bidirectional encoder";
+  static constexpr TaskFormat kFormat = TaskFormat::images;
+  struct Options {
+    std::size_t patch_size = 4;       // square patches
+    Pooling pooling = Pooling::mean;  // the head reads the mean of the patches, or a CLS token
+  };
+  static Schema<Options> options_schema();
+  // The stack over N (+ 1 with a CLS token) positions for the images of `shape`; OptionError("patch_size")
+  // when P does not divide them.
+  static EncoderConfig stack(const Options& options, const EncoderConfig& common, const DataShape& shape);
+  static ModelSize size(const Options& options, const EncoderConfig& stack, const DataShape& shape);
   ViT(const ModelConfig& config, const DataShape& shape, Generator& gen);
-  // N (+ 1 with a CLS token) for the images of `shape`; OptionError("patch_size") when P does not divide them.
-  static std::size_t sequence_length(const ModelConfig& config, const DataShape& shape);
   // images [B, Cin, Hi, Wi] -> patches [B, N, Cin * P * P], row-major over the patch grid.
   Tensor patchify(const Tensor& images) const;
   std::size_t n_layers() const override { return encoder_config_.n_layers; }

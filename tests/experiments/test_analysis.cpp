@@ -39,7 +39,7 @@ class PreviousTokenSource : public data::DataSource {
 // Residual dims: [0, 6) the token, [6, 12) the copied previous token, [16, 24) the position.
 std::shared_ptr<Model> previous_token_model() {
   ModelConfig config;
-  config.kind = "causal_lm";
+  config.kind.name = "causal_lm";
   config.encoder.d_model = kWidth;
   config.encoder.n_heads = 2;
   config.encoder.n_layers = 1;
@@ -157,7 +157,7 @@ TEST(Analysis, TheReadoutOfTheLastStreamIsTheModelsOutputForEveryKind) {
                                    {"vit", NormPlacement::pre, images},         {"seq2seq", NormPlacement::pre, pairs}};
   for (const Case& c : cases) {
     ModelConfig config;
-    config.kind = c.kind;
+    config.kind.name = c.kind;
     config.encoder.d_model = 16, config.encoder.n_heads = 2, config.encoder.n_layers = 2, config.encoder.norm = c.norm;
     Generator gen(3);
     std::shared_ptr<Model> model = make_model(config, c.shape, gen);
@@ -188,7 +188,7 @@ TEST(Analysis, EveryKernelIsAnalysed) {
   for (const std::string& name : KernelRegistry::instance().names()) {
     const KernelInfo& info = KernelRegistry::instance().find(name);
     ModelConfig config;
-    config.kind = info.capabilities.causal ? "causal_lm" : "token_tagger";
+    config.kind.name = info.capabilities.causal ? "causal_lm" : "token_tagger";
     config.encoder.d_model = 16, config.encoder.n_heads = 2, config.encoder.n_layers = 2, config.encoder.attention = name;
     DataShape shape = data.shape();
     shape.num_classes = kVocab;
@@ -220,7 +220,7 @@ TEST(Analysis, EveryKernelIsAnalysed) {
 TEST(Analysis, AttentionOnlyModelsHaveNoMlpComponents) {
   PreviousTokenSource data;
   ModelConfig config;
-  config.kind = "causal_lm";
+  config.kind.name = "causal_lm";
   config.encoder.d_model = 16, config.encoder.n_heads = 2, config.encoder.n_layers = 2, config.encoder.feed_forward = false;
   DataShape shape = data.shape();
   shape.num_classes = kVocab;

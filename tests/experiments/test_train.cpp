@@ -302,7 +302,7 @@ TEST(RunFolder, AnOldClassTokenViTSaysHowToLoadIt) {
   DataShape shape;
   shape.channels = 1, shape.height = 8, shape.width = 8, shape.num_classes = 4;
   ModelConfig old_kind;
-  old_kind.kind = "vit", old_kind.patch_size = 4, old_kind.pooling = Pooling::cls;
+  old_kind.kind.name = "vit", old_kind.kind.options.set("patch_size", "4"), old_kind.kind.options.set("pooling", "cls");
   old_kind.encoder.d_model = 8, old_kind.encoder.n_heads = 2, old_kind.encoder.n_layers = 1;
   Generator gen(0);
   const ViT saved(old_kind, shape, gen);
@@ -310,7 +310,7 @@ TEST(RunFolder, AnOldClassTokenViTSaysHowToLoadIt) {
   run.dir = "runs/old-vit", run.checkpoint_file = "last.ckpt";
   for (const auto& [name, t] : saved.state_dict()) run.checkpoint.tensors.emplace("model." + name, t);
   run.config.model = old_kind;
-  run.config.model.pooling = Pooling::mean;  // what such a run's config.yaml says
+  run.config.model.kind.options.set("pooling", "mean");  // what such a run's config.yaml says
   ViT rebuilt(run.config.model, shape, gen);
   try {
     load_run_model(rebuilt, run);
@@ -319,12 +319,12 @@ TEST(RunFolder, AnOldClassTokenViTSaysHowToLoadIt) {
     EXPECT_NE(std::string(e.what()).find("unexpected: cls"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("set `pooling: cls` under `model:` in runs/old-vit/config.yaml"), std::string::npos) << e.what();
   }
-  run.config.model.pooling = Pooling::cls;
+  run.config.model.kind.options.set("pooling", "cls");
   ViT as_saved(run.config.model, shape, gen);
   EXPECT_NO_THROW(load_run_model(as_saved, run));
   // A mismatch without the CLS token in the checkpoint carries no such hint.
   run.checkpoint.tensors.erase("model.cls");
-  run.config.model.pooling = Pooling::mean;
+  run.config.model.kind.options.set("pooling", "mean");
   ViT mean_pooled(run.config.model, shape, gen);
   try {
     load_run_model(mean_pooled, run);

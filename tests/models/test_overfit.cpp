@@ -52,7 +52,7 @@ TEST(Overfit, TinyCausalLMMemorisesAFixedBatch) {
 
 TEST(Overfit, TinyClassifierMemorisesAFixedBatch) {
   ModelConfig config = small_model();
-  config.pooling = Pooling::cls;
+  config.kind.options.set("pooling", "cls");
   Generator gen(2);
   SequenceClassifier model(config, tokens(10, 8, 3), gen);
   AdamWOptions options;

@@ -22,7 +22,7 @@ struct Spec {
 // (0 pad, 1 bos, 2 eos).
 Spec tiny() {
   Spec s;
-  s.config.kind = "seq2seq";
+  s.config.kind.name = "seq2seq";
   s.config.encoder.d_model = 8;
   s.config.encoder.n_heads = 2;
   s.config.encoder.n_layers = 1;
@@ -73,7 +73,7 @@ TEST(DecoderLayerGradcheck, PreAndPostNormWithPaddingOnBothSides) {
 
 TEST(Seq2SeqGradcheck, TheWholeModelThroughEveryPart) {
   Spec spec = tiny();
-  spec.config.positional = PositionalKind::rotary;
+  spec.config.kind.options.set("positional", "rotary");
   Generator gen(4);
   Seq2Seq model(spec.config, spec.shape, gen);
   model.to(DType::float64);
@@ -153,7 +153,7 @@ TEST(Seq2Seq, TheThreeMaskingPatterns) {
 TEST(Seq2Seq, EachPartCanHaveItsOwnKernel) {
   Spec spec = tiny();
   spec.config.encoder.attention = "linear";
-  spec.config.cross_attention.name = "cosine";
+  spec.config.kind.options.set("cross_attention", "{name: cosine}");
   Generator gen(8);
   Seq2Seq model(spec.config, spec.shape, gen);
   EXPECT_EQ(model.encoder->encoder->blocks[0]->attn->kernel->name(), "linear");
@@ -166,7 +166,7 @@ TEST(Seq2Seq, EachPartCanHaveItsOwnKernel) {
   EXPECT_EQ(uses[2].spec.max_len, 5u);  // the source's length
   EXPECT_TRUE(uses[1].spec.causal);
   EXPECT_EQ(uses[1].spec.max_len, 6u);  // the target's
-  spec.config.cross_attention.name = "sparse";  // no cross-attention
+  spec.config.kind.options.set("cross_attention", "{name: sparse}");  // no cross-attention
   EXPECT_THROW(Seq2Seq(spec.config, spec.shape, gen), std::invalid_argument);
 }
 
@@ -174,8 +174,8 @@ TEST(Seq2Seq, SharedAndTiedEmbeddingsAreOneTensor) {
   Spec spec = tiny();
   spec.shape.num_classes = spec.shape.vocab_size;
   spec.shape.shared_vocabulary = true;
-  spec.config.share_embeddings = true;
-  spec.config.tie_embeddings = true;
+  spec.config.kind.options.set("share_embeddings", "true");
+  spec.config.kind.options.set("tie_embeddings", "true");
   Generator gen(9);
   Seq2Seq model(spec.config, spec.shape, gen);
   EXPECT_TRUE(model.encoder->tok->weight.same(model.decoder->tok->weight));

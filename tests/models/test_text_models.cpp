@@ -57,7 +57,7 @@ TEST(CausalLM, ParameterCountMatchesTheGptReference) {
 TEST(CausalLM, TiedEmbeddingsAreOneParameter) {
   Spec spec = shakespeare_sizes();
   spec.config.encoder.bias = false;
-  spec.config.tie_embeddings = true;
+  spec.config.kind.options.set("tie_embeddings", "true");
   Generator gen(0);
   CausalLM model(spec.config, spec.shape, gen);
   EXPECT_TRUE(model.head->weight.same(model.body->tok->weight));
@@ -79,7 +79,7 @@ TEST(CausalLM, TiedEmbeddingsAreOneParameter) {
 
 TEST(CausalLM, TiedEmbeddingsSurviveAnOptimizerStepAndACheckpoint) {
   Spec spec = tiny(7, 4);
-  spec.config.tie_embeddings = true;
+  spec.config.kind.options.set("tie_embeddings", "true");
   Generator gen(1);
   CausalLM model(spec.config, spec.shape, gen);
   AdamWOptions options;
@@ -108,7 +108,7 @@ TEST(CausalLM, TiedEmbeddingsSurviveAnOptimizerStepAndACheckpoint) {
   EXPECT_EQ(restored.logits(ids).to_vector(), model.logits(ids).to_vector());
   // An untied model's state has head.weight, which a tied model does not take.
   Spec untied = spec;
-  untied.config.tie_embeddings = false;
+  untied.config.kind.options.set("tie_embeddings", "false");
   Generator g3(2);
   CausalLM separate(untied.config, untied.shape, g3);
   EXPECT_THROW(restored.load_state_dict(separate.state_dict()), std::invalid_argument);
@@ -161,7 +161,7 @@ TEST(TextModelsGradcheck, CausalLMWithTiedEmbeddingsAndNoBiases) {
   // The tied weight gets the gradient of both uses: the embedding lookup and the output layer.
   Spec spec = tiny(5);
   spec.config.encoder.bias = false;
-  spec.config.tie_embeddings = true;
+  spec.config.kind.options.set("tie_embeddings", "true");
   Generator gen(1);
   CausalLM model(spec.config, spec.shape, gen);
   model.to(DType::float64);
@@ -172,7 +172,7 @@ TEST(TextModelsGradcheck, CausalLMWithTiedEmbeddingsAndNoBiases) {
 
 TEST(TextModelsGradcheck, CausalLMWithRotary) {
   Spec spec = tiny(5);
-  spec.config.positional = PositionalKind::rotary;
+  spec.config.kind.options.set("positional", "rotary");
   Generator gen(1);
   CausalLM model(spec.config, spec.shape, gen);
   model.to(DType::float64);
@@ -196,7 +196,7 @@ TEST(SequenceClassifier, MeanPoolingIgnoresPaddedTokens) {
 TEST(TextModelsGradcheck, SequenceClassifierMeanAndCls) {
   for (Pooling pooling : {Pooling::mean, Pooling::cls}) {
     Spec spec = tiny(6, 8, 3);
-    spec.config.pooling = pooling;
+    spec.config.kind.options.set("pooling", pooling_name(pooling));
     Generator gen(3);
     SequenceClassifier model(spec.config, spec.shape, gen);
     model.to(DType::float64);
@@ -210,7 +210,7 @@ TEST(TextModelsGradcheck, SequenceClassifierMeanAndCls) {
 
 TEST(TextModelsGradcheck, TokenClassifier) {
   Spec spec = tiny(6, 8, 2);
-  spec.config.positional = PositionalKind::sinusoidal;
+  spec.config.kind.options.set("positional", "sinusoidal");
   spec.config.encoder.norm = NormPlacement::post;
   Generator gen(4);
   TokenClassifier model(spec.config, spec.shape, gen);

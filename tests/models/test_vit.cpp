@@ -9,9 +9,9 @@ namespace {
 
 ModelConfig tiny_vit(Pooling pooling = Pooling::cls) {
   ModelConfig c;
-  c.kind = "vit";
-  c.pooling = pooling;
-  c.patch_size = 2;
+  c.kind.name = "vit";
+  c.kind.options.set("pooling", pooling_name(pooling));
+  c.kind.options.set("patch_size", "2");
   c.encoder.d_model = 4;
   c.encoder.n_heads = 2;
   c.encoder.n_layers = 1;
@@ -53,7 +53,7 @@ TEST(ViT, PatchesAreNonOverlappingBlocksInRowMajorOrder) {
 
 TEST(ViT, SizesThePatchDoesNotDivideAreAnError) {
   try {
-    ViT::sequence_length(tiny_vit(), images(5));
+    ModelRegistry::instance().find("vit").stack(tiny_vit(), images(5));
     FAIL();
   } catch (const OptionError& e) {
     EXPECT_EQ(e.key(), "patch_size");
@@ -80,8 +80,8 @@ TEST(ViT, MeanPoolingHasNoClassTokenAndReadsThePatchesMean) {
   const std::size_t c = 4, patch_dim = 8, n = 6, k = 3;
   EXPECT_FALSE(vit.class_token());
   EXPECT_FALSE(vit.cls.defined());
-  EXPECT_EQ(ViT::sequence_length(tiny_vit(Pooling::mean), images()), n);
-  EXPECT_EQ(ViT::sequence_length(tiny_vit(Pooling::cls), images()), n + 1);
+  EXPECT_EQ(ModelRegistry::instance().find("vit").stack(tiny_vit(Pooling::mean), images()).max_len, n);
+  EXPECT_EQ(ModelRegistry::instance().find("vit").stack(tiny_vit(Pooling::cls), images()).max_len, n + 1);
   EXPECT_EQ(vit.parameter_count(), patch_dim * c + c + n * c + vit.encoder->parameter_count() + c * k + k);
   EXPECT_EQ(vit.position_label(0), "p0");
   EXPECT_EQ(vit.tokens_read(image_batch(zeros({3, 2, 4, 6}))), 3 * n);
