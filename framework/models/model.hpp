@@ -7,9 +7,18 @@
 //   o.hooks.cache = {"blocks.*.attn.hook_pattern"};
 //   out = model->forward(batch, o);                                   // out.cache["blocks.0.attn.hook_pattern"]
 //
-// A model kind is one class deriving from Model plus its registration at the bottom of its file:
-//   ATTNLAB_REGISTER_MODEL(ModelKindInfo{"name", "description", format, keys, sequence_length, make});
-// Its named activations are those of its blocks (models/encoder.hpp, attention/multi_head.hpp) plus
+// A model kind is one class deriving from Model plus its registration at the bottom of its file, as
+// models/vit.cpp registers ViT. The ModelKindInfo (its fields in their order below) sits in a second pair
+// of parentheses, or the commas inside its braces would split the macro's argument:
+//   ATTNLAB_REGISTER_MODEL((ModelKindInfo{"my_kind", "what it is", TaskFormat::images, {"patch_size"},
+//                                         /*causal=*/false, &MyModel::sequence_length,
+//                                         [](const ModelConfig& c, const DataShape& s, Generator& g) {
+//                                           return std::shared_ptr<Model>(std::make_shared<MyModel>(c, s, g));
+//                                         }}));
+// `kernels`, the last field, may be left out (models/seq2seq.cpp gives it; models/text_models.cpp fills
+// the fields through a helper for its three kinds).
+//
+// A model's named activations are those of its blocks (models/encoder.hpp, attention/multi_head.hpp) plus
 // "hook_embed", the embedded input [B, T, C] before positions are added.
 //
 // Legend: B batch, T tokens, C model width, V vocabulary, K classes.
