@@ -10,8 +10,9 @@ import re
 import sys
 
 
-def blank(text):
-    """The text with comments, strings and char literals replaced by spaces (newlines kept)."""
+def blank(text, keep_strings=False):
+    """The text with comments, strings and char literals replaced by spaces (newlines kept); with
+    keep_strings, comments only."""
     out, i, n = [], 0, len(text)
     while i < n:
         c = text[i]
@@ -26,12 +27,12 @@ def blank(text):
         elif text.startswith('R"', i):
             m = re.match(r'R"([^(]*)\(', text[i:])
             end = text.find(")" + m.group(1) + '"', i) + len(m.group(1)) + 2
-            out.append(re.sub(r"[^\n]", " ", text[i:end])); i = end
+            out.append(text[i:end] if keep_strings else re.sub(r"[^\n]", " ", text[i:end])); i = end
         elif c in "\"'":
             j = i + 1
             while j < n and text[j] != c:
                 j += 2 if text[j] == "\\" else 1
-            out.append(" " * (j + 1 - i)); i = j + 1
+            out.append(text[i:j + 1] if keep_strings else " " * (j + 1 - i)); i = j + 1
         else:
             out.append(c); i += 1
     return "".join(out)

@@ -14,7 +14,8 @@
 // score bias (model.positional: alibi) are the multi-head module's, available to every kernel; a kernel
 // that declares `alibi` adds context.alibi_slopes' bias inside its own loops.
 //
-// A kernel states each fact about itself once, as static members of its class, and one line registers it:
+// A kernel states each fact about itself once, as static members of its class, and one line registers it
+// (attention/cosine/cosine_kernel.cpp is a whole one; docs/attention.md walks through it):
 //
 //   class MyKernel : public AttentionKernel {
 //    public:
@@ -23,18 +24,19 @@
 //     static KernelCapabilities declared_capabilities() { return {}; }   // what it can do
 //     struct Options { double temperature = 1.0; };                        // its options, with defaults
 //     static Schema<Options> options_schema();                             // each option described once
+//     static StateSize state_size(const KernelSpec& spec, const Options& options);  // kept per sequence
 //     MyKernel(const KernelSpec& spec, const Options& options, Generator& gen);
 //     AttentionResult forward(...) override;
 //   };
 //   ATTNLAB_REGISTER_KERNEL(MyKernel);
 //
+// state_size is what the kernel must keep per layer and sequence to continue a sequence token by token.
 // Optional static members: `static void check(const KernelSpec&, const Options&, const ConfigNode&)` for
 // checks across options and the model (fail through the node, at the option's position), and
 // `static double working_bytes(const KernelSpec&, const Options&, std::size_t batch)`, the memory its
 // parameters, buffers and per-step temporaries take beyond the O(T D) of q, k, v (config validation sums
-// it up before anything is allocated). Required: `static StateSize state_size(const KernelSpec&, const
-// Options&)`, what it must keep per layer and sequence to continue a sequence token by token. Plus one
-// line in framework/CMakeLists.txt; the registry-driven test suite then checks the kernel by itself.
+// it up before anything is allocated). Plus one line in framework/CMakeLists.txt; the registry-driven
+// test suite then checks the kernel by itself.
 //
 // Legend: B batch, H heads, Tq query tokens, Tk key tokens, D head dim.
 #pragma once

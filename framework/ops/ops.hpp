@@ -29,6 +29,7 @@ Tensor sqrt(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);   // gradient at exactly 0 is 0
+// GELU, its backward and its fusion with a following Linear (ops/gelu.cpp).
 Tensor gelu(const Tensor& x);   // exact form: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
 // grad * gelu'(x), the backward of gelu (for fused ops that recompute it).
 Tensor gelu_backward(const Tensor& x, const Tensor& grad);
@@ -112,7 +113,7 @@ Tensor gather(const Tensor& x, std::int64_t axis, const Tensor& index);
 // ids of any shape -> ids.shape + [classes], 1 at each id (not differentiable).
 Tensor one_hot(const Tensor& ids, std::size_t classes, DType dtype = DType::float32);
 
-// ---- fused, numerically stable pairs (ops/fused.cpp) ----
+// ---- fused, numerically stable pairs (ops/softmax.cpp, layer_norm.cpp, cross_entropy.cpp, dropout.cpp) ----
 // Over the last axis. A row that is entirely -infinity (fully masked) gives zeros and zero gradient.
 Tensor softmax(const Tensor& x);
 Tensor log_softmax(const Tensor& x);

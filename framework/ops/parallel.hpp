@@ -1,6 +1,6 @@
 // Threads: attnlab runs one thread pool (ThreadPool: the caller and its workers take a region's chunks
 // from a counter; idle workers park instead of spinning), with OpenBLAS kept at one thread, so the two
-// never run against each other (../shared/XTENSOR_NOTES.md measured 2-4x losses when they do). Large
+// never run against each other (two pools spinning at once made the work 2-4x slower, measured). Large
 // matrix products are split across the pool by matmul itself; elementwise ops and row-wise kernels
 // split their ranges with parallel_for.
 #pragma once

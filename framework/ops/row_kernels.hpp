@@ -10,6 +10,8 @@
 #include <array>
 #include <cstddef>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <xsimd/memory/xsimd_aligned_allocator.hpp>
@@ -19,6 +21,7 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xnoalias.hpp>
 
+#include "framework/tensor/tensor.hpp"
 
 namespace attnlab::rowops {
 
@@ -73,6 +76,18 @@ void exp_shifted(const T* x, T* y, std::size_t n, T shift) {
   std::copy(x + i, x + n, tail);
   xsimd::exp(Batch::load_aligned(tail) - s).store_aligned(tail);
   std::copy(tail, tail + (n - i), y + i);
+}
+
+// y = exp(x - m) over one row; returns the sum of y.
+template <class T>
+T exp_sum(const T* x, T* y, std::size_t n, T m) {
+  rowops::exp_shifted(x, y, n, m);
+  return rowops::sum(y, n);
+}
+
+// The ops that work over the last axis need one.
+inline void check_last_axis(const Tensor& x, const char* op) {
+  if (x.dim() == 0) throw std::invalid_argument(std::string(op) + ": needs a tensor of rank >= 1");
 }
 
 // Rows per parallel chunk: enough work (about 16K elements) to pay for a thread.

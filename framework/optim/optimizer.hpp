@@ -3,7 +3,7 @@
 // weight decay, by default on weight matrices only); their state for checkpoints; and global
 // gradient-norm clipping (torch.nn.utils.clip_grad_norm_).
 //
-// An optimizer is an extension point like an attention kernel (docs/extending.md): its class states its
+// An optimizer is an extension point like an attention kernel (attention/kernel.hpp): its class states its
 // name, description and Options (with their schema) once, and one line registers it; a config names it by
 // train.optimizer.name, and its options are the keys beside the name.
 //

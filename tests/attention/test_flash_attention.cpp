@@ -1,4 +1,4 @@
-// The fused kernel under softmax_attention's blocked path (softmax/flash_attention.cpp) across its tiling
+// The fused kernel under softmax_attention's blocked path (softmax/flash_attention.hpp) across its tiling
 // boundaries: row tiles of 6 (and the 4, 2, 1 left over), column tiles of 2 vectors (and an odd one),
 // head dims that are not whole vectors (padded copies), chunks of keys and blocks of query rows that do
 // not divide the lengths, Tq != Tk both ways, causal, windows, ALiBi and padding. float64 against the

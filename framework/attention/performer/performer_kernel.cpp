@@ -111,7 +111,7 @@ class PerformerKernel : public AttentionKernel {
     // features about e^-50, and an unscaled 1e-12 outweighed them (the output fell to about zero).
     const double bound = key_bound(), eps = kDenominatorEps * std::exp(-bound);
     if (!context.causal && !context.need_pattern) {
-      // One op in blocks of tokens (ops/favor_attention.cpp): no [T, m] tensor at all.
+      // One op in blocks of tokens (favor_attention.cpp, beside this file): no [T, m] tensor at all.
       return AttentionResult{favor_attention(q, k, v, projection_.to(q.dtype()), context.key_padding_mask, config_.eps, eps, bound), Tensor()};
     }
     return feature_attention(features(q, true, bound), features(k, false, bound), v, context, eps, "performer");

@@ -1,5 +1,5 @@
 // softmax(scale q k^T + bias, key padding, causal, window) v for heads [B, H, T, D], for softmax_attention:
-// the op around the fused kernel of flash_attention.cpp. The forward keeps each row's log-sum-exp L
+// the op around the fused kernel of flash_attention.hpp. The forward keeps each row's log-sum-exp L
 // (and, for long sequences, the output); the backward recomputes the weights
 // P = exp(scale s + bias - L) tile by tile (the FlashAttention recipe: with dP = dO V^T and
 // D_i = dO_i . O_i, dS = scale P (dP - D)). No [Tq, Tk] tensor is made: memory O(T D) per head, and

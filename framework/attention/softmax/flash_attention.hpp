@@ -1,5 +1,5 @@
-// One head of softmax attention as a fused CPU kernel in the FlashAttention-2 manner
-// (flash_attention.cpp), for the blocked op (blocked_attention.cpp): scores, scale, ALiBi bias, masks and
+// One head of softmax attention as a fused CPU kernel in the FlashAttention-2 manner (flash_forward.cpp,
+// flash_backward.cpp), for the blocked op (blocked_attention.cpp): scores, scale, ALiBi bias, masks and
 // exp applied tile by tile in registers, no [Tq, Tk] tensor in either direction.
 //
 // Legend: Tq query tokens, Tk key tokens, D head dim, Dv value dim.

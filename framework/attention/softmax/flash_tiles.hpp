@@ -1,6 +1,7 @@
-// Register tiles for the fused attention kernel (flash_attention.cpp): a SIMD vector type through GCC's
-// vector extensions, a vectorised exp, and the one micro-kernel every product of the kernel runs on,
-// written once for float and double so that the float64 tests run the code the float32 path runs.
+// Register tiles for the fused attention kernel (flash_forward.cpp, flash_backward.cpp): a SIMD vector
+// type through GCC's vector extensions, a vectorised exp, and the one micro-kernel every product of the
+// kernel runs on, written once for float and double so that the float64 tests run the code the float32
+// path runs.
 //
 // Why not OpenBLAS for these products: their inner or outer dimension is the head dim (16-128), so each
 // call is thin; OpenBLAS zeroed C for beta = 0 (sgemm_beta) and repacked both operands on every call,

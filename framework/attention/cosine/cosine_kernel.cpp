@@ -31,10 +31,14 @@ class CosineKernel : public AttentionKernel {
     return s;
   }
 
-  // 3. The constructor the registry calls with the model's spec and the options read from the config.
+  // 3. What it keeps per layer and sequence to continue a sequence token by token: like softmax, the keys
+  //    and values of every token.
   static StateSize state_size(const KernelSpec& spec, const Options&) {
     return {0, 2.0 * static_cast<double>(spec.n_heads * spec.head_dim), "keys and values of every token so far"};
   }
+
+  // 4. The constructor the registry calls with the model's spec and the options read from the config, and
+  //    the forward.
   CosineKernel(const KernelSpec&, const Options& config, Generator&) : config_(config) {}
 
   AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
@@ -58,7 +62,7 @@ class CosineKernel : public AttentionKernel {
 
 }  // namespace
 
-// 4. One line registers it under its name.
+// 5. One line registers it under its name.
 ATTNLAB_REGISTER_KERNEL(CosineKernel);
 
 }  // namespace attnlab

@@ -1,0 +1,199 @@
+// One head of softmax attention in register tiles (FlashAttention-2 on a CPU core), its backward.
+//
+// Per chunk of keys (its K^T, V^T packed, its dK, dV accumulated in place), per block of
+// query rows that see it: the logits and dP = dO V^T tile by tile, then P = exp(scale s + bias - L) and
+// dS' = P (dP - D) with D_i = dO_i . O_i in a streaming pass per row, then dQ += dS' K for the block's rows, dV += P^T dO and
+// dK += dS'^T (scale Q) (A read down its columns, as broadcasts); dQ is scaled at the end.
+//
+// Legend: Tq/Tk tokens, D head dim, Dv value dim, Dp/Dvp the dims rounded up to whole vectors, W lanes,
+// Br query rows per block, Bc keys per chunk, R rows of this block, C keys of this chunk.
+#include "framework/attention/softmax/flash_attention.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "framework/attention/softmax/flash_head.hpp"
+
+namespace attnlab::detail {
+namespace {
+
+// One chunk of keys [c0, c0 + c) with its packed operands and its dK, dV accumulators [c, Dp] / [c, Dvp].
+template <class T>
+struct BackwardChunk {
+  const T* keys_t;    // [D, Bc]
+  const T* values_t;  // [Dv, Bc]
+  const T* keys;      // the chunk's K rows [c, Dp]
+  std::size_t c0, c;
+  T* dk;
+  T* dv;
+};
+
+// Operands of the whole head the backward reads by rows.
+template <class T>
+struct BackwardRows {
+  const T* g;       // dO [Tq, Dv]
+  const T* g_rows;  // dO [Tq, Dvp]
+  const T* q_rows;  // scale Q [Tq, Dp]
+  const T* lse;     // [Tq]
+  const T* delta;   // D_i = dO_i . O_i, [Tq]; null when one chunk holds every key (D is then sum_j P_ij dP_ij)
+  T* dq;            // [Tq, Dp]
+};
+
+// Rows [i, i + MR) against the chunk: P = exp(scale s + bias - L) and dS' = P (dP - D) (dS without its
+// scale) into p, ds (rows of [., Bc], zero outside the keys the rows see), then dQ += dS' K for these
+// rows. The logits and dP = dO V^T come from register tiles (stored straight from the registers where
+// no mask or bias touches the tile); the exp and dS' follow in a streaming pass per row.
+template <class T, int MR>
+__attribute__((noinline)) void backward_row_tile(const Head<T>& h, const BackwardChunk<T>& ch, const BackwardRows<T>& a, std::size_t i,
+                                                 T* p, T* ds) {
+  constexpr std::size_t W = kLanes<T>;
+  const HeadShape& s = h.shape;
+  const std::size_t bc = h.t.bc, dp = h.t.dp;
+  const std::size_t vectors = (ch.c + W - 1) / W;
+  const RowSpan rows(s, i, MR);
+  const std::pair<std::size_t, std::size_t> seen = h.seen_keys(rows, ch.c0, ch.c);
+  const std::size_t lo = seen.first, hi = seen.second;
+  if (lo >= hi) {
+    for (int r = 0; r < MR; ++r) {
+      std::fill(p + r * bc, p + r * bc + vectors * W, T(0));
+      std::fill(ds + r * bc, ds + r * bc + vectors * W, T(0));
+    }
+    return;
+  }
+  const std::size_t v_lo = lo / W, v_hi = (hi + W - 1) / W;
+  for (int r = 0; r < MR; ++r) {  // keys none of the rows sees: weights 0
+    std::fill(p + r * bc, p + r * bc + v_lo * W, T(0));
+    std::fill(p + r * bc + v_hi * W, p + r * bc + vectors * W, T(0));
+    std::fill(ds + r * bc, ds + r * bc + v_lo * W, T(0));
+    std::fill(ds + r * bc + v_hi * W, ds + r * bc + vectors * W, T(0));
+  }
+  Vec<T> top[MR];  // unused: the backward knows each row's L
+  store_logits<T, MR>(h, ch.keys_t, ch.c0, rows, i, v_lo, v_hi, p, top);
+  flash::for_each_col_tile(v_lo, v_hi, [&](auto nv, std::size_t v0) {
+    constexpr int NV = decltype(nv)::value;
+    if (h.kind(rows, ch.c0 + v0 * W, NV * W) == TileKind::hidden) {
+      for (int r = 0; r < MR; ++r)
+        for (int v = 0; v < NV; ++v) flash::store(ds + r * bc + (v0 + v) * W, Vec<T>{});
+      return;
+    }
+    const Acc<T, MR, NV> dweights = flash::multiply<T, MR, NV>(a.g + i * s.dv, s.dv, 1, ch.values_t + v0 * W, bc, 0, s.dv);
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) flash::store(ds + r * bc + (v0 + v) * W, dweights.v[r][v]);
+  });
+  for (int r = 0; r < MR; ++r) {
+    T* pr = p + r * bc;
+    T* dr = ds + r * bc;
+    const Vec<T> lse = flash::splat(a.lse[i + r]);
+    for (std::size_t v = v_lo; v < v_hi; ++v) flash::store(pr + v * W, flash::exp<T>(flash::load(pr + v * W) - lse));
+    T d_row;
+    if (a.delta) {
+      d_row = a.delta[i + r];
+    } else {  // the chunk holds each row's every key: D = sum_j P_ij dP_ij over it
+      Vec<T> total{};
+      for (std::size_t v = v_lo; v < v_hi; ++v) total += flash::load(pr + v * W) * flash::load(dr + v * W);
+      d_row = flash::horizontal_sum<T>(total);
+    }
+    const Vec<T> d = flash::splat(d_row);
+    for (std::size_t v = v_lo; v < v_hi; ++v) flash::store(dr + v * W, flash::load(pr + v * W) * (flash::load(dr + v * W) - d));
+  }
+  flash::for_each_col_tile(0, dp / W, [&](auto nv, std::size_t v0) {
+    constexpr int NV = decltype(nv)::value;
+    const Acc<T, MR, NV> acc = flash::multiply<T, MR, NV>(ds, bc, 1, ch.keys + v0 * W, dp, lo, hi);
+    for (int r = 0; r < MR; ++r)
+      for (int v = 0; v < NV; ++v) {
+        T* o = a.dq + (i + r) * dp + (v0 + v) * W;
+        flash::store(o, flash::load(o) + acc.v[r][v]);
+      }
+  });
+}
+
+// dacc [c, cols] += A^T B for the chunk's keys: A = p [rows, Bc] of block rows [i0, i0 + rows), B = b's
+// rows [Tq, cols] from i0; each tile of keys sums over the block's rows that see one of its keys.
+template <class T>
+void add_transposed_product(const Head<T>& h, const BackwardChunk<T>& ch, std::size_t i0, std::size_t rows, const T* p, const T* b,
+                            std::size_t cols, T* dacc) {
+  constexpr std::size_t W = kLanes<T>;
+  const HeadShape& s = h.shape;
+  flash::for_each_tile(ch.c, cols / W, [&](auto mr, auto nv, std::size_t k0, std::size_t v0) {
+    constexpr int MR = decltype(mr)::value, NV = decltype(nv)::value;
+    const std::size_t lo = std::max(s.first_row(ch.c0 + k0), i0), hi = std::min(s.end_row(ch.c0 + k0 + MR - 1), i0 + rows);
+    if (lo >= hi) return;
+    const Acc<T, MR, NV> acc = flash::multiply<T, MR, NV>(p + k0, 1, h.t.bc, b + i0 * cols + v0 * W, cols, lo - i0, hi - i0);
+    for (int r = 0; r < MR; ++r)
+      for (int v = 0; v < NV; ++v) {
+        T* o = dacc + (k0 + r) * cols + (v0 + v) * W;
+        flash::store(o, flash::load(o) + acc.v[r][v]);
+      }
+  });
+}
+
+// rows [n, padded] into [n, cols], dropping the padding columns.
+template <class T>
+void unpad_rows(const T* rows, std::size_t n, std::size_t padded, std::size_t cols, T* out) {
+  for (std::size_t i = 0; i < n; ++i) std::copy(rows + i * padded, rows + i * padded + cols, out + i * cols);
+}
+
+}  // namespace
+
+template <class T>
+void flash_backward(const HeadShape& shape, const HeadOperands<T>& x, const T* out, const T* lse, const T* g, T* dq, T* dk, T* dv,
+                    FlashScratch<T>& scratch) {
+  auto& w = scratch.buffers();
+  count_padding(x, shape.tk, w.padded_before);
+  const Tiling<T> t = tiling<T>(shape);
+  const T scale = static_cast<T>(shape.scale);
+  const Head<T> h{shape, x, t, w.padded_before, {x.slope, shape.shift()}, scaled_rows(x.q, shape.tq, shape.d, t.dp, scale, w.q_rows)};
+  T* delta = nullptr;  // D_i = dO_i . O_i, from the output when it was kept
+  if (!out && t.chunks > 1) throw std::logic_error("flash_backward: keys in several chunks need the forward's output");
+  if (out) {
+    delta = w.delta.take(shape.tq);
+    for (std::size_t i = 0; i < shape.tq; ++i) {
+      T sum = 0;
+      for (std::size_t c = 0; c < shape.dv; ++c) sum += g[i * shape.dv + c] * out[i * shape.dv + c];
+      delta[i] = sum;
+    }
+  }
+  const BackwardRows<T> a{g,     padded_rows(g, shape.tq, shape.dv, t.dvp, w.g_rows), h.queries,
+                          lse,   delta,
+                          t.dp == shape.d ? dq : w.dq_acc.take(shape.tq * t.dp)};
+  std::fill(a.dq, a.dq + shape.tq * t.dp, T(0));
+  const T* keys = padded_rows(x.k, shape.tk, shape.d, t.dp, w.k_rows);
+  T* keys_t = w.keys_t.take(shape.d * t.bc);
+  T* values_t = w.values_t.take(shape.dv * t.bc);
+  T* p = w.scores.take(t.br * t.bc);
+  T* ds = w.dscores.take(t.br * t.bc);
+  for (std::size_t c0 = 0; c0 < shape.tk; c0 += t.bc) {
+    const std::size_t c = std::min(t.bc, shape.tk - c0);
+    pack_transposed(x.k, shape.d, c0, c, t.bc, keys_t);
+    pack_transposed(x.v, shape.dv, c0, c, t.bc, values_t);
+    // dK, dV accumulate in place when their rows need no padding, else in scratch copied out after.
+    T* dk_rows = t.dp == shape.d ? dk + c0 * shape.d : w.dk_acc.take(c * t.dp);
+    T* dv_rows = t.dvp == shape.dv ? dv + c0 * shape.dv : w.dv_acc.take(c * t.dvp);
+    std::fill(dk_rows, dk_rows + c * t.dp, T(0));
+    std::fill(dv_rows, dv_rows + c * t.dvp, T(0));
+    const BackwardChunk<T> ch{keys_t, values_t, keys + c0 * t.dp, c0, c, dk_rows, dv_rows};
+    const std::size_t row_lo = shape.first_row(c0), row_hi = shape.end_row(c0 + c - 1);
+    for (std::size_t i0 = row_lo; i0 < row_hi; i0 += t.br) {
+      const std::size_t rows = std::min(t.br, row_hi - i0);
+      flash::for_each_row_tile(rows, [&](auto mr, std::size_t r0) {
+        backward_row_tile<T, decltype(mr)::value>(h, ch, a, i0 + r0, p + r0 * t.bc, ds + r0 * t.bc);
+      });
+      add_transposed_product(h, ch, i0, rows, p, a.g_rows, t.dvp, ch.dv);  // dV += P^T dO
+      add_transposed_product(h, ch, i0, rows, ds, a.q_rows, t.dp, ch.dk);  // dK += dS^T Q
+    }
+    if (dk_rows != dk + c0 * shape.d) unpad_rows(dk_rows, c, t.dp, shape.d, dk + c0 * shape.d);
+    if (dv_rows != dv + c0 * shape.dv) unpad_rows(dv_rows, c, t.dvp, shape.dv, dv + c0 * shape.dv);
+  }
+  // dS was left unscaled: dQ = scale dS K.
+  if (a.dq != dq) unpad_rows(a.dq, shape.tq, t.dp, shape.d, dq);
+  for (std::size_t e = 0; e < shape.tq * shape.d; ++e) dq[e] *= scale;
+}
+
+template void flash_backward(const HeadShape&, const HeadOperands<float>&, const float*, const float*, const float*, float*, float*,
+                             float*, FlashScratch<float>&);
+template void flash_backward(const HeadShape&, const HeadOperands<double>&, const double*, const double*, const double*, double*,
+                             double*, double*, FlashScratch<double>&);
+
+}  // namespace attnlab::detail

@@ -1,0 +1,146 @@
+// One head of softmax attention in register tiles (FlashAttention-2 on a CPU core), its forward.
+//
+// Per block of Br query rows and chunk of Bc keys (K^T packed once per head in chunks
+// [D, Bc], so a tile's B rows are contiguous; Q scaled once): for each tile of up to 6 rows, the scores
+// against the chunk's keys those rows may see (tiles of 6 rows by 2 vectors: Q values broadcast, K^T rows loaded; ALiBi
+// bias and masks applied in registers) with each row's max over them, then per row an online-softmax
+// update of its running max and sum (the accumulated output rescaled when the max grows) and the exp in
+// one streaming pass over the row's logits, and O += P V over the keys the rows see. The block's
+// output and per-row log-sum-exp L are written once at the end.
+//
+// Legend: Tq/Tk tokens, D head dim, Dv value dim, Dp/Dvp the dims rounded up to whole vectors, W lanes,
+// Br query rows per block, Bc keys per chunk, R rows of this block, C keys of this chunk.
+#include "framework/attention/softmax/flash_attention.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "framework/attention/softmax/flash_head.hpp"
+
+namespace attnlab::detail {
+
+template <class T>
+FlashScratch<T>::FlashScratch() : buffers_(std::make_unique<Buffers>()) {}
+template <class T>
+FlashScratch<T>::~FlashScratch() = default;
+
+namespace {
+
+// One chunk of keys [c0, c0 + c) against one block of query rows from i0.
+template <class T>
+struct ForwardChunk {
+  const T* keys_t;  // the chunk's K^T [D, Bc]
+  const T* values;  // its V rows [c, Dvp]
+  std::size_t c0, c;
+};
+
+// Rows [i, i + MR) of the block (its row r0 on) against the chunk, in three passes while the chunk's
+// [MR, C] logits stay in L1: the logits and each row's max over the chunk (register tiles); per row, the
+// running max m raised to that max (the row's output and sum l rescaled by exp(m_old - m_new)), the
+// weights exp(x - m) in place and their sum added to l (a streaming pass, whose vectors are
+// independent so the core overlaps their exps); then out += P V over the keys the rows see.
+template <class T, int MR>
+__attribute__((noinline)) void forward_row_tile(const Head<T>& h, const ForwardChunk<T>& ch, std::size_t i, T* scores, T* out, T* row_max, T* row_sum) {
+  constexpr std::size_t W = kLanes<T>;
+  constexpr T neg_inf = -std::numeric_limits<T>::infinity();
+  const std::size_t bc = h.t.bc, dvp = h.t.dvp;
+  const RowSpan rows(h.shape, i, MR);
+  const std::pair<std::size_t, std::size_t> seen = h.seen_keys(rows, ch.c0, ch.c);
+  const std::size_t lo = seen.first, hi = seen.second;
+  if (lo >= hi) return;
+  const std::size_t v_lo = lo / W, v_hi = (hi + W - 1) / W;
+  Vec<T> top[MR];
+  for (int r = 0; r < MR; ++r) top[r] = flash::splat(neg_inf);
+  store_logits<T, MR>(h, ch.keys_t, ch.c0, rows, i, v_lo, v_hi, scores, top);
+  for (int r = 0; r < MR; ++r) {
+    T* sr = scores + r * bc;
+    const T m_chunk = flash::horizontal_max<T>(top[r]);
+    if (m_chunk == neg_inf) {  // the row sees none of these keys (or only padded ones): weights 0
+      std::fill(sr + v_lo * W, sr + v_hi * W, T(0));
+      continue;
+    }
+    if (m_chunk > row_max[r]) {
+      const T alpha = std::exp(row_max[r] - m_chunk);  // 0 when the row saw no key before
+      row_sum[r] *= alpha;
+      for (std::size_t c = 0; c < dvp; ++c) out[r * dvp + c] *= alpha;
+      row_max[r] = m_chunk;
+    }
+    const Vec<T> m = flash::splat(row_max[r]);
+    Vec<T> total{};
+    for (std::size_t v = v_lo; v < v_hi; ++v) {
+      const Vec<T> p = flash::exp<T>(flash::load(sr + v * W) - m);
+      flash::store(sr + v * W, p);
+      total += p;
+    }
+    row_sum[r] += flash::horizontal_sum<T>(total);
+  }
+  flash::for_each_col_tile(0, dvp / W, [&](auto nv, std::size_t v0) {
+    constexpr int NV = decltype(nv)::value;
+    const Acc<T, MR, NV> acc = flash::multiply<T, MR, NV>(scores, bc, 1, ch.values + v0 * W, dvp, lo, hi);
+    for (int r = 0; r < MR; ++r)
+      for (int v = 0; v < NV; ++v) {
+        T* o = out + r * dvp + (v0 + v) * W;
+        flash::store(o, flash::load(o) + acc.v[r][v]);
+      }
+  });
+}
+
+// A block's output rows: the accumulated sum over l, and L = m + log l (zeros and +inf for l = 0).
+template <class T>
+void finish_block(const T* out_acc, const T* row_max, const T* row_sum, std::size_t rows, std::size_t dv, std::size_t dvp, T* out,
+                  T* lse) {
+  for (std::size_t r = 0; r < rows; ++r) {
+    if (row_sum[r] > T(0)) {
+      const T inv = T(1) / row_sum[r];
+      for (std::size_t c = 0; c < dv; ++c) out[r * dv + c] = out_acc[r * dvp + c] * inv;
+      lse[r] = row_max[r] + std::log(row_sum[r]);
+    } else {
+      std::fill(out + r * dv, out + (r + 1) * dv, T(0));
+      lse[r] = std::numeric_limits<T>::infinity();
+    }
+  }
+}
+
+}  // namespace
+
+// float's chunks are never longer than double's (its wider vectors pad D as much or more), so one float
+// chunk is one double chunk too.
+bool flash_backward_needs_output(const HeadShape& shape) { return shape.tk > tiling<float>(shape).bc; }
+
+template <class T>
+void flash_forward(const HeadShape& shape, const HeadOperands<T>& x, T* out, T* lse, FlashScratch<T>& scratch) {
+  auto& w = scratch.buffers();
+  count_padding(x, shape.tk, w.padded_before);
+  const Tiling<T> t = tiling<T>(shape);
+  const Head<T> h{shape, x, t, w.padded_before, {x.slope, shape.shift()},
+                  scaled_rows(x.q, shape.tq, shape.d, t.dp, static_cast<T>(shape.scale), w.q_rows)};
+  T* keys_t = w.keys_t.take(t.chunks * shape.d * t.bc);
+  for (std::size_t c = 0; c < t.chunks; ++c)
+    pack_transposed(x.k, shape.d, c * t.bc, std::min(t.bc, shape.tk - c * t.bc), t.bc, keys_t + c * shape.d * t.bc);
+  const T* values = padded_rows(x.v, shape.tk, shape.dv, t.dvp, w.v_rows);
+  T* scores = w.scores.take(6 * t.bc);
+  T* out_acc = w.out_acc.take(t.br * t.dvp);
+  T* row_max = w.row_max.take(t.br);
+  T* row_sum = w.row_sum.take(t.br);
+  for (std::size_t i0 = 0; i0 < shape.tq; i0 += t.br) {
+    const std::size_t rows = std::min(t.br, shape.tq - i0);
+    std::fill(out_acc, out_acc + rows * t.dvp, T(0));
+    std::fill(row_max, row_max + rows, -std::numeric_limits<T>::infinity());
+    std::fill(row_sum, row_sum + rows, T(0));
+    const std::size_t key_lo = shape.first_key(i0), key_hi = shape.last_key(i0 + rows - 1);
+    for (std::size_t c = key_lo / t.bc; key_lo < key_hi && c * t.bc < key_hi; ++c) {
+      const ForwardChunk<T> ch{keys_t + c * shape.d * t.bc, values + c * t.bc * t.dvp, c * t.bc, std::min(t.bc, shape.tk - c * t.bc)};
+      flash::for_each_row_tile(rows, [&](auto mr, std::size_t r0) {
+        forward_row_tile<T, decltype(mr)::value>(h, ch, i0 + r0, scores, out_acc + r0 * t.dvp, row_max + r0, row_sum + r0);
+      });
+    }
+    finish_block(out_acc, row_max, row_sum, rows, shape.dv, t.dvp, out + i0 * shape.dv, lse + i0);
+  }
+}
+
+template class FlashScratch<float>;
+template class FlashScratch<double>;
+template void flash_forward(const HeadShape&, const HeadOperands<float>&, float*, float*, FlashScratch<float>&);
+template void flash_forward(const HeadShape&, const HeadOperands<double>&, double*, double*, FlashScratch<double>&);
+
+}  // namespace attnlab::detail
