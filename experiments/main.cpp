@@ -4,14 +4,17 @@
 // SIGUSR1 after writing a checkpoint.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <map>
+#include <memory>
 #include <new>
 #include <stdexcept>
 #include <string>
 
-#include "experiments/analysis/analysis.hpp"
+#include "experiments/analysis/part.hpp"
 #include "experiments/bench/bench_attention.hpp"
 #include "experiments/cli_numbers.hpp"
 #include "experiments/bench/bench_gpt.hpp"
@@ -55,8 +58,14 @@ struct Commands {
   std::string export_run, export_dir, export_checkpoint = "best";
 
   CLI::App* analyze = nullptr;
-  std::string analyze_run, head_fusion = "mean";
+  std::string analyze_run;
   attnlab::AnalyzeOptions analyze_options;
+  // Each analysis part's options as its flags give them: the values, and which flag set each (for errors).
+  struct PartFlags {
+    YAML::Node values{YAML::NodeType::Map};
+    std::shared_ptr<attnlab::ConfigSource> source = std::make_shared<attnlab::ConfigSource>();
+  };
+  std::map<std::string, PartFlags> part_flags;
 
   CLI::App* compare = nullptr;
   std::vector<std::string> compare_args;
@@ -96,25 +105,50 @@ void add_decode_options(CLI::App* command, attnlab::DecodeOptions& d) {
                   Range::at_least(0));
 }
 
+// One flag per option of each analysis part, from the part's schema (experiments/analysis/part.hpp):
+// patching's `pairs` is --pairs, rollout's `discard_ratio` --discard-ratio. A value is checked by the
+// part's schema as it is read; an error names the flag and exits 2, as every bad argument does.
+void add_part_options(CLI::App* command, Commands& c) {
+  for (const attnlab::AnalysisPartInfo* part : attnlab::analysis_parts_in_order()) {
+    for (const attnlab::KeyDoc& d : part->options.docs) {
+      std::string flag = "--" + d.key;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      const std::string name = part->name, key = d.key;
+      command
+          ->add_option_function<std::string>(
+              flag,
+              [&c, name, key, flag](const std::string& text) {
+                Commands::PartFlags& f = c.part_flags[name];
+                f.values[key] = text;
+                f.source->add_override(f.values[key], flag + " " + text);
+                attnlab::ComponentOptions& options = c.analyze_options.part_options[name];
+                options = attnlab::ComponentOptions(f.values, "", f.source);
+                try {
+                  attnlab::AnalysisRegistry::instance().find(name).options.check(options);
+                } catch (const attnlab::ConfigError& e) {
+                  throw CLI::ValidationError(e.what());
+                }
+              },
+              name + ": " + d.doc + " (" + d.values + ")")
+          ->type_name("")
+          ->default_str(d.default_text);
+    }
+  }
+}
+
 void add_analyze_command(CLI::App& app, Commands& c) {
   attnlab::AnalyzeOptions& o = c.analyze_options;
-  c.analyze = app.add_subcommand("analyze", "which heads a run's model uses and for what: ablation, patching, logit attribution, "
-                                            "detectors, rollout, probes, emergence (writes RUN/analysis and the report)");
+  std::string parts;
+  for (const attnlab::AnalysisPartInfo* part : attnlab::analysis_parts_in_order()) parts += (parts.empty() ? "" : ", ") + part->name;
+  c.analyze = app.add_subcommand("analyze", "which heads a run's model uses and for what: " + parts + " (writes RUN/analysis and the report)");
   c.analyze->add_option("run", c.analyze_run, "the run folder")->required()->check(CLI::ExistingDirectory);
   c.analyze->add_option("--checkpoint", o.checkpoint, "best (last when the run has no best) or last")->capture_default_str();
-  c.analyze->add_option("--only", o.only, "the parts to run, comma-separated (default: all that apply)")->delimiter(',');
+  c.analyze->add_option("--only", o.only, "the parts to run, comma-separated (default: all that apply): " + parts)->delimiter(',');
   cli::add_number(c.analyze, "--examples", o.examples,
                   "held-out examples analysed (each part forwards them once per head or layer it tries: 100000 take about 20 minutes for "
                   "the default experiment's model on one thread)",
                   Range::closed(1, 100000));
-  cli::add_number(c.analyze, "--pairs", o.pairs, "clean/corrupted pairs for patching", Range::closed(1, 100000));
-  c.analyze->add_option("--head-fusion", c.head_fusion, "rollout: how a layer's heads are fused (mean, max, min)")
-      ->check(CLI::IsMember({"mean", "max", "min"}))
-      ->capture_default_str();
-  cli::add_number(c.analyze, "--discard-ratio", o.rollout.discard_ratio, "rollout: the share of each layer's weakest weights dropped",
-                  Range::closed_open(0, 1));
-  cli::add_number(c.analyze, "--threshold", o.emergence_threshold, "emergence: the previous-token or induction score (attnlab's) that counts as formed",
-                  Range::closed(0, 1));
+  add_part_options(c.analyze, c);
   add_threads_option(c.analyze, c.threads);
 }
 
@@ -200,7 +234,6 @@ void add_tool_commands(CLI::App& app, Commands& c) {
 
 int run_analyze(Commands& c) {
   attnlab::set_num_threads(resolve_threads(c.threads));
-  c.analyze_options.rollout.head_fusion = attnlab::parse_head_fusion(c.head_fusion);
   const attnlab::AnalysisResult r = attnlab::analyze_run(c.analyze_run, c.analyze_options);
   std::printf("attnlab: wrote %s/analysis (%zu tables) and %s/report.html\n", c.analyze_run.c_str(), r.tables.size(), c.analyze_run.c_str());
   for (const std::string& note : r.notes) std::printf("  %s\n", note.c_str());

@@ -1,21 +1,8 @@
 // `attnlab analyze RUN`: which heads a trained model uses, and for what. Every method works through the
 // models' named activations (nn/hooks.hpp), so it works for every kernel and every model kind: a head
-// is a head whatever its mixing.
-//
-//   ablation     each head's output (before the output projection) zeroed or replaced by its mean over
-//                the held-out examples, and each layer's whole attention and MLP output: the change in
-//                held-out loss and accuracy
-//   patching     the task's clean/corrupted pairs (PatchingPairs, framework/tensor/batch.hpp): the
-//                corrupted run with one head's output, or one residual position, taken from the clean
-//                run; the restored share of the answer's logit difference
-//   attribution  each head's direct contribution to the correct token's logit through the final norm's
-//                scale, and the logit lens (each layer's residual stream read out as logits)
-//   detectors    TransformerLens's head detectors on held-out examples and the repeated-random-tokens test
-//   rollout      attention rollout maps of a ViT's probe images
-//   probes       linear probes of each layer's residual stream (position, token, previous token)
-//   emergence    from the run's captured patterns: the step each head's previous-token and induction
-//                score (attnlab's, logged at every capture) first reached a threshold, the best head's
-//                TransformerLens detector scores at every capture, and the step the held-out metric jumped
+// is a head whatever its mixing. The parts (ablation, patching, attribution, detectors, rollout, probes,
+// emergence) are one file each under experiments/analysis/parts/, registered as part.hpp describes;
+// `attnlab analyze --help` and docs/analysis.md list them.
 //
 // Results go to RUN/analysis/: one CSV, .npy and PNG heatmap per table, summary.json (every table and
 // fact, which report.html's Analysis section reads). docs/analysis.md gives every definition.
@@ -31,6 +18,7 @@
 #include "experiments/analysis/rollout.hpp"
 #include "experiments/runner/analysis_summary.hpp"
 #include "experiments/runner/evaluation.hpp"
+#include "framework/io/component.hpp"
 #include "framework/models/model.hpp"
 
 namespace attnlab {
@@ -76,6 +64,14 @@ std::vector<std::string> numbered(std::size_t n);
 std::string part_prefix(const std::string& part);
 std::string part_title(const std::string& part);
 
+// A [1, n, 1, 1] (heads) or [1, n, 1] (positions) selector: 1 at `index`, 0 elsewhere.
+Tensor one_hot_selector(std::size_t n, std::size_t index, const Shape& shape, DType dtype);
+// The largest (or smallest) finite value; NaN when there is none.
+double finite_extreme(const std::vector<double>& values, bool largest);
+// Row `r`'s tokens up to its real length (padding as -1, never a match), and that length.
+std::vector<std::int64_t> row_tokens(const data::DataSource& data, const Tensor& ids, const Tensor& mask, std::size_t r, std::size_t& length);
+
+// The work of the parts (experiments/analysis/parts/, one file each, with the part's registration).
 void head_ablation(const AnalysisInputs& in, AnalysisResult& out);
 void layer_ablation(const AnalysisInputs& in, AnalysisResult& out);
 // `pairs` from the data source; nothing (a note) when it has none.
@@ -92,14 +88,11 @@ void emergence(const std::string& run_dir, double threshold, AnalysisResult& out
 
 struct AnalyzeOptions {
   std::string checkpoint = "best";
-  std::vector<std::string> only;  // parts to run (analysis_parts()); empty: all that apply
+  std::vector<std::string> only;  // parts to run (AnalysisRegistry, part.hpp); empty: all that apply
   std::size_t examples = 512;     // held-out examples for ablation, attribution, detectors and probes
-  std::size_t pairs = 64;         // clean/corrupted pairs for patching
-  RolloutOptions rollout;
-  double emergence_threshold = 0.5;  // attnlab's own previous_token and induction scores
+  // Each part's own options by part name, as the command line gave them (a part not listed: defaults).
+  std::map<std::string, ComponentOptions> part_options;
 };
-// "ablation", "patching", "attribution", "detectors", "rollout", "probes", "emergence"
-const std::vector<std::string>& analysis_parts();
 
 // Runs the analysis of `run_dir` and writes analysis/ (replacing an earlier one whole, never half) and
 // report.html. Throws std::invalid_argument for bad options (an unknown part, naming the known ones).

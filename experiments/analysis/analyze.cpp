@@ -8,15 +8,27 @@
 #include <functional>
 #include <stdexcept>
 
-#include "experiments/analysis/analysis.hpp"
+#include "experiments/analysis/part.hpp"
 #include "experiments/runner/experiment.hpp"
-#include "experiments/runner/memory_estimate.hpp"
 #include "experiments/runner/report.hpp"
 #include "experiments/runner/run_folder.hpp"
 #include "experiments/runner/stop_signals.hpp"
 #include "framework/io/atomic_file.hpp"
 
 namespace attnlab {
+template <>
+AnalysisRegistry& AnalysisRegistry::instance() {
+  static AnalysisRegistry registry("analysis part");
+  return registry;
+}
+
+std::vector<const AnalysisPartInfo*> analysis_parts_in_order() {
+  std::vector<const AnalysisPartInfo*> parts;
+  for (const std::string& name : AnalysisRegistry::instance().names()) parts.push_back(&AnalysisRegistry::instance().find(name));
+  std::stable_sort(parts.begin(), parts.end(), [](const AnalysisPartInfo* a, const AnalysisPartInfo* b) { return a->order < b->order; });
+  return parts;
+}
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -25,141 +37,93 @@ bool wanted(const AnalyzeOptions& o, const std::string& part) {
   return o.only.empty() || std::find(o.only.begin(), o.only.end(), part) != o.only.end();
 }
 
-void check_options(const AnalyzeOptions& o) {
-  for (const std::string& part : o.only) {
-    if (std::find(analysis_parts().begin(), analysis_parts().end(), part) == analysis_parts().end()) {
-      std::string known;
-      for (const std::string& p : analysis_parts()) known += (known.empty() ? "" : ", ") + p;
-      throw std::invalid_argument("--only: '" + part + "' is not among [" + known + "]");
-    }
-  }
-  if (o.checkpoint != "best" && o.checkpoint != "last") throw std::invalid_argument("--checkpoint must be best or last, got '" + o.checkpoint + "'");
-  if (!(o.rollout.discard_ratio >= 0 && o.rollout.discard_ratio < 1)) throw std::invalid_argument("--discard-ratio must be in [0, 1)");
-  if (o.pairs == 0) throw std::invalid_argument("--pairs must be at least 1");
+// A part's options as the command line gave them (an empty mapping: its defaults).
+ComponentOptions options_of(const AnalyzeOptions& o, const std::string& part) {
+  const auto it = o.part_options.find(part);
+  return it == o.part_options.end() ? ComponentOptions() : it->second;
 }
 
-// With --only, what the earlier analysis found in the other parts is kept (its tables and facts, its
-// notes and the rollout images), so that re-running one part never loses the rest.
+void check_options(const AnalyzeOptions& o) {
+  for (const std::string& part : o.only) {
+    try {
+      AnalysisRegistry::instance().find(part);
+    } catch (const std::invalid_argument& e) {  // "analysis part 'x' is not among [...]; did you mean 'y'?"
+      throw std::invalid_argument(std::string("--only: ") + e.what());
+    }
+  }
+  for (const auto& [part, options] : o.part_options) AnalysisRegistry::instance().find(part).options.check(options);
+  if (o.checkpoint != "best" && o.checkpoint != "last") throw std::invalid_argument("--checkpoint must be best or last, got '" + o.checkpoint + "'");
+}
+
+// The part a fact, note or file belongs to: the registered part its name begins with ("patching.x",
+// "rollout: ...", "rollout_probe_0.png"); "" for the analysis's own ("examples").
+std::string part_of(const std::string& name) {
+  std::string best;
+  for (const std::string& part : AnalysisRegistry::instance().names()) {
+    const bool begins = name.rfind(part, 0) == 0 && (name.size() == part.size() || std::string(".:_").find(name[part.size()]) != std::string::npos);
+    if (begins && part.size() > best.size()) best = part;
+  }
+  return best;
+}
+
+// With --only, what the earlier analysis found in the other parts is kept (its tables, facts, notes,
+// images and files), so that re-running one part never loses the rest.
 void keep_other_parts(const std::string& run_dir, const std::string& fresh, const AnalyzeOptions& o, AnalysisResult& result) {
   if (o.only.empty() || !has_analysis(run_dir)) return;
   const AnalysisResult earlier = read_analysis(run_dir);
-  // A table belongs to its section; a fact or note to the part its name starts with ("patching.",
-  // "rollout:"), except the baseline (ablation's) and the repeated-tokens test (the detectors').
-  const auto part_of = [](const std::string& name) {
-    const std::string head = name.substr(0, name.find_first_of(".:"));
-    return head == "baseline" ? std::string("ablation") : head == "repeated_tokens" ? std::string("detectors") : head;
-  };
+  const auto kept = [&](const std::string& part) { return !part.empty() && !wanted(o, part); };
   for (const AnalysisTable& t : earlier.tables)
-    if (!wanted(o, t.section)) result.tables.push_back(t);
+    if (kept(t.section)) result.tables.push_back(t);
   for (const auto& [name, value] : earlier.facts)
-    if (!wanted(o, part_of(name)) && !result.facts.count(name)) result.facts[name] = value;
+    if (kept(part_of(name)) && !result.facts.count(name)) result.facts[name] = value;
   for (const std::string& note : earlier.notes)
-    if (!wanted(o, part_of(note))) result.notes.push_back(note);
-  const auto rank = [](const AnalysisTable& t) {
-    const auto& parts = analysis_parts();
-    return std::find(parts.begin(), parts.end(), t.section) - parts.begin();
-  };
-  std::stable_sort(result.tables.begin(), result.tables.end(), [&](const AnalysisTable& a, const AnalysisTable& b) { return rank(a) < rank(b); });
-  if (!wanted(o, "rollout")) {
-    for (const std::string& image : earlier.images) fs::copy_file(run_dir + "/analysis/" + image, fresh + "/" + image);
-    result.images = earlier.images;
-    if (fs::exists(run_dir + "/analysis/rollout_maps.npy")) fs::copy_file(run_dir + "/analysis/rollout_maps.npy", fresh + "/rollout_maps.npy");
+    if (kept(part_of(note))) result.notes.push_back(note);
+  for (const std::string& image : earlier.images)
+    if (kept(part_of(image))) result.images.push_back(image);
+  for (const auto& entry : fs::directory_iterator(run_dir + "/analysis")) {  // images and the parts' other files (rollout_maps.npy)
+    const std::string file = entry.path().filename().string();
+    if (kept(part_of(file)) && !fs::exists(fresh + "/" + file)) fs::copy_file(entry.path(), fresh + "/" + file);
   }
+  for (const auto& [part, title] : earlier.titles)
+    if (kept(part)) result.titles.emplace(part, title);
+  std::map<std::string, int> order;
+  for (const AnalysisPartInfo* part : analysis_parts_in_order()) order[part->name] = part->order;
+  std::stable_sort(result.tables.begin(), result.tables.end(),
+                   [&](const AnalysisTable& a, const AnalysisTable& b) { return order[a.section] < order[b.section]; });
 }
-
-}  // namespace
-
-namespace {
-
-// What one part of the analysis reads and writes.
-struct PartInputs {
-  const AnalysisInputs& in;
-  Experiment& x;
-  const LoadedRun& run;
-  const AnalyzeOptions& options;
-  const std::string& fresh;  // the analysis folder being written
-  AnalysisResult& result;
-};
-
-// A part: its name, what it needs of the data ("" when it applies; else what it needs, said to the user),
-// and what it does.
-struct AnalysisPart {
-  std::string name;
-  std::function<std::string(const data::DataSource&)> needs;
-  std::function<void(const PartInputs&)> run;
-};
-
-std::string tokens_needed(const data::DataSource& data) {
-  return data.token_inputs() ? "" : "token inputs (it compares the tokens at each position); this run reads images";
-}
-
-const std::vector<AnalysisPart>& parts() {
-  static const std::vector<AnalysisPart> list{
-      {"ablation", {}, [](const PartInputs& p) { head_ablation(p.in, p.result), layer_ablation(p.in, p.result); }},
-      {"patching", {},
-       [](const PartInputs& p) {
-         Generator gen(p.run.config.seed + 3);
-         activation_patching(*p.x.model, *p.x.data, p.x.data->patching_pairs(p.options.pairs, gen), p.result);
-       }},
-      {"attribution", {}, [](const PartInputs& p) { logit_attribution(p.in, p.result), logit_lens(p.in, p.result); }},
-      {"detectors", tokens_needed,
-       [](const PartInputs& p) { head_detectors(p.in, p.result), repeated_tokens_test(p.in, p.run.config.seed + 4, p.result); }},
-      {"rollout",
-       [](const data::DataSource& data) {
-         return data.token_inputs() ? "image inputs (it follows attention back to the patches of an image); this run reads tokens" : "";
-       },
-       [](const PartInputs& p) { rollout_maps(p.in, p.options.rollout, p.fresh, p.result); }},
-      {"probes", {}, [](const PartInputs& p) { residual_probes(p.in, p.run.config.seed + 5, p.result); }},
-      {"emergence", tokens_needed, [](const PartInputs& p) { emergence(p.run.dir, p.options.emergence_threshold, p.result); }},
-  };
-  return list;
-}
-
-// Patching forwards its pairs as one batch, every head's output and residual stream cached: refused
-// before anything is drawn when that batch would not fit in memory (as training refuses its batch).
-void check_pairs_fit(const ExperimentConfig& config, std::size_t pairs) {
-  ExperimentConfig one_batch = config;
-  one_batch.train.batch_size = pairs;
-  one_batch.log.patterns = false;
-  const MemoryEstimate m = estimate_memory(one_batch);
-  const double needs = m.activations + m.data, limit = physical_memory_bytes() / 2;  // a training step's, about the forward with its caches
-  if (needs <= limit) return;
-  const double fit = std::floor(static_cast<double>(pairs) * limit / needs);
-  throw std::invalid_argument("--pairs " + std::to_string(pairs) + ": patching forwards them as one batch, about " +
-                              std::to_string(static_cast<long long>(needs / (1 << 20))) + " MiB with its caches, more than half of this machine's " +
-                              std::to_string(static_cast<long long>(physical_memory_bytes() / (1 << 20))) + " MiB; give at most " +
-                              std::to_string(static_cast<long long>(fit)));
-}
-
-std::string what_it_needs(const AnalysisPart& part, const data::DataSource& data) { return part.needs ? part.needs(data) : ""; }
 
 // With --only, every part asked for must apply to the run: an error naming what it needs and the parts
 // that do apply. Without it, the parts that do not apply are skipped with a note.
-void check_applicable(const AnalyzeOptions& o, const data::DataSource& data, const std::string& run_dir, AnalysisResult& result) {
+void check_applicable(const AnalyzeOptions& o, const Model& model, const data::DataSource& data, const std::string& run_dir,
+                      AnalysisResult& result) {
   std::string applicable;
-  for (const AnalysisPart& part : parts())
-    if (what_it_needs(part, data).empty()) applicable += (applicable.empty() ? "" : ", ") + part.name;
-  for (const AnalysisPart& part : parts()) {
-    const std::string needs = what_it_needs(part, data);
-    if (needs.empty() || !wanted(o, part.name)) continue;
+  for (const AnalysisPartInfo* part : analysis_parts_in_order())
+    if (part->needs(model, data).empty()) applicable += (applicable.empty() ? "" : ", ") + part->name;
+  for (const AnalysisPartInfo* part : analysis_parts_in_order()) {
+    const std::string needs = part->needs(model, data);
+    if (needs.empty() || !wanted(o, part->name)) continue;
     if (!o.only.empty()) {
-      throw std::invalid_argument("--only " + part.name + ": " + part.name + " needs " + needs + "; the parts that apply to " + run_dir + ": " +
-                                  applicable);
+      throw std::invalid_argument("--only " + part->name + ": " + part->name + " needs " + needs + "; the parts that apply to " + run_dir +
+                                  ": " + applicable);
     }
-    result.notes.push_back(part.name + ": skipped: it needs " + needs);
+    result.notes.push_back(part->name + ": skipped: it needs " + needs);
   }
 }
 
-}  // namespace
-
-const std::vector<std::string>& analysis_parts() {
-  static const std::vector<std::string> names = [] {
-    std::vector<std::string> out;
-    for (const AnalysisPart& part : parts()) out.push_back(part.name);
-    return out;
-  }();
-  return names;
+// Runs one part, its tables put in its section and its heading recorded for the report.
+void run_part(const AnalysisPartInfo& part, const PartInputs& p, const ComponentOptions& options) {
+  const auto started = std::chrono::steady_clock::now();
+  std::printf("attnlab analyze: %s ...", part.name.c_str());
+  std::fflush(stdout);
+  const std::size_t before = p.result.tables.size();
+  part.run(p, options);
+  for (std::size_t i = before; i < p.result.tables.size(); ++i) p.result.tables[i].section = part.name;
+  p.result.titles[part.name] = part.title;
+  std::printf(" %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  std::fflush(stdout);
 }
+
+}  // namespace
 
 AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& o) {
   check_options(o);
@@ -168,8 +132,9 @@ AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& o) 
   const LoadedRun run = load_run(run_dir, o.checkpoint);  // clears what an earlier, killed analysis left
   Experiment x(run.config);
   AnalysisResult result;
-  check_applicable(o, *x.data, run_dir, result);
-  if (wanted(o, "patching")) check_pairs_fit(run.config, o.pairs);
+  check_applicable(o, *x.model, *x.data, run_dir, result);
+  for (const AnalysisPartInfo* part : analysis_parts_in_order())
+    if (wanted(o, part->name)) part->check_run(options_of(o, part->name), run.config);
   load_run_model(*x.model, run);
   const TrainConfig& t = run.config.train;
   AnalysisInputs in{*x.model, *x.data, held_out_examples(*x.data, o.examples, t.batch_size, run.config.seed + 2)};
@@ -179,19 +144,14 @@ AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& o) 
   // Ctrl-C or SIGTERM stops it after the part under way; the earlier analysis stays as it was.
   const StopSignals stop;
   try {
-    for (const AnalysisPart& part : parts()) {
-      if (!wanted(o, part.name) || !what_it_needs(part, *x.data).empty()) continue;
-      test_stop_point("part:" + part.name);
+    for (const AnalysisPartInfo* part : analysis_parts_in_order()) {
+      if (!wanted(o, part->name) || !part->needs(*x.model, *x.data).empty()) continue;
+      test_stop_point("part:" + part->name);
       if (stop.requested()) {
-        throw StoppedBySignal("attnlab analyze: stopped by " + std::string(stop.name()) + " before " + part.name + "; " + dir + " is as it was",
+        throw StoppedBySignal("attnlab analyze: stopped by " + std::string(stop.name()) + " before " + part->name + "; " + dir + " is as it was",
                               stop.signal());
       }
-      const auto started = std::chrono::steady_clock::now();
-      std::printf("attnlab analyze: %s ...", part.name.c_str());
-      std::fflush(stdout);
-      part.run({in, x, run, o, fresh, result});
-      std::printf(" %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-      std::fflush(stdout);
+      run_part(*part, {in, run, fresh, result}, options_of(o, part->name));
     }
     if (stop.requested()) throw StoppedBySignal("attnlab analyze: stopped by " + std::string(stop.name()) + "; " + dir + " is as it was", stop.signal());
     result.facts["examples"] = 0;

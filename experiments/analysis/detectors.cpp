@@ -65,4 +65,21 @@ double repeated_tokens_induction_score(const double* pattern, std::size_t rows, 
   return sum / static_cast<double>(half - 1);
 }
 
+DetectorSums::DetectorSums(std::size_t heads) {
+  for (DetectorKind kind : detector_kinds()) sum[kind].assign(heads, 0.0), count[kind].assign(heads, 0.0);
+}
+
+void DetectorSums::add(std::size_t k, const double* pattern, std::size_t t, const std::vector<std::int64_t>& tokens, std::size_t length) {
+  for (DetectorKind kind : detector_kinds()) {
+    const double s = detector_score(kind, pattern, t, t, tokens, length, DetectorOptions{});
+    if (std::isfinite(s)) sum[kind][k] += s, count[kind][k] += 1;
+  }
+}
+
+std::vector<double> DetectorSums::mean(DetectorKind kind) const {
+  std::vector<double> m;
+  for (std::size_t i = 0; i < sum.at(kind).size(); ++i) m.push_back(count.at(kind)[i] ? sum.at(kind)[i] / count.at(kind)[i] : NAN);
+  return m;
+}
+
 }  // namespace attnlab

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,5 +42,15 @@ double detector_score(DetectorKind kind, const double* pattern, std::size_t rows
 // offset + i + 1] for i in [0, half - 1).
 double repeated_tokens_induction_score(const double* pattern, std::size_t rows, std::size_t cols, std::size_t half,
                                        std::size_t offset = 0);
+
+// Every detector's score summed per head over sequences (NaN scores, of patterns without mass, skipped),
+// for the means over examples or probes.
+struct DetectorSums {
+  std::map<DetectorKind, std::vector<double>> sum, count;
+  explicit DetectorSums(std::size_t heads);
+  // Head k's [t, t] pattern of one sequence, its first `length` positions real.
+  void add(std::size_t k, const double* pattern, std::size_t t, const std::vector<std::int64_t>& tokens, std::size_t length);
+  std::vector<double> mean(DetectorKind kind) const;  // NaN for a head with no finite score
+};
 
 }  // namespace attnlab

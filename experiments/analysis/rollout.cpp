@@ -10,14 +10,14 @@
 
 namespace attnlab {
 
-HeadFusion parse_head_fusion(const std::string& name) {
-  if (name == "mean") return HeadFusion::mean;
-  if (name == "max") return HeadFusion::max;
-  if (name == "min") return HeadFusion::min;
-  throw std::invalid_argument("head fusion '" + name + "' is not among [mean, max, min]");
+const EnumNames<HeadFusion>& head_fusion_names() {
+  static const EnumNames<HeadFusion> names{{"mean", HeadFusion::mean}, {"max", HeadFusion::max}, {"min", HeadFusion::min}};
+  return names;
 }
 
-const char* head_fusion_name(HeadFusion fusion) { return fusion == HeadFusion::mean ? "mean" : fusion == HeadFusion::max ? "max" : "min"; }
+HeadFusion parse_head_fusion(const std::string& name) { return parse_enum(head_fusion_names(), name, "head fusion"); }
+
+const char* head_fusion_name(HeadFusion fusion) { return enum_name(head_fusion_names(), fusion); }
 
 namespace {
 

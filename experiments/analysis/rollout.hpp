@@ -11,11 +11,13 @@
 #include <string>
 #include <vector>
 
+#include "framework/tensor/enum_names.hpp"
 #include "framework/tensor/tensor.hpp"
 
 namespace attnlab {
 
 enum class HeadFusion { mean, max, min };
+const EnumNames<HeadFusion>& head_fusion_names();
 HeadFusion parse_head_fusion(const std::string& name);  // "mean" | "max" | "min"; std::invalid_argument otherwise
 const char* head_fusion_name(HeadFusion fusion);
 

@@ -37,7 +37,7 @@ json table_json(const AnalysisTable& t) {
   json values = json::array();
   for (double v : t.values) values.push_back(json_number(v));
   return {{"name", t.name}, {"section", t.section}, {"title", t.title}, {"row_axis", t.row_axis}, {"col_axis", t.col_axis},
-          {"rows", t.rows}, {"cols", t.cols}, {"values", values}, {"signed", t.signed_values}};
+          {"rows", t.rows}, {"cols", t.cols}, {"values", values}, {"signed", t.signed_values}, {"compared", t.compared}};
 }
 
 AnalysisTable table_from_json(const json& j) {
@@ -51,6 +51,7 @@ AnalysisTable table_from_json(const json& j) {
   t.cols = j.at("cols").get<std::vector<std::string>>();
   for (const json& v : j.at("values")) t.values.push_back(number_from_json(v));
   t.signed_values = j.at("signed").get<bool>();
+  t.compared = j.value("compared", false);  // summaries before it have none: their runs show facts only until analysed again
   if (t.values.size() != t.rows.size() * t.cols.size()) throw std::invalid_argument("table '" + t.name + "' holds the wrong number of values");
   return t;
 }
@@ -64,7 +65,7 @@ void write_analysis(const std::string& dir, const AnalysisResult& result) {
     tables.push_back(table_json(t));
   }
   for (const auto& [name, value] : result.facts) facts[name] = json_number(value);
-  const json summary{{"tables", tables}, {"facts", facts}, {"notes", result.notes}, {"images", result.images}};
+  const json summary{{"tables", tables}, {"facts", facts}, {"notes", result.notes}, {"images", result.images}, {"titles", result.titles}};
   write_file_atomically(dir + "/summary.json", summary.dump(1) + "\n");
 }
 
@@ -79,6 +80,7 @@ AnalysisResult read_analysis(const std::string& run_dir) {
     for (const auto& [name, value] : j.at("facts").items()) r.facts[name] = number_from_json(value);
     r.notes = j.at("notes").get<std::vector<std::string>>();
     r.images = j.at("images").get<std::vector<std::string>>();
+    if (j.contains("titles")) r.titles = j.at("titles").get<std::map<std::string, std::string>>();
     return r;
   } catch (const json::exception& e) {
     throw std::runtime_error(file + " is not an analysis summary: " + json_error_text(e) + "; run attnlab analyze " + run_dir + " again");

@@ -18,15 +18,17 @@ struct AnalysisTable {
   std::vector<std::string> rows, cols;
   std::vector<double> values;        // rows x cols, row-major; NaN where undefined
   bool signed_values = true;         // drawn with a diverging scale around 0
+  bool compared = false;             // a headline table, set side by side (mean over seeds) in a comparison's report
   double at(std::size_t r, std::size_t c) const { return values[r * cols.size() + c]; }
 };
 
 // What the analysis has found, in the order it was found.
 struct AnalysisResult {
   std::vector<AnalysisTable> tables;
-  std::map<std::string, double> facts;    // headline numbers ("baseline.loss", "detectors.induction_head.max", ...)
+  std::map<std::string, double> facts;    // headline numbers ("ablation.baseline.loss", "detectors.induction_head.max", ...)
   std::vector<std::string> notes;         // what was skipped and why ("attribution: a post-norm model has no final norm")
   std::vector<std::string> images;        // extra PNGs under analysis/ (rollout maps)
+  std::map<std::string, std::string> titles;  // each section's heading in the report ("ablation" -> "Ablation: ...")
   void add(AnalysisTable table) { tables.push_back(std::move(table)); }
 };
 

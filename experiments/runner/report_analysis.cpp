@@ -60,16 +60,6 @@ std::string table_heatmap(const AnalysisTable& t) {
   return svg.str();
 }
 
-std::string section_title(const std::string& section) {
-  if (section == "ablation") return "Ablation: which heads and layers the held-out performance needs";
-  if (section == "patching") return "Activation patching: where the answer is carried";
-  if (section == "attribution") return "Direct logit attribution and the logit lens";
-  if (section == "detectors") return "Head detectors (TransformerLens's definitions)";
-  if (section == "probes") return "Linear probes of the residual stream";
-  if (section == "emergence") return "Emergence over training";
-  return section;
-}
-
 }  // namespace
 
 std::string analysis_section(const std::string& run_dir) {
@@ -89,19 +79,31 @@ std::string analysis_section(const std::string& run_dir) {
     for (const std::string& n : r.notes) html << "<li>" << escape(n) << "</li>";
     html << "</ul>";
   }
-  std::string section;
-  for (const AnalysisTable& t : r.tables) {
-    if (t.section != section) {
-      section = t.section;
-      html << "<h3>" << escape(section_title(section)) << "</h3>";
+  // Section by section, in the order the analysis ran its parts: the part's heading, its tables, then its
+  // images (files named after it: "rollout_probe_0.png").
+  const auto image_section = [&](const std::string& image) {
+    std::string best;
+    for (const auto& [name, title] : r.titles)
+      if (image.rfind(name + "_", 0) == 0 && name.size() > best.size()) best = name;
+    return best;
+  };
+  std::vector<std::string> sections;
+  for (const AnalysisTable& t : r.tables)
+    if (std::find(sections.begin(), sections.end(), t.section) == sections.end()) sections.push_back(t.section);
+  for (const std::string& image : r.images)
+    if (std::find(sections.begin(), sections.end(), image_section(image)) == sections.end()) sections.push_back(image_section(image));
+  for (const std::string& section : sections) {
+    const auto title = r.titles.find(section);  // the part's own heading (experiments/analysis/part.hpp)
+    html << "<h3>" << escape(title != r.titles.end() ? title->second : section.empty() ? "Images" : section) << "</h3>";
+    for (const AnalysisTable& t : r.tables) {
+      if (t.section != section) continue;
+      html << "<figure class=\"analysis\"><figcaption>" << escape(t.title) << " <a href=\"analysis/" << escape(t.name) << ".csv\">csv</a> "
+           << "<a href=\"analysis/" << escape(t.name) << ".npy\">npy</a></figcaption>" << table_heatmap(t) << "</figure>\n";
     }
-    html << "<figure class=\"analysis\"><figcaption>" << escape(t.title) << " <a href=\"analysis/" << escape(t.name) << ".csv\">csv</a> "
-         << "<a href=\"analysis/" << escape(t.name) << ".npy\">npy</a></figcaption>" << table_heatmap(t) << "</figure>\n";
-  }
-  if (!r.images.empty()) {
-    html << "<h3>Attention rollout</h3><div class=\"charts\">";
-    for (const std::string& image : r.images) html << "<img src=\"analysis/" << escape(image) << "\" alt=\"" << escape(image) << "\">";
-    html << "</div>";
+    std::string images;
+    for (const std::string& image : r.images)
+      if (image_section(image) == section) images += "<img src=\"analysis/" + escape(image) + "\" alt=\"" + escape(image) + "\">";
+    if (!images.empty()) html << "<div class=\"charts\">" << images << "</div>";
   }
   html << "<h3>Facts</h3><table><tr><th>name</th><th>value</th></tr>";
   for (const auto& [name, value] : r.facts) html << "<tr><td>" << escape(name) << "</td><td>" << fmt("%.5g", value) << "</td></tr>";
@@ -125,13 +127,6 @@ Spread spread(const std::vector<double>& values) {
   s.mean = sum / static_cast<double>(s.n);
   s.std = s.n > 1 ? std::sqrt(std::max(0.0, (sq - static_cast<double>(s.n) * s.mean * s.mean) / static_cast<double>(s.n - 1))) : 0.0;
   return s;
-}
-
-// The tables a comparison sets side by side (mean over each variant's seeds), when its runs have them.
-const std::vector<std::string>& compared_tables() {
-  static const std::vector<std::string> names{"ablation_zero_accuracy", "patching_heads", "attribution_heads", "detector_induction_head",
-                                              "detector_previous_token_head", "repeated_tokens_induction", "probes_accuracy"};
-  return names;
 }
 
 // The cell-wise mean of one table over runs (tables of other shapes are left out).
@@ -187,7 +182,13 @@ std::string comparison_analysis_section(const std::string& dir, const std::vecto
     html << "</tr>";
   }
   html << "</table><p class=\"note\">* some seeds have no value (e.g. a detector score that never crossed the threshold).</p>";
-  for (const std::string& name : compared_tables()) {
+  // The headline tables each part marked (AnalysisTable::compared), in the order the runs hold them.
+  std::vector<std::string> compared;
+  for (const auto& runs : results)
+    for (const AnalysisResult& r : runs)
+      for (const AnalysisTable& t : r.tables)
+        if (t.compared && std::find(compared.begin(), compared.end(), t.name) == compared.end()) compared.push_back(t.name);
+  for (const std::string& name : compared) {
     std::ostringstream row;
     bool any = false;
     for (std::size_t v = 0; v < variants.size(); ++v) {

@@ -40,6 +40,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -118,6 +119,16 @@ class Model : public Module {
   // How position `i` of what the attention sees reads on a heatmap's axis when the model, not the data,
   // puts it there (a ViT's patches and "cls"); "" to use the data's token labels.
   virtual std::string position_label(std::size_t /*i*/) const { return ""; }
+  // Whether its logits at position i predict token i + 1 of its input (a causal language model), as the
+  // repeated-random-tokens test needs.
+  virtual bool predicts_next_token() const { return false; }
+  // How it cuts the images it reads into patches (a ViT), for analyses that map attention back onto an
+  // image; nothing for a model of token sequences.
+  struct Patches {
+    std::size_t size = 0;      // a patch's side in pixels
+    bool class_token = false;  // a CLS token precedes the patches in the stream
+  };
+  virtual std::optional<Patches> patches() const { return std::nullopt; }
 
   // The readout, for logit attribution and the logit lens. The residual stream the logits are read from
   // is that of the blocks named `readout_blocks()` ("blocks." or an encoder-decoder's "decoder.blocks.");

@@ -52,6 +52,7 @@ class CausalLM : public Model {
   bool feed_forward() const override { return encoder_config_.feed_forward; }
   std::size_t n_heads() const override { return encoder_config_.n_heads; }
   const LayerNorm* final_norm() const override { return body->encoder->final_norm.get(); }
+  bool predicts_next_token() const override { return true; }
   std::size_t vocab_size() const { return body->vocab_size(); }
 
   std::shared_ptr<TokenEncoder> body;

@@ -41,6 +41,7 @@ class ViT : public Model {
   // "cls" (with a CLS token), then the patches "p0", "p1", ... in row-major order.
   std::string position_label(std::size_t i) const override { return i < leading() ? "cls" : "p" + std::to_string(i - leading()); }
   bool class_token() const { return class_token_; }  // model.pooling cls
+  std::optional<Patches> patches() const override { return Patches{patch_size_, class_token_}; }
   const LayerNorm* final_norm() const override { return encoder->final_norm.get(); }
 
   std::shared_ptr<Linear> patch_embed;  // Cin P P -> C

@@ -73,7 +73,7 @@ grep -q 'heatmap' "$out/report.html" || fail "the comparison report shows no hea
 for v in softmax linear; do
   for s in 0 1; do [ -s "$out/runs/$v/seed_$s/analysis/summary.json" ] || fail "run $v/seed_$s was not analysed"; done
 done
-grep -q '<h2>Analysis side by side</h2>' "$out/report.html" && grep -q '^baseline.token_accuracy,linear,' "$out/analysis_summary.csv" \
+grep -q '<h2>Analysis side by side</h2>' "$out/report.html" && grep -q '^ablation.baseline.token_accuracy,linear,' "$out/analysis_summary.csv" \
   || fail "the comparison report sets no analyses side by side"
 label=$(head -n 1 "$out/runs/softmax/seed_0/patterns/probe_0_labels.txt")
 grep -q "rotate(-90)\">$label</text>" "$out/runs/softmax/seed_0/report.html" || fail "the run report's heatmaps carry no token labels"

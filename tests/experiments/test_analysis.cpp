@@ -7,8 +7,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <set>
 
-#include "experiments/analysis/analysis.hpp"
+#include "experiments/analysis/part.hpp"
 #include "framework/attention/kernel.hpp"
 #include "framework/models/model.hpp"
 
@@ -239,12 +240,54 @@ TEST(Analysis, AttentionOnlyModelsHaveNoMlpComponents) {
   EXPECT_NEAR(r.facts.at("attribution.unexplained"), 0.0, 1e-3);
 }
 
+// The parts as the registry holds them: each declared once, in a place of its own, its options flags of
+// the command that no other part's options share; run through the registry, every fact and note it
+// writes begins with its name (what --only relies on to replace exactly its own), and a part that does not
+// apply to a model says what it needs.
+TEST(AnalysisRegistry, EveryPartDeclaresItselfAndOwnsWhatItWrites) {
+  std::set<int> orders;
+  std::set<std::string> keys;
+  for (const AnalysisPartInfo* part : analysis_parts_in_order()) {
+    EXPECT_TRUE(orders.insert(part->order).second) << part->name << " shares its place";
+    EXPECT_FALSE(part->title.empty() || part->description.empty()) << part->name;
+    for (const KeyDoc& d : part->options.docs) EXPECT_TRUE(keys.insert(d.key).second) << part->name << "'s " << d.key << " is another part's flag";
+  }
+  PreviousTokenSource data;
+  ModelConfig config;
+  config.kind.name = "causal_lm";
+  config.encoder.d_model = 16, config.encoder.n_heads = 2, config.encoder.n_layers = 2;
+  DataShape shape = data.shape();
+  shape.num_classes = kVocab;
+  Generator gen(6);
+  const std::shared_ptr<Model> model = make_model(config, shape, gen);
+  AnalysisInputs in{*model, data, held_out_examples(data, 32, 16, 1)};
+  LoadedRun run;
+  run.dir = testing::TempDir() + "/registry_run";  // no patterns: emergence says so in a note
+  std::filesystem::create_directories(run.dir);
+  const std::string folder = run.dir + "/analysis";
+  std::size_t ran = 0;
+  for (const AnalysisPartInfo* part : analysis_parts_in_order()) {
+    const std::string needs = part->needs(*model, data);
+    if (!needs.empty()) {
+      EXPECT_EQ(part->name, "rollout") << part->name << " does not apply to a causal LM of tokens: " << needs;
+      continue;
+    }
+    AnalysisResult r;
+    part->run({in, run, folder, r}, ComponentOptions());
+    ++ran;
+    EXPECT_FALSE(r.tables.empty() && r.facts.empty() && r.notes.empty()) << part->name << " wrote nothing";
+    for (const auto& [fact, value] : r.facts) EXPECT_EQ(fact.rfind(part->name + ".", 0), 0u) << part->name << " wrote the fact " << fact;
+    for (const std::string& note : r.notes) EXPECT_EQ(note.rfind(part->name + ":", 0), 0u) << part->name << " wrote the note " << note;
+  }
+  EXPECT_EQ(ran, 6u);  // patching too: this source has no pairs, and says so in a note
+}
+
 TEST(Analysis, SummaryRoundTripsWithItsUndefinedCells) {
   const std::string dir = testing::TempDir() + "/analysis_round_trip/analysis";
   std::filesystem::create_directories(dir);
   AnalysisResult r;
   r.add({"t", "ablation", "a table", "layer", "head", {"0", "1"}, {"0", "1", "2"}, {1, -2, NAN, 0.5, 0, 3}, true});
-  r.facts["baseline.loss"] = 1.25;
+  r.facts["ablation.baseline.loss"] = 1.25;
   r.notes.push_back("a note");
   write_analysis(dir, r);
   for (const char* file : {"t.csv", "t.npy", "t.png", "summary.json"}) EXPECT_TRUE(std::filesystem::exists(dir + "/" + file)) << file;
@@ -253,7 +296,7 @@ TEST(Analysis, SummaryRoundTripsWithItsUndefinedCells) {
   EXPECT_EQ(back.tables[0].cols, r.tables[0].cols);
   EXPECT_TRUE(std::isnan(back.tables[0].at(0, 2)));
   EXPECT_EQ(back.tables[0].at(1, 2), 3.0);
-  EXPECT_EQ(back.facts.at("baseline.loss"), 1.25);
+  EXPECT_EQ(back.facts.at("ablation.baseline.loss"), 1.25);
   EXPECT_EQ(back.notes, r.notes);
   EXPECT_THROW(read_analysis(testing::TempDir() + "/no_such_run"), std::runtime_error);
 }

@@ -278,7 +278,7 @@ head -n 1 "$work/runs/mqar-causal_lm/analysis/probes_accuracy.csv" | grep -q ',v
 check analyze_only_probes "$attnlab" analyze "$work/runs/induction-causal_lm" --only probes --examples 32
 [ -s "$work/runs/induction-causal_lm/analysis/patching_heads.csv" ] || fail "analyze --only probes lost the other parts"
 "$attnlab" analyze "$work/runs/induction-causal_lm" --only ablation,probs > "$work/analyze_bad.log" 2>&1
-[ $? = 2 ] && grep -q "\-\-only: 'probs' is not among \[ablation, patching" "$work/analyze_bad.log" && [ ! -e "$work/runs/induction-causal_lm/analysis.tmp-"* ] \
+[ $? = 2 ] && grep -q "\-\-only: analysis part 'probs' is not among \[ablation, attribution.*did you mean 'probes'" "$work/analyze_bad.log" && [ ! -e "$work/runs/induction-causal_lm/analysis.tmp-"* ] \
   || { fail "a bad --only"; cat "$work/analyze_bad.log"; }
 
 # Numbers on the command line are read as config values are: base-10 integers, finite numbers, inside
@@ -296,7 +296,7 @@ bad_number "--length-penalty must be a number >= 0, got nan" translate "$work/ru
 bad_number "--temperature must be a number >= 0, got nan" sample "$work/runs/induction-causal_lm" --temperature nan
 bad_number "--tokens must be an integer >= 0, got -1" sample "$work/runs/induction-causal_lm" --tokens -1
 bad_number "--examples must be an integer in [1, 100000], got abc" analyze "$work/runs/induction-causal_lm" --examples abc
-bad_number "--threshold must be a number in [0, 1], got nan" analyze "$work/runs/induction-causal_lm" --threshold nan
+bad_number "--threshold nan: 'threshold' must be a number, got 'nan'" analyze "$work/runs/induction-causal_lm" --threshold nan
 bad_number "the source is empty" translate "$work/runs/s2s" --input "   "
 # A part that has nothing to say about a run is refused under --only, naming what it needs (it wrote no
 # table and exited 0), and skipped with a note otherwise.

@@ -3,7 +3,7 @@
 // and the logit lens (each layer's stream read out as if it were the last).
 #include <cmath>
 
-#include "experiments/analysis/analysis.hpp"
+#include "experiments/analysis/part.hpp"
 
 namespace attnlab {
 namespace {
@@ -109,7 +109,7 @@ void attribution_tables(const Components& c, const std::vector<double>& sums, do
     const bool cross = c.attentions[a] == "cross_attn";
     out.add({cross ? "attribution_cross_heads" : "attribution_heads", "attribution",
              std::string("Direct logit attribution of each ") + (cross ? "cross-attention " : "") + "head to the correct token", "layer", "head",
-             rows, head_cols, values, true});
+             rows, head_cols, values, true, true});
   }
   for (std::size_t k = 0; k < c.names.size(); ++k) {
     if (c.head_of[k] >= 0) continue;
@@ -187,5 +187,26 @@ void logit_lens(const AnalysisInputs& in, AnalysisResult& out) {
   out.add({"logit_lens_accuracy", "attribution", "Logit lens: held-out accuracy of each layer's residual stream read out", "stream", "", rows,
            {"token_accuracy", "exact_match"}, accuracy, false});
 }
+
+namespace {
+
+class AttributionPart {
+ public:
+  static constexpr const char* kName = "attribution";
+  static constexpr const char* kDescription =
+      "each head's direct contribution to the correct token's logit through the final norm's scale, and the logit lens";
+  static constexpr const char* kTitle = "Direct logit attribution and the logit lens";
+  static constexpr int kOrder = 30;
+  struct Options {};
+  static Schema<Options> options_schema() { return {}; }
+  static void run(const PartInputs& p, const Options&) {
+    logit_attribution(p.in, p.result);
+    logit_lens(p.in, p.result);
+  }
+};
+
+}  // namespace
+
+ATTNLAB_REGISTER_ANALYSIS(AttributionPart);
 
 }  // namespace attnlab

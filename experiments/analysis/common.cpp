@@ -1,0 +1,99 @@
+// What every analysis part shares: the held-out examples, evaluation under hooks, the blocks and streams
+// of a model's attention parts, table labels, and the small helpers more than one part uses.
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include "experiments/analysis/analysis.hpp"
+
+namespace attnlab {
+
+// A [1, n, 1, 1] (heads) or [1, n, 1] (positions) selector: 1 at `index`, 0 elsewhere.
+Tensor one_hot_selector(std::size_t n, std::size_t index, const Shape& shape, DType dtype) {
+  std::vector<double> v(n, 0.0);
+  v[index] = 1.0;
+  return from_vector(v, shape, dtype);
+}
+
+double element(const Tensor& t, std::size_t index) {
+  return t.dtype() == DType::float32 ? static_cast<double>(t.data<float>()[index]) : t.data<double>()[index];
+}
+
+StackStreams stack_streams(const std::vector<std::string>& blocks) {
+  StackStreams s;
+  for (std::size_t l = 0; l < blocks.size(); ++l) {
+    s.hooks.push_back(blocks[l] + "hook_resid_pre");
+    s.names.push_back(l == 0 ? "embed" : "after block " + std::to_string(l - 1));
+  }
+  s.hooks.push_back(blocks.back() + "hook_resid_post");
+  s.names.push_back("after block " + std::to_string(blocks.size() - 1));
+  return s;
+}
+
+std::vector<std::string> numbered(std::size_t n) {
+  std::vector<std::string> labels;
+  for (std::size_t i = 0; i < n; ++i) labels.push_back(std::to_string(i));
+  return labels;
+}
+
+std::string part_prefix(const std::string& part) { return part.empty() ? "" : part + "_"; }
+std::string part_title(const std::string& part) { return part.empty() ? "" : " (" + part + ")"; }
+
+std::vector<Batch> held_out_examples(const data::DataSource& data, std::size_t examples, std::size_t batch_size, std::uint64_t seed) {
+  if (examples == 0) throw std::invalid_argument("analysis needs at least one held-out example (--examples 0)");
+  const std::size_t size = std::min(examples, batch_size);
+  const std::size_t wanted = (examples + size - 1) / size;
+  const std::size_t whole = data.held_out_batches(size);
+  std::vector<Batch> batches;
+  if (whole) {  // the first batches of the split, in the order the evaluation walks it
+    for (std::size_t i = 0; i < std::min(wanted, whole); ++i) batches.push_back(data.held_out_batch(i, size));
+    return batches;
+  }
+  for_each_held_out_batch(data, wanted, size, seed, [&](const Batch& b) { batches.push_back(b); });
+  return batches;
+}
+
+Evaluation evaluate_with(const AnalysisInputs& in, const HookRequest& hooks) {
+  EvaluationSum sum;
+  ForwardOptions o;
+  o.hooks = hooks;
+  for (const Batch& b : in.batches) sum.add(in.model.forward(b, o).logits, b.target);
+  return sum.result();
+}
+
+std::vector<PartBlocks> part_blocks(const Model& model) {
+  std::vector<PartBlocks> parts;
+  for (const Model::AttentionPart& p : model.attention_parts()) {
+    PartBlocks b{p.name, {}, "attn", p.feed_forward};
+    for (const std::string& hook : p.pattern_hooks) {
+      // "decoder.blocks.1.cross_attn.hook_pattern" -> "decoder.blocks.1." and "cross_attn"
+      const std::size_t end = hook.rfind(".hook_pattern"), dot = hook.rfind('.', end - 1);
+      b.blocks.push_back(hook.substr(0, dot + 1));
+      b.attention = hook.substr(dot + 1, end - dot - 1);
+    }
+    parts.push_back(b);
+  }
+  return parts;
+}
+
+double finite_extreme(const std::vector<double>& values, bool largest) {
+  double best = NAN;
+  for (double v : values)
+    if (std::isfinite(v) && (std::isnan(best) || (largest ? v > best : v < best))) best = v;
+  return best;
+}
+
+std::vector<std::int64_t> row_tokens(const data::DataSource& data, const Tensor& ids, const Tensor& mask, std::size_t r, std::size_t& length) {
+  const std::size_t t = ids.size(1);
+  const std::int64_t* p = ids.data<std::int64_t>() + r * t;
+  const bool* pad = mask.defined() ? mask.data<bool>() + r * t : nullptr;
+  std::vector<std::int64_t> tokens;
+  length = 0;
+  for (std::size_t i = 0; i < t; ++i) {
+    tokens.push_back(data.is_padding(p[i]) ? -1 : p[i]);
+    if (!pad || !pad[i]) length = i + 1;
+  }
+  return tokens;
+}
+
+}  // namespace attnlab

@@ -1,0 +1,157 @@
+// Ablation: each head's output (before the output projection) zeroed or replaced by its mean over the
+// held-out examples, and each layer's attention and MLP output zeroed; the change in held-out loss,
+// token accuracy and exact match. It replaces named activations (nn/hooks.hpp) and nothing else.
+#include <algorithm>
+#include <cmath>
+
+#include "experiments/analysis/part.hpp"
+
+namespace attnlab {
+namespace {
+
+using I = std::int64_t;
+
+// The mean of each head's output over the examples, per position: [1, H, T, D] over the longest batch,
+// each position averaged over the examples long enough to have it.
+Tensor mean_head_output(const AnalysisInputs& in, const std::string& hook) {
+  std::vector<double> total, count;
+  std::size_t heads = 0, length = 0, dim = 0;
+  for (const Batch& b : in.batches) {
+    ForwardOptions o;
+    o.hooks.cache = {hook};
+    const Tensor z = in.model.forward(b, o).cache.at(hook);  // [B, H, T, D]
+    const std::vector<double> v = z.to_vector();
+    const std::size_t rows = z.size(0), t = z.size(2);
+    heads = z.size(1), dim = z.size(3);
+    if (t > length) {  // positions are the slowest axis after the head: regrow head by head
+      std::vector<double> grown(heads * t * dim, 0.0);
+      for (std::size_t h = 0; h < heads && length; ++h)
+        std::copy(total.begin() + h * length * dim, total.begin() + (h + 1) * length * dim, grown.begin() + h * t * dim);
+      total.swap(grown);
+      count.resize(t, 0.0);
+      length = t;
+    }
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t h = 0; h < heads; ++h)
+        for (std::size_t i = 0; i < t * dim; ++i) total[h * length * dim + i] += v[((r * heads + h) * t) * dim + i];
+    for (std::size_t i = 0; i < t; ++i) count[i] += static_cast<double>(rows);
+  }
+  for (std::size_t h = 0; h < heads; ++h)
+    for (std::size_t i = 0; i < length * dim; ++i) total[h * length * dim + i] /= count[i / dim];
+  return from_vector(total, {1, heads, length, dim}, DType::float64);
+}
+
+// The replacement of head h's slice of a [B, H, T, D] activation by `value` (zero: undefined), as hooks.
+ActivationFn replace_head(std::size_t heads, std::size_t h, const Tensor& value) {
+  return [heads, h, value](const Tensor& z, const std::string&) {
+    const Tensor keep = 1.0 - one_hot_selector(heads, h, {1, heads, 1, 1}, z.dtype());
+    if (!value.defined()) return z * keep;
+    const Tensor v = slice(value, 2, 0, static_cast<I>(z.size(2))).to(z.dtype());
+    return z * keep + v * (1.0 - keep);
+  };
+}
+
+struct Deltas {
+  std::vector<double> loss, accuracy, exact;
+};
+
+void add_delta(Deltas& d, const Evaluation& base, const Evaluation& e) {
+  d.loss.push_back(e.loss - base.loss);
+  d.accuracy.push_back(e.metrics.token_accuracy - base.metrics.token_accuracy);
+  d.exact.push_back(e.metrics.exact_match - base.metrics.exact_match);
+}
+
+void add_delta_tables(AnalysisResult& out, const std::string& name, const std::string& title, const std::string& row_axis,
+                      const std::string& col_axis, std::vector<std::string> rows, std::vector<std::string> cols, const Deltas& d,
+                      bool compared = false) {
+  const std::pair<const char*, const std::vector<double>*> kinds[] = {
+      {"loss", &d.loss}, {"accuracy", &d.accuracy}, {"exact_match", &d.exact}};
+  const char* words[] = {"change in held-out loss", "change in held-out token accuracy", "change in held-out exact match"};
+  for (std::size_t k = 0; k < 3; ++k) {
+    out.add({name + "_" + kinds[k].first, "ablation", title + ": " + words[k], row_axis, col_axis, rows, cols, *kinds[k].second, true});
+    out.tables.back().compared = compared && k == 1;  // a comparison sets the zero ablation's accuracy side by side
+  }
+}
+
+}  // namespace
+
+void head_ablation(const AnalysisInputs& in, AnalysisResult& out) {
+  EvalScope scope(in.model);  // eval mode, no graph
+  const Evaluation base = evaluate_with(in, {});
+  out.facts["ablation.baseline.loss"] = base.loss;
+  out.facts["ablation.baseline.token_accuracy"] = base.metrics.token_accuracy;
+  out.facts["ablation.baseline.exact_match"] = base.metrics.exact_match;
+  const std::size_t heads = in.model.n_heads();
+  for (const PartBlocks& part : part_blocks(in.model)) {
+    const std::vector<std::string> rows = numbered(part.blocks.size());
+    Deltas zero, mean;
+    for (std::size_t l = 0; l < part.blocks.size(); ++l) {
+      const std::string hook = part.blocks[l] + part.attention + ".hook_z";
+      const Tensor mean_z = mean_head_output(in, hook);
+      for (std::size_t h = 0; h < heads; ++h) {
+        add_delta(zero, base, evaluate_with(in, {{}, {{hook, replace_head(heads, h, Tensor())}}}));
+        add_delta(mean, base, evaluate_with(in, {{}, {{hook, replace_head(heads, h, mean_z)}}}));
+      }
+    }
+    const std::string stem = "ablation_" + part_prefix(part.part);
+    add_delta_tables(out, stem + "zero", "Zero ablation of each head" + part_title(part.part), "layer", "head", rows, numbered(heads), zero, true);
+    add_delta_tables(out, stem + "mean", "Mean ablation of each head" + part_title(part.part), "layer", "head", rows, numbered(heads), mean);
+  }
+}
+
+void layer_ablation(const AnalysisInputs& in, AnalysisResult& out) {
+  EvalScope scope(in.model);  // eval mode, no graph
+  const Evaluation base = evaluate_with(in, {});
+  std::vector<std::string> rows;
+  std::vector<std::string> cols;
+  std::vector<std::pair<std::string, std::string>> points;  // (row label, hook)
+  for (const PartBlocks& part : part_blocks(in.model)) {
+    if (part.attention == "cross_attn") continue;  // the decoder's blocks are listed with its self-attention
+    for (std::size_t l = 0; l < part.blocks.size(); ++l) {
+      const std::string row = (part.part.empty() ? "" : part.part + " ") + std::to_string(l);
+      points.push_back({row, part.blocks[l] + "hook_attn_out"});
+      if (part.part == "decoder") points.push_back({row, part.blocks[l] + "hook_cross_attn_out"});
+      if (part.feed_forward) points.push_back({row, part.blocks[l] + "hook_mlp_out"});
+    }
+  }
+  const auto output = [](const std::string& hook) { return hook.substr(hook.rfind(".hook_") + 6); };  // attn_out, cross_attn_out, mlp_out
+  for (const auto& [row, hook] : points) {
+    if (rows.empty() || rows.back() != row) rows.push_back(row);
+    if (std::find(cols.begin(), cols.end(), output(hook)) == cols.end()) cols.push_back(output(hook));
+  }
+  Deltas laid;  // encoder rows have no cross-attention: their cells stay NaN
+  laid.loss.assign(rows.size() * cols.size(), NAN), laid.accuracy = laid.loss, laid.exact = laid.loss;
+  for (const auto& [row, hook] : points) {
+    const Evaluation e = evaluate_with(in, {{}, {{hook, [](const Tensor& x, const std::string&) { return x * 0.0; }}}});
+    const std::size_t cell = static_cast<std::size_t>(std::find(rows.begin(), rows.end(), row) - rows.begin()) * cols.size() +
+                             static_cast<std::size_t>(std::find(cols.begin(), cols.end(), output(hook)) - cols.begin());
+    laid.loss[cell] = e.loss - base.loss;
+    laid.accuracy[cell] = e.metrics.token_accuracy - base.metrics.token_accuracy;
+    laid.exact[cell] = e.metrics.exact_match - base.metrics.exact_match;
+  }
+  add_delta_tables(out, "ablation_layers_zero", "Zero ablation of each layer's attention and MLP output", "layer", "output", rows, cols, laid);
+}
+
+namespace {
+
+class AblationPart {
+ public:
+  static constexpr const char* kName = "ablation";
+  static constexpr const char* kDescription =
+      "each head's output zeroed or replaced by its mean, and each layer's attention and MLP output zeroed: the change in held-out "
+      "loss and accuracy";
+  static constexpr const char* kTitle = "Ablation: which heads and layers the held-out performance needs";
+  static constexpr int kOrder = 10;
+  struct Options {};
+  static Schema<Options> options_schema() { return {}; }
+  static void run(const PartInputs& p, const Options&) {
+    head_ablation(p.in, p.result);
+    layer_ablation(p.in, p.result);
+  }
+};
+
+}  // namespace
+
+ATTNLAB_REGISTER_ANALYSIS(AblationPart);
+
+}  // namespace attnlab
