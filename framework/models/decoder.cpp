@@ -77,7 +77,7 @@ Tensor Decoder::forward(const Tensor& x, const Tensor& padding_mask, const Tenso
   Tensor h = x;
   for (std::size_t i = 0; i < blocks.size(); ++i)
     h = blocks[i]->forward(h, memory, self_context, cross_context, hooks.active() ? hooks.child("blocks." + std::to_string(i)) : HookScope());
-  return final_norm ? hooks.child("ln_final")("hook_normalized", final_norm->forward(h)) : h;
+  return final_norm ? hooks.child("final_norm")("hook_normalized", final_norm->forward(h)) : h;
 }
 
 }  // namespace attnlab

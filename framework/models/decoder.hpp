@@ -16,7 +16,7 @@
 // hook_resid_mid_cross)
 // and the attentions' own under "blocks.<i>.attn." (self) and "blocks.<i>.cross_attn." (cross; its
 // hook_pattern is [B, H, T, S]: a row per target position, a column per source position), plus the
-// stack's "ln_final.hook_normalized" (pre-norm only).
+// stack's "final_norm.hook_normalized" (pre-norm only).
 //
 // Legend: B batch, T target tokens, S source tokens, C model width, H heads.
 #pragma once

@@ -77,7 +77,7 @@ Tensor Encoder::forward(const Tensor& x, const Tensor& key_padding_mask, const H
   Tensor h = x;
   for (std::size_t i = 0; i < blocks.size(); ++i)
     h = blocks[i]->forward(h, context, hooks.active() ? hooks.child("blocks." + std::to_string(i)) : HookScope());
-  return final_norm ? hooks.child("ln_final")("hook_normalized", final_norm->forward(h)) : h;
+  return final_norm ? hooks.child("final_norm")("hook_normalized", final_norm->forward(h)) : h;
 }
 
 }  // namespace attnlab

@@ -10,7 +10,7 @@
 //   hook_resid_post  the block's output (post-norm: after its norm)
 // A block without a feed-forward (model.feed_forward: false) has neither hook_resid_mid nor hook_mlp_out,
 // as TransformerLens's attn_only blocks.
-// and the stack's "ln_final.hook_normalized", the final norm's output (pre-norm only).
+// and the stack's "final_norm.hook_normalized", the final norm's output (pre-norm only).
 //
 // Legend: B batch, T tokens, C model width, H heads.
 #pragma once

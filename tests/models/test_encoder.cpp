@@ -127,7 +127,7 @@ TEST(Encoder, TheResidualStreamFlowsFromBlockToBlock) {
     Encoder enc(tiny(true, norm), gen);
     enc.to(DType::float64);
     HookRequest request;
-    request.cache = {"blocks.*.hook_*", "ln_final.hook_normalized"};
+    request.cache = {"blocks.*.hook_*", "final_norm.hook_normalized"};
     ActivationHooks hooks(request);
     const Tensor out = enc.forward(randn({2, 4, 4}, gen, DType::float64), Tensor(), HookScope(&hooks, ""));
     const auto c = hooks.take_cache();
@@ -136,9 +136,9 @@ TEST(Encoder, TheResidualStreamFlowsFromBlockToBlock) {
       // resid_mid = resid_pre + attn_out, resid_post = resid_mid + mlp_out, and the final norm's output is the stack's.
       testing::expect_values(c.at("blocks.0.hook_resid_pre") + c.at("blocks.0.hook_attn_out"), c.at("blocks.0.hook_resid_mid").to_vector(), 1e-14);
       testing::expect_values(c.at("blocks.1.hook_resid_mid") + c.at("blocks.1.hook_mlp_out"), c.at("blocks.1.hook_resid_post").to_vector(), 1e-14);
-      EXPECT_EQ(c.at("ln_final.hook_normalized").to_vector(), out.to_vector());
+      EXPECT_EQ(c.at("final_norm.hook_normalized").to_vector(), out.to_vector());
     } else {
-      EXPECT_EQ(c.count("ln_final.hook_normalized"), 0u);  // post-norm stacks have no final norm
+      EXPECT_EQ(c.count("final_norm.hook_normalized"), 0u);  // post-norm stacks have no final norm
       EXPECT_EQ(c.at("blocks.1.hook_resid_post").to_vector(), out.to_vector());
     }
   }

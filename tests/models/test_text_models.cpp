@@ -234,7 +234,7 @@ TEST(ModelHooks, CachingEveryActivationLeavesTheLogitsBitForBit) {
   const ModelOutput out = model.forward(batch, everything);
   EXPECT_EQ(out.logits.to_vector(), plain.to_vector());
   for (const char* name : {"hook_embed", "blocks.0.hook_resid_pre", "blocks.1.attn.hook_pattern", "blocks.1.attn.hook_result",
-                           "blocks.1.hook_mlp_out", "ln_final.hook_normalized"})
+                           "blocks.1.hook_mlp_out", "final_norm.hook_normalized"})
     EXPECT_TRUE(out.cache.count(name)) << name;
   for (int l = 0; l < 2; ++l) {
     const Tensor pattern = out.cache.at("blocks." + std::to_string(l) + ".attn.hook_pattern");  // [B, H, T, T]
@@ -338,7 +338,7 @@ TEST(ModelHooks, AMissingNameIsAnErrorListingTheModelsNames) {
     const std::string m = e.what();
     EXPECT_NE(m.find("'blocks.7.attn.hook_z'"), std::string::npos) << m;
     for (const char* name : {"hook_embed", "blocks.0.hook_resid_pre", "blocks.1.attn.hook_z", "blocks.1.attn.hook_pattern",
-                             "blocks.1.hook_resid_post", "ln_final.hook_normalized"})
+                             "blocks.1.hook_resid_post", "final_norm.hook_normalized"})
       EXPECT_NE(m.find(name), std::string::npos) << name << " missing from: " << m;
   }
   ForwardOptions replace_missing;  // replacements are held to the same rule
