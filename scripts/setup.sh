@@ -18,7 +18,9 @@ packages=(
   dataset-fashion-mnist               # Fashion-MNIST (IDX files in /usr/share/datasets/fashion-mnist)
   libgtest-dev                        # tests
   libbenchmark-dev                    # op benchmarks
-  python3-matplotlib python3-numpy    # scripts/plot_run.py figures
+  python3-matplotlib python3-numpy    # scripts/plot_run.py figures, the Python module's arrays
+  python3-dev pybind11-dev            # the Python module (build/python/attnlab*.so)
+  python3-pytest                      # the Python module's tests
   libopenmpi-dev openmpi-bin          # data-parallel training, distributed comparisons (mpirun)
 )
 
@@ -47,3 +49,11 @@ fi
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$jobs"
+
+# The Python module: build/python/attnlab*.so, made importable by Debian's python3 through a .pth file in
+# this user's site-packages that names build/python (remove that file to undo it).
+if compgen -G "build/python/attnlab*.so" > /dev/null; then
+  site=$(/usr/bin/python3 -c "import site; print(site.getusersitepackages())")
+  mkdir -p "$site" && echo "$PWD/build/python" > "$site/attnlab-build.pth"
+  echo "setup: python3 -c 'import attnlab' works ($site/attnlab-build.pth names $PWD/build/python)"
+fi

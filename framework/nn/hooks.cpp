@@ -63,7 +63,7 @@ void ActivationHooks::check_all_matched() const {
   auto fail = [&](const std::string& pattern) {
     std::string names;
     for (const std::string& n : seen_) names += (names.empty() ? "" : ", ") + n;
-    throw std::invalid_argument("no activation of this model is named '" + pattern + "'; its names are [" + names + "]");
+    throw UnknownActivation("no activation of this model is named '" + pattern + "'; its names are [" + names + "]");
   };
   for (std::size_t i = 0; i < request_.cache.size(); ++i)
     if (!cache_matched_[i]) fail(request_.cache[i]);

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +27,13 @@
 #include "framework/tensor/tensor.hpp"
 
 namespace attnlab {
+
+// A name or pattern asked for that matches none of the model's points (the message lists them); the
+// Python module raises it as KeyError.
+class UnknownActivation : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
 
 // Receives an activation and its name; returns the activation that flows on (same shape and dtype).
 using ActivationFn = std::function<Tensor(const Tensor& value, const std::string& name)>;
@@ -48,7 +56,7 @@ class ActivationHooks {
   // The activation that flows on: replaced by every matching replacement in order, then cached (the
   // cache holds what flowed on).
   Tensor apply(const std::string& name, const Tensor& value);
-  // Throws std::invalid_argument for a requested name or pattern that no point matched, listing the
+  // Throws UnknownActivation for a requested name or pattern that no point matched, listing the
   // points this forward passed.
   void check_all_matched() const;
   std::map<std::string, Tensor> take_cache() { return std::move(cache_); }

@@ -1,9 +1,10 @@
 # Writes the code a page of the docs marks for a test: every fenced block whose opening fence reads
-# ```cpp MARK (indented as inside a list item, or not), in the page's order, without its fences and
-# without the fence's indentation, into OUT. OUT is rewritten only when the code changed, so an edit
-# elsewhere in the page rebuilds nothing.
+# ```LANG MARK (LANG: cpp unless -DLANG says otherwise; indented as inside a list item, or not), in the
+# page's order, without its fences and without the fence's indentation, into OUT. OUT is rewritten only
+# when the code changed, so an edit elsewhere in the page rebuilds nothing.
 #
 #   cmake -DDOC=docs/attention.md -DMARK=kernel-guide -DOUT=kernel_guide.cpp -P extract_blocks.cmake
+#   cmake -DDOC=docs/python.md -DLANG=python -DMARK=walkthrough -DOUT=walkthrough.py -P extract_blocks.cmake
 #
 # (CMake rather than a Python script so that building the tests needs nothing the build does not.)
 cmake_minimum_required(VERSION 3.18)
@@ -13,8 +14,11 @@ foreach(arg DOC MARK OUT)
   endif()
 endforeach()
 
+if(NOT DEFINED LANG)
+  set(LANG cpp)
+endif()
 file(READ "${DOC}" rest)
-set(fence "```cpp ${MARK}\n")
+set(fence "```${LANG} ${MARK}\n")
 string(LENGTH "${fence}" fence_length)
 set(code "")
 set(blocks 0)
@@ -30,13 +34,13 @@ while(TRUE)
   math(EXPR pad_length "${open} - ${pad_start}")
   string(SUBSTRING "${before}" ${pad_start} ${pad_length} pad)
   if(NOT pad MATCHES "^ *$")
-    message(FATAL_ERROR "${DOC}: a '```cpp ${MARK}' fence must open its line")
+    message(FATAL_ERROR "${DOC}: a '```${LANG} ${MARK}' fence must open its line")
   endif()
   math(EXPR body_start "${open} + ${fence_length}")
   string(SUBSTRING "${rest}" ${body_start} -1 rest)
   string(FIND "${rest}" "\n${pad}```" close)
   if(close EQUAL -1)
-    message(FATAL_ERROR "${DOC}: a '```cpp ${MARK}' block is not closed")
+    message(FATAL_ERROR "${DOC}: a '```${LANG} ${MARK}' block is not closed")
   endif()
   math(EXPR body_length "${close} + 1")
   string(SUBSTRING "${rest}" 0 ${body_length} body)
@@ -53,7 +57,7 @@ while(TRUE)
 endwhile()
 
 if(blocks EQUAL 0)
-  message(FATAL_ERROR "${DOC} has no block opened by '```cpp ${MARK}'")
+  message(FATAL_ERROR "${DOC} has no block opened by '```${LANG} ${MARK}'")
 endif()
 set(old "")
 if(EXISTS "${OUT}")

@@ -1,0 +1,41 @@
+// The parts of the `attnlab` Python module (module.cpp puts them together): models with their data
+// (models.cpp) and run folders, training, comparisons and analyses (runs.cpp).
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "datasets/source.hpp"
+#include "experiments/runner/config.hpp"
+#include "framework/models/model.hpp"
+
+namespace attnlab::python {
+
+namespace py = pybind11;
+
+// A file or folder that is not there (FileNotFoundError).
+class NotFound : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A model as a notebook holds it: the config it was built from, its data and the model.
+struct ModelHandle {
+  ExperimentConfig config;
+  std::shared_ptr<data::DataSource> data;
+  std::shared_ptr<Model> model;
+};
+
+// A config from a YAML file's path or a dict, with key=value overrides, checked as `attnlab train` checks it.
+ExperimentConfig config_from(const py::object& config, const std::vector<std::string>& overrides);
+// The model and data of a config (initial weights from its seed), or of a run with its checkpoint's weights.
+ModelHandle model_from_config(const ExperimentConfig& config);
+ModelHandle model_from_run(const std::string& run_dir, const std::string& checkpoint);
+
+void bind_models(py::module_& m);
+void bind_runs(py::module_& m);
+
+}  // namespace attnlab::python

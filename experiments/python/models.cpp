@@ -1,0 +1,212 @@
+// attnlab.Model and attnlab.Data: a model run on arrays with any named activations cached or replaced by
+// Python functions (TransformerLens's run_with_cache and run_with_hooks), its weights as arrays, and the
+// data of its config: held-out batches, token names, patching pairs.
+#include <pybind11/stl.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "experiments/python/arrays.hpp"
+#include "experiments/python/bindings.hpp"
+#include "experiments/runner/experiment.hpp"
+#include "experiments/runner/run_folder.hpp"
+#include "framework/io/config_node.hpp"
+
+namespace attnlab::python {
+namespace {
+
+// The batch a forward reads: tokens [B, T] (or images [B, C, H, W]) with their optional masks and, for an
+// encoder-decoder, the decoder's input.
+Batch batch_of(const ModelHandle& h, const py::object& input, const py::object& padding_mask, const py::object& decoder_input,
+               const py::object& decoder_padding_mask) {
+  Batch b;
+  const bool images = !h.data->token_inputs();
+  b.input = from_numpy(input, images ? Want::images : Want::tokens, "input");
+  const DataShape shape = h.data->shape();
+  if (!images) {
+    const std::int64_t* ids = b.input.data<std::int64_t>();
+    for (std::size_t i = 0; i < b.input.numel(); ++i)
+      if (ids[i] < 0 || static_cast<std::size_t>(ids[i]) >= shape.vocab_size) {
+        throw py::value_error("input: token id " + std::to_string(ids[i]) + " at flat position " + std::to_string(i) +
+                              " is outside the vocabulary [0, " + std::to_string(shape.vocab_size) + ")");
+      }
+  }
+  if (!padding_mask.is_none()) b.key_padding_mask = from_numpy(padding_mask, Want::mask, "padding_mask");
+  if (b.key_padding_mask.defined() && b.key_padding_mask.shape() != Shape{b.input.size(0), b.input.size(1)}) {
+    throw py::value_error("padding_mask must have the input's shape [batch, tokens]");
+  }
+  if (!decoder_input.is_none()) b.decoder_input = from_numpy(decoder_input, Want::tokens, "decoder_input");
+  if (!decoder_padding_mask.is_none()) b.decoder_padding_mask = from_numpy(decoder_padding_mask, Want::mask, "decoder_padding_mask");
+  if (shape.target_max_len > 0 && !b.decoder_input.defined()) {
+    throw py::value_error("this is an encoder-decoder: give decoder_input (BOS, then the answer so far) as well as input");
+  }
+  return b;
+}
+
+// One forward in eval mode without a graph, the interpreter free while it runs (hooks take it back).
+std::map<std::string, Tensor> forward(ModelHandle& h, const Batch& batch, HookRequest hooks, Tensor& logits) {
+  ForwardOptions o;
+  o.hooks = std::move(hooks);
+  py::gil_scoped_release free;
+  EvalScope scope(*h.model);
+  ModelOutput out = h.model->forward(batch, o);
+  logits = out.logits;
+  return std::move(out.cache);
+}
+
+// A Python hook as an activation function: it receives a copy of the activation as an array and the
+// hook's name, and returns the array that flows on (None: its argument, as it may have changed it in place).
+ActivationFn python_hook(py::object fn) {
+  return [fn](const Tensor& value, const std::string& name) {
+    py::gil_scoped_acquire hold;
+    const Tensor copy = value.clone();
+    py::object arg = to_numpy(copy);
+    py::object result = fn(arg, name);
+    if (result.is_none()) return copy;
+    Tensor t = from_numpy(result, Want::floating, "the hook on " + name + "'s result").to(value.dtype());
+    if (t.shape() != value.shape()) {
+      throw py::value_error("the hook on " + name + " returned shape " + shape_str(t.shape()) + "; the activation's is " + shape_str(value.shape()));
+    }
+    return t;
+  };
+}
+
+py::dict arrays_of(const std::map<std::string, Tensor>& tensors) {
+  py::dict d;
+  for (const auto& [name, t] : tensors) d[py::str(name)] = to_numpy(t);
+  return d;
+}
+
+py::dict batch_dict(const Batch& b) {
+  py::dict d;
+  const std::pair<const char*, const Tensor*> parts[] = {{"input", &b.input}, {"target", &b.target}, {"padding_mask", &b.key_padding_mask},
+                                                         {"decoder_input", &b.decoder_input}, {"decoder_padding_mask", &b.decoder_padding_mask}};
+  for (const auto& [name, t] : parts)
+    if (t->defined()) d[name] = to_numpy(*t);
+  return d;
+}
+
+void bind_model_class(py::module_& m) {
+  py::class_<ModelHandle>(m, "Model", "a model with the data of its config; forwards in eval mode, without a graph")
+      .def_static("from_config", [](const py::object& c, const std::vector<std::string>& o) { return model_from_config(config_from(c, o)); },
+                  py::arg("config"), py::arg("overrides") = std::vector<std::string>{},
+                  "a new model (initial weights from the config's seed) from a YAML file's path or a dict, with key=value overrides")
+      .def_static("from_run", &model_from_run, py::arg("run"), py::arg("checkpoint") = "best", "a run's model with its checkpoint's weights")
+      .def_property_readonly("config", [](const ModelHandle& h) { return to_python(YAML::Load(config_to_yaml(h.config))); })
+      .def_property_readonly("data", [](const ModelHandle& h) { return h.data; })
+      .def_property_readonly("n_layers", [](const ModelHandle& h) { return h.model->n_layers(); })
+      .def_property_readonly("n_heads", [](const ModelHandle& h) { return h.model->n_heads(); })
+      .def("__call__",
+           [](ModelHandle& h, const py::object& input, const py::object& pm, const py::object& di, const py::object& dpm) {
+             Tensor logits;
+             forward(h, batch_of(h, input, pm, di, dpm), {}, logits);
+             return to_numpy(logits);
+           },
+           py::arg("input"), py::arg("padding_mask") = py::none(), py::arg("decoder_input") = py::none(),
+           py::arg("decoder_padding_mask") = py::none(), "the logits: [B, T, V] per token, [B, K] per sequence")
+      .def("run_with_cache",
+           [](ModelHandle& h, const py::object& input, const std::vector<std::string>& names, const py::object& pm, const py::object& di,
+              const py::object& dpm) {
+             Tensor logits;
+             HookRequest r;
+             r.cache = names;
+             const auto cache = forward(h, batch_of(h, input, pm, di, dpm), r, logits);
+             return py::make_tuple(to_numpy(logits), arrays_of(cache));
+           },
+           py::arg("input"), py::arg("names") = std::vector<std::string>{"*"}, py::arg("padding_mask") = py::none(),
+           py::arg("decoder_input") = py::none(), py::arg("decoder_padding_mask") = py::none(),
+           "(logits, {name: array}) with the activations named (patterns with '*'; all by default); KeyError for a name no point has")
+      .def("run_with_hooks",
+           [](ModelHandle& h, const py::object& input, const std::vector<std::pair<std::string, py::object>>& hooks, const py::object& pm,
+              const py::object& di, const py::object& dpm) {
+             Tensor logits;
+             HookRequest r;
+             for (const auto& [name, fn] : hooks) r.replace.emplace_back(name, python_hook(fn));
+             forward(h, batch_of(h, input, pm, di, dpm), r, logits);
+             return to_numpy(logits);
+           },
+           py::arg("input"), py::arg("fwd_hooks"), py::arg("padding_mask") = py::none(), py::arg("decoder_input") = py::none(),
+           py::arg("decoder_padding_mask") = py::none(),
+           "the logits with each named activation replaced by fn(activation, name) (None: as fn left it); [(name or pattern, fn), ...]")
+      .def("state_dict",
+           [](const ModelHandle& h) {
+             std::map<std::string, Tensor> weights;
+             for (const auto& [name, t] : h.model->state_dict()) weights[name] = t.detach();
+             return arrays_of(weights);
+           },
+           "the weights as {name: array} (views: copy before changing them), named as `attnlab export` names them")
+      .def("load_state_dict",
+           [](ModelHandle& h, const py::dict& weights) {
+             std::map<std::string, Tensor> tensors;
+             for (const auto& [name, value] : weights) {
+               const std::string key = py::str(name);
+               tensors[key] = from_numpy(value, Want::floating, "weights['" + key + "']").to(DType::float32);
+             }
+             h.model->load_state_dict(tensors);
+           },
+           py::arg("weights"), "sets every weight from {name: array}; a missing, unexpected or mis-shaped one is a ValueError naming it");
+}
+
+void bind_data_class(py::module_& m) {
+  py::class_<data::DataSource, std::shared_ptr<data::DataSource>>(m, "Data", "the data of a config: held-out batches, token names, patching pairs")
+      .def("held_out", [](const data::DataSource& d, std::size_t size, std::uint64_t seed) {
+             Generator gen(seed);
+             return batch_dict(d.sample(data::TaskSplit::held_out, size, gen));
+           },
+           py::arg("size"), py::arg("seed") = 0, "a batch of held-out examples as {input, target, padding_mask, ...} arrays")
+      .def("token_name", [](const data::DataSource& d, std::int64_t id, std::size_t position) { return d.token_label(id, position); },
+           py::arg("id"), py::arg("position") = 0, "how the token id reads (at `position`, for data whose names depend on it)")
+      .def("to_string", [](const data::DataSource& d, const std::vector<std::int64_t>& ids) {
+             std::string text;
+             for (std::size_t i = 0; i < ids.size(); ++i) text += (i ? " " : "") + d.token_label(ids[i], i);
+             return text;
+           },
+           py::arg("ids"), "the ids' names, space-separated")
+      .def("to_tokens", [](const data::DataSource& d, const std::string& text) { return d.encode_source(text); }, py::arg("text"),
+           "the ids of a source written as the command line's --input reads it")
+      .def("patching_pairs", [](const data::DataSource& d, std::size_t count, std::uint64_t seed) {
+             Generator gen(seed);
+             const PatchingPairs p = d.patching_pairs(count, gen);
+             py::dict out;
+             out["clean"] = batch_dict(p.clean), out["corrupted"] = batch_dict(p.corrupted);
+             out["position"] = p.position, out["clean_answer"] = p.clean_answer, out["corrupted_answer"] = p.corrupted_answer;
+             out["corruption"] = p.corruption;
+             return out;
+           },
+           py::arg("count"), py::arg("seed") = 0, "the clean/corrupted pairs `attnlab analyze` patches with ({} entries empty when the task has none)")
+      .def_property_readonly("vocab_size", [](const data::DataSource& d) { return d.shape().vocab_size; })
+      .def_property_readonly("token_inputs", &data::DataSource::token_inputs);
+}
+
+}  // namespace
+
+ExperimentConfig config_from(const py::object& config, const std::vector<std::string>& overrides) {
+  if (py::isinstance<py::dict>(config)) {
+    YAML::Emitter out;
+    out << to_yaml(config, "config");
+    return parse_config(out.c_str(), "<config dict>", overrides);
+  }
+  const std::string path = py::str(config);
+  if (!std::filesystem::is_regular_file(path)) throw NotFound(path + " is not a config file (give a YAML file's path or a dict)");
+  return load_config(path, overrides);
+}
+
+ModelHandle model_from_config(const ExperimentConfig& config) {
+  Experiment x(config);
+  return ModelHandle{config, std::shared_ptr<data::DataSource>(std::move(x.data)), x.model};
+}
+
+ModelHandle model_from_run(const std::string& run_dir, const std::string& checkpoint) {
+  if (!std::filesystem::is_directory(run_dir)) throw NotFound(run_dir + " is not a folder; give a run folder (log.dir/name)");
+  const LoadedRun run = load_run(run_dir, checkpoint);
+  ModelHandle h = model_from_config(run.config);
+  load_run_model(*h.model, run);
+  return h;
+}
+
+void bind_models(py::module_& m) {
+  bind_data_class(m);
+  bind_model_class(m);
+}
+
+}  // namespace attnlab::python

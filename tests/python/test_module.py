@@ -1,0 +1,152 @@
+"""The attnlab Python module against the command line and the C++ it binds: a run trained from Python
+equals the command line's bit for bit; patterns, tables and weights read back as the files hold them;
+cached and replaced activations behave as TransformerLens's run_with_cache and run_with_hooks; bad input is
+a Python exception with the command line's words. Run by ctest through run_pytest.sh."""
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import attnlab
+
+ATTNLAB = os.environ["ATTNLAB"]
+SOURCE = os.environ["ATTNLAB_SOURCE_DIR"]
+DEFAULT = os.path.join(SOURCE, "configs", "default.yaml")
+SHORT = ["train.steps=30", "train.schedule.warmup_steps=10", "train.eval_interval=15", "train.eval_batches=2"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The default experiment, 30 steps on one thread, trained from Python and from the command line."""
+    folder = str(tmp_path_factory.mktemp("runs"))
+    from_python = attnlab.train(DEFAULT, SHORT + [f"log.dir={folder}", "name=python"], threads=1)
+    subprocess.run([ATTNLAB, "train", DEFAULT, *SHORT, f"log.dir={folder}", "name=cli", "--threads", "1"],
+                   check=True, capture_output=True)
+    return from_python, os.path.join(folder, "cli")
+
+
+@pytest.fixture(scope="module")
+def model(runs):
+    return attnlab.Run(runs[0]).model()
+
+
+def tokens(model, n=4):
+    return model.data.held_out(n)["input"]
+
+
+def test_a_run_trained_from_python_equals_the_command_lines_bit_for_bit(runs):
+    python, cli = (attnlab.Run(r).model("last").state_dict() for r in runs)
+    assert python.keys() == cli.keys()
+    for name in python:
+        assert np.array_equal(python[name], cli[name]), name
+    assert attnlab.Run(runs[0]).summary["openblas_core"] == attnlab.Run(runs[1]).summary["openblas_core"]
+
+
+def test_a_run_reads_as_its_files_hold_it(runs):
+    run = attnlab.Run(runs[0])
+    assert run.config["model"]["kind"] == "causal_lm" and run.config["train"]["steps"] == 30
+    metrics = run.metrics
+    assert len(metrics["step"]) == len(metrics["loss"]) == len(metrics["split"])
+    assert "final" in metrics["split"]
+    steps = run.pattern_steps
+    assert steps, "the default run captures patterns"
+    saved = np.load(os.path.join(runs[0], "patterns", f"step_{steps[-1]}_probe_0.npy"))
+    assert np.array_equal(run.patterns(steps[-1], 0), saved)
+
+
+def test_the_cache_holds_the_patterns_with_the_documented_shapes(model):
+    ids = tokens(model)
+    logits, cache = model.run_with_cache(ids, ["blocks.*.attn.hook_pattern", "blocks.0.hook_resid_post"])
+    b, t = ids.shape
+    assert logits.shape == (b, t, model.data.vocab_size)
+    assert sorted(cache) == ["blocks.0.attn.hook_pattern", "blocks.0.hook_resid_post", "blocks.1.attn.hook_pattern"]
+    pattern = cache["blocks.1.attn.hook_pattern"]
+    assert pattern.shape == (b, model.n_heads, t, t)
+    np.testing.assert_allclose(pattern.sum(-1), 1.0, atol=1e-5)  # softmax rows
+    assert np.all(np.triu(pattern, 1) == 0)  # causal: nothing from the future
+    assert np.array_equal(logits, model(ids))  # caching changes nothing
+
+
+def test_hooks_replace_activations(model):
+    ids = tokens(model)
+    plain = model(ids)
+    assert np.array_equal(model.run_with_hooks(ids, [("blocks.1.attn.hook_z", lambda z, name: z)]), plain)
+
+    def zero_head_2(z, name):  # [B, H, T, D]
+        z[:, 2] = 0.0
+        return z
+
+    def zero_head_2_in_place(z, name):
+        z[:, 2] = 0.0
+
+    zeroed = model.run_with_hooks(ids, [("blocks.1.attn.hook_z", zero_head_2)])
+    assert not np.array_equal(zeroed, plain)
+    assert np.array_equal(model.run_with_hooks(ids, [("blocks.1.attn.hook_z", zero_head_2_in_place)]), zeroed)
+    # Patching a head from another prompt: the value cached from it, put back, is the other prompt's run.
+    other = tokens(model, 8)[4:]
+    _, cache = model.run_with_cache(other, ["blocks.1.attn.hook_z"])
+    patched = model.run_with_hooks(ids, [("blocks.*.attn.hook_z", lambda z, name: cache[name] if name.startswith("blocks.1") else z)])
+    assert np.array_equal(patched[:, :, :], model.run_with_hooks(ids, [("blocks.1.attn.hook_z", lambda z, n: cache["blocks.1.attn.hook_z"])]))
+
+
+def test_weights_round_trip(model):
+    ids = tokens(model)
+    before = model(ids)
+    weights = {k: v.copy() for k, v in model.state_dict().items()}
+    model.load_state_dict(weights)
+    assert np.array_equal(model(ids), before)
+    bad = dict(weights)
+    bad["head.weight"] = bad["head.weight"][:, :3]
+    with pytest.raises(ValueError, match="head.weight"):
+        model.load_state_dict(bad)
+
+
+def test_the_analysis_from_python_is_the_tables_analyze_writes(runs):
+    result = attnlab.analyze(runs[0], only=["ablation", "patching"], examples=32, options={"patching": {"pairs": 8}})
+    table = result["tables"]["ablation_zero_accuracy"]
+    csv = np.genfromtxt(os.path.join(runs[0], "analysis", "ablation_zero_accuracy.csv"), delimiter=",", skip_header=1)[:, 1:]
+    np.testing.assert_allclose(table["values"], csv, rtol=1e-6, atol=1e-12)
+    assert attnlab.Run(runs[0]).analysis["facts"]["ablation.baseline.loss"] == result["facts"]["ablation.baseline.loss"]
+    assert set(attnlab.analysis_parts()) >= {"ablation", "patching", "attribution", "detectors", "rollout", "probes", "emergence"}
+
+
+def test_an_analysis_part_runs_on_a_model_in_memory(model):
+    result = attnlab.run_analysis(model, "detectors", examples=32)
+    assert result["tables"]["detector_induction_head"]["values"].shape == (model.n_layers, model.n_heads)
+    with pytest.raises(ValueError, match="image inputs"):
+        attnlab.run_analysis(model, "rollout")
+    with pytest.raises(ValueError, match="analysis part 'detector' is not among"):
+        attnlab.run_analysis(model, "detector")
+
+
+def test_a_model_from_a_config_dict(tmp_path):
+    config = {"task": {"name": "copy", "length": 6}, "model": {"kind": "token_tagger", "d_model": 16, "n_heads": 2, "n_layers": 1}}
+    m = attnlab.Model.from_config(config, ["seed=3"])
+    assert m.config["seed"] == 3 and m.config["model"]["d_model"] == 16
+    ids = m.data.held_out(2)["input"]
+    assert m(ids).shape == (2, 6, m.data.vocab_size)
+
+
+def test_bad_input_raises_with_a_clear_message(model, tmp_path):
+    ids = tokens(model)
+    with pytest.raises(KeyError, match="no activation of this model is named 'blocks.9.attn.hook_z'; its names are"):
+        model.run_with_cache(ids, ["blocks.9.attn.hook_z"])
+    with pytest.raises(ValueError, match="input must be token ids as integers"):
+        model(ids.astype(np.float32))
+    with pytest.raises(ValueError, match=rf"input must be token ids as integers \[batch, tokens\], got int64 \[{ids.shape[1]}\]"):
+        model(ids[0])
+    with pytest.raises(ValueError, match="token id 999 at flat position 0 is outside the vocabulary"):
+        model(np.full_like(ids, 999))
+    with pytest.raises(ValueError, match="the hook on blocks.0.attn.hook_z returned shape"):
+        model.run_with_hooks(ids, [("blocks.0.attn.hook_z", lambda z, n: z[:, :1])])
+    with pytest.raises(FileNotFoundError, match="is not a folder"):
+        attnlab.Run(str(tmp_path / "nothing"))
+    with pytest.raises(FileNotFoundError, match="is not a run folder"):
+        attnlab.Run(str(tmp_path))
+    with pytest.raises(ValueError, match="config error: .*model.d_modl.*did you mean 'model.d_model'"):
+        attnlab.Model.from_config({"model": {"d_modl": 3}})
+    with pytest.raises(ValueError, match="config error: command-line override `model.n_heads=5`"):
+        attnlab.Model.from_config(DEFAULT, ["model.n_heads=5"])
+    with pytest.raises(ValueError, match="pairs"):
+        attnlab.analyze(os.path.dirname(DEFAULT), options={"patching": {"pairs": 0}})
