@@ -74,6 +74,9 @@ Tensor from_numpy(const py::handle& value, Want want, const std::string& what) {
                               shape_text(a));
       }
       return copy_in<bool>(a, DType::boolean);
+    case Want::integers:
+      if (kind != 'i' && kind != 'u') throw py::value_error(what + " must hold integers, got " + std::string(py::str(a.dtype())));
+      return copy_in<std::int64_t>(a, DType::int64);
     case Want::floating:
       if (kind == 'f' && a.itemsize() == 8) return copy_in<double>(a, DType::float64);
       if (kind == 'f' || kind == 'i' || kind == 'u') return copy_in<float>(a, DType::float32);

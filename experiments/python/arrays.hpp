@@ -21,10 +21,10 @@ namespace py = pybind11;
 py::array to_numpy(const Tensor& t);
 
 // What an argument must be, for from_numpy.
-enum class Want { tokens, images, floating, mask };
+enum class Want { tokens, images, floating, integers, mask };
 // `value` (any array-like) as a tensor: token ids as int64 [B, T] (integers only), images as float32
 // [B, C, H, W], a padding mask as bool [B, T], floating values as float32 or float64 of any shape (kept
-// as given). `what` names the argument in errors.
+// as given), integers as int64 of any shape. `what` names the argument in errors.
 Tensor from_numpy(const py::handle& value, Want want, const std::string& what);
 
 // A YAML document as Python (mappings as dicts, sequences as lists, scalars as bool, int, float or str

@@ -11,6 +11,7 @@
 #include "experiments/runner/experiment.hpp"
 #include "experiments/runner/run_folder.hpp"
 #include "framework/io/config_node.hpp"
+#include "framework/models/gpt_weights.hpp"
 
 namespace attnlab::python {
 namespace {
@@ -91,6 +92,18 @@ void bind_model_class(py::module_& m) {
       .def_static("from_config", [](const py::object& c, const std::vector<std::string>& o) { return model_from_config(config_from(c, o)); },
                   py::arg("config"), py::arg("overrides") = std::vector<std::string>{},
                   "a new model (initial weights from the config's seed) from a YAML file's path or a dict, with key=value overrides")
+      .def_static("from_nanogpt",
+                  [](const py::dict& weights, const py::object& c, const std::vector<std::string>& o) {
+                    ModelHandle h = model_from_config(config_from(c, o));
+                    if (h.config.model.encoder.activation != Activation::gelu) throw py::value_error("nanoGPT's MLP is GELU: use model.activation gelu");
+                    std::map<std::string, Tensor> tensors;
+                    for (const auto& [name, value] : weights) tensors[py::str(name)] = from_numpy(value, Want::floating, "weights['" + std::string(py::str(name)) + "']");
+                    load_nanogpt(*h.model, tensors);
+                    return h;
+                  },
+                  py::arg("weights"), py::arg("config"), py::arg("overrides") = std::vector<std::string>{},
+                  "a causal LM of `config` (its sizes nanoGPT's) with weights given under nanoGPT's names ({name: array}, e.g. from "
+                  "torch.load(ckpt)['model'] converted with .numpy()); framework/models/gpt_weights.hpp lists the names")
       .def_static("from_run", &model_from_run, py::arg("run"), py::arg("checkpoint") = "best", "a run's model with its checkpoint's weights")
       .def_property_readonly("config", [](const ModelHandle& h) { return to_python(YAML::Load(config_to_yaml(h.config))); })
       .def_property_readonly("data", [](const ModelHandle& h) { return h.data; })
@@ -135,12 +148,17 @@ void bind_model_class(py::module_& m) {
              return arrays_of(weights);
            },
            "the weights as {name: array} (views: copy before changing them), named as `attnlab export` names them")
+      .def("to_nanogpt", [](const ModelHandle& h) { return arrays_of(to_nanogpt(*h.model)); },
+           "a causal LM's weights under nanoGPT's names (lm_head.weight the same array as wte's when tied)")
       .def("load_state_dict",
            [](ModelHandle& h, const py::dict& weights) {
+             const std::map<std::string, Tensor> own = h.model->state_dict();
              std::map<std::string, Tensor> tensors;
              for (const auto& [name, value] : weights) {
                const std::string key = py::str(name);
-               tensors[key] = from_numpy(value, Want::floating, "weights['" + key + "']").to(DType::float32);
+               const auto it = own.find(key);
+               const bool integers = it != own.end() && it->second.dtype() == DType::int64;  // generator states
+               tensors[key] = from_numpy(value, integers ? Want::integers : Want::floating, "weights['" + key + "']");
              }
              h.model->load_state_dict(tensors);
            },
