@@ -169,6 +169,17 @@ class ToySource : public DataSource {
   std::string target_label(std::int64_t id) const override { return id == kSep ? "bos" : token_label(id, 0); }
   bool is_padding(std::int64_t id) const override { return id == kPad; }
   PatchingPairs patching_pairs(std::size_t count, Generator& gen) const override { return task_->patching_pairs(format_, count, gen); }
+  // A source holds the task's symbols only: PAD, SEP (the decoder's BOS) and EOS are the layout's.
+  std::vector<std::int64_t> source_ids(const std::string& text) const override {
+    std::vector<std::int64_t> ids = DataSource::source_ids(text);
+    for (std::int64_t id : ids) {
+      if (id >= kFirstSymbol && id < task_->eos()) continue;
+      const std::string what = id == kPad ? "PAD" : id == kSep ? "SEP (the decoder's BOS)" : "EOS";
+      throw std::invalid_argument("token " + std::to_string(id) + " is " + what + ", which a source cannot hold: give the task's symbols, ids " +
+                                  std::to_string(kFirstSymbol) + " to " + std::to_string(task_->eos() - 1));
+    }
+    return ids;
+  }
   TokenProperties token_properties(const Batch& batch) const override { return task_->token_properties(batch.input, format_); }
   std::unique_ptr<SequenceTask> release() { return std::move(task_); }
 

@@ -298,6 +298,8 @@ bad_number "--tokens must be an integer >= 0, got -1" sample "$work/runs/inducti
 bad_number "--examples must be an integer in [1, 100000], got abc" analyze "$work/runs/induction-causal_lm" --examples abc
 bad_number "--threshold nan: 'threshold' must be a number, got 'nan'" analyze "$work/runs/induction-causal_lm" --threshold nan
 bad_number "the source is empty" translate "$work/runs/s2s" --input "   "
+bad_number "token 0 is PAD, which a source cannot hold" translate "$work/runs/s2s" --input "0 1 3"
+bad_number "token 1 is SEP (the decoder's BOS), which a source cannot hold" translate "$work/runs/s2s" --input "3 1"
 # A part that has nothing to say about a run is refused under --only, naming what it needs (it wrote no
 # table and exited 0), and skipped with a note otherwise.
 bad_number "--only rollout: rollout needs image inputs" analyze "$work/runs/induction-causal_lm" --only rollout
