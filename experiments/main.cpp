@@ -218,6 +218,7 @@ void add_tool_commands(CLI::App& app, Commands& c) {
   cli::add_number(c.gpt, "--vocab", g.vocab, "vocabulary size", Range::at_least(1));
   cli::add_number(c.gpt, "--steps", g.steps, "timed steps", Range::at_least(1));
   cli::add_number(c.gpt, "--warmup", g.warmup, "untimed steps first");
+  c.gpt->add_flag("--forward", g.forward, "time the eval forward alone (no graph), as Python's model(ids) runs it, instead of a training step");
   add_threads_option(c.gpt, c.threads);
 
   attnlab::bench::AttentionBenchOptions& a = c.attention_options;

@@ -64,9 +64,31 @@ DataShape gpt_shape(const GptBenchOptions& o) {
   return shape;
 }
 
+// The eval forward of the same model on random tokens, as attnlab.Model's __call__ runs it (docs/python.md).
+int run_forward_bench(const GptBenchOptions& o) {
+  set_num_threads(o.threads);
+  Generator gen(0);
+  CausalLM model(gpt_config(o), gpt_shape(o), gen);
+  EvalScope scope(model);
+  Generator data(1);
+  std::vector<std::int64_t> ids(o.batch * o.block);
+  for (auto& id : ids) id = static_cast<std::int64_t>(data.next_below(o.vocab));
+  const Tensor input = from_indices(ids, {o.batch, o.block});
+  for (std::size_t i = 0; i < o.warmup; ++i) model.forward(Batch{input, Tensor(), Tensor()});
+  const auto start = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < o.steps; ++i) model.forward(Batch{input, Tensor(), Tensor()});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const nlohmann::ordered_json line{{"impl", "attnlab"},        {"mode", "forward"}, {"threads", o.threads},
+                                    {"params", model.parameter_count()}, {"forward_ms", seconds * 1e3 / static_cast<double>(std::max<std::size_t>(o.steps, 1))},
+                                    {"openblas_core", blas_core_name()}};
+  std::printf("%s\n", line.dump(-1, ' ', false).c_str());
+  return 0;
+}
+
 }  // namespace
 
 int run_gpt_bench(const GptBenchOptions& o) {
+  if (o.forward) return run_forward_bench(o);
   const double base_rss = current_rss_mb();
   set_num_threads(o.threads);  // attnlab's pool; OpenBLAS runs on one thread inside it
   Generator gen(0);

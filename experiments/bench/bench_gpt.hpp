@@ -11,6 +11,7 @@ struct GptBenchOptions {
   std::size_t layers = 4, heads = 4, dim = 128, block = 64, batch = 12, vocab = 65;
   std::size_t steps = 50, warmup = 5;
   int threads = 1;
+  bool forward = false;  // time the eval forward alone (no graph), as a notebook's model(ids) runs it
 };
 
 // Runs the benchmark and prints its JSON line to stdout; returns the process exit status.
