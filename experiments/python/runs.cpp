@@ -12,6 +12,7 @@
 #include "experiments/analysis/part.hpp"
 #include "experiments/python/arrays.hpp"
 #include "experiments/python/bindings.hpp"
+#include "experiments/runner/compare.hpp"
 #include "experiments/runner/metrics_log.hpp"
 #include "experiments/runner/run_folder.hpp"
 #include "experiments/runner/train.hpp"
@@ -147,6 +148,30 @@ void bind_training(py::module_& m) {
         "continues a run from its last.ckpt (train.steps=N to extend it), as `attnlab train --resume` does");
 }
 
+void bind_comparisons(py::module_& m) {
+  // The runs of a comparison are processes of the attnlab program this module was built with.
+  set_run_program(ATTNLAB_PROGRAM);
+  m.def("compare",
+        [](const std::string& config, const std::vector<std::string>& overrides, int jobs, int threads) {
+          if (!fs::is_regular_file(config)) throw NotFound(config + " is not a comparison file");
+          if (!fs::exists(ATTNLAB_PROGRAM)) throw NotFound(std::string(ATTNLAB_PROGRAM) + ", the program a comparison's runs are, is not there: build it");
+          CompareOptions o;
+          o.overrides = overrides, o.jobs = jobs, o.threads = threads;
+          int status = 0;
+          {
+            py::gil_scoped_release free;
+            status = run_comparison(config, o);
+          }
+          if (status == 130) {
+            PyErr_SetString(PyExc_KeyboardInterrupt, "comparison stopped; finished runs are kept and the same call resumes it");
+            throw py::error_already_set();
+          }
+          return status;
+        },
+        py::arg("config"), py::arg("overrides") = std::vector<std::string>{}, py::arg("jobs") = 1, py::arg("threads") = 0,
+        "runs a comparison file as `attnlab compare` does (every variant x seed, summary and report); 0 when every run finished, 1 when some failed");
+}
+
 void bind_analyses(py::module_& m) {
   m.def("analysis_parts", [] {
     std::vector<std::string> names;
@@ -192,6 +217,7 @@ void bind_analyses(py::module_& m) {
 void bind_runs(py::module_& m) {
   bind_run_class(m);
   bind_training(m);
+  bind_comparisons(m);
   bind_analyses(m);
 }
 

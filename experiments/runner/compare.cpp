@@ -78,6 +78,11 @@ std::string prepare_run_folder(const PlannedRun& p) {
 
 // Starts `attnlab train ...` (or `attnlab analyze RUN`) for a run, its output appended to
 // runs/<variant>/seed_<s>.log.
+std::string& run_program() {
+  static std::string program = "/proc/self/exe";
+  return program;
+}
+
 pid_t spawn_run(const Job& job, int threads) {
   const PlannedRun& p = *job.run;
   std::vector<std::string> args = {"attnlab", job.analyze ? "analyze" : "train"};
@@ -110,7 +115,7 @@ pid_t spawn_run(const Job& job, int threads) {
   posix_spawnattr_setsigmask(&attributes, &mask);
   posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK);
   pid_t pid = 0;
-  const int error = posix_spawn(&pid, "/proc/self/exe", &actions, &attributes, argv.data(), env.data());
+  const int error = posix_spawn(&pid, run_program().c_str(), &actions, &attributes, argv.data(), env.data());
   posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&actions);
   if (error) throw std::runtime_error(std::string("cannot start ") + (job.analyze ? "an analysis" : "a training") + " process for " + p.rel + ": " +
@@ -325,6 +330,8 @@ void run_jobs(const CompareSpec& spec, const std::vector<PlannedRun>& plan, cons
 }
 
 }  // namespace
+
+void set_run_program(const std::string& path) { run_program() = path; }
 
 int run_comparison(const std::string& config_path, const CompareOptions& options) {
   const dist::Communicator& comm = dist::Communicator::world();

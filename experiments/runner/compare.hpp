@@ -44,6 +44,10 @@ struct CompareOptions {
   int threads = 0;                     // per run; 0: the cores divided among the jobs
 };
 
+// The program a comparison starts its runs with: this one (/proc/self/exe) unless set; the Python module
+// sets its build's attnlab, an interpreter not being one.
+void set_run_program(const std::string& path);
+
 // Returns the exit status: 0 when every run finished, 1 when some failed (the others are summarised),
 // 130 when interrupted (finished runs are kept; the same command resumes). Config errors throw ConfigError.
 int run_comparison(const std::string& config_path, const CompareOptions& options);

@@ -2,6 +2,7 @@
 equals the command line's bit for bit; patterns, tables and weights read back as the files hold them;
 cached and replaced activations behave as TransformerLens's run_with_cache and run_with_hooks; bad input is
 a Python exception with the command line's words. Run by ctest through run_pytest.sh."""
+import glob
 import os
 import subprocess
 
@@ -153,3 +154,17 @@ def test_bad_input_raises_with_a_clear_message(model, tmp_path):
         attnlab.Model.from_config(DEFAULT, ["model.n_heads=5"])
     with pytest.raises(ValueError, match="pairs"):
         attnlab.analyze(os.path.dirname(DEFAULT), options={"patching": {"pairs": 0}})
+
+
+def test_a_comparison_from_python_runs_as_the_command_does(tmp_path):
+    (tmp_path / "cmp.yaml").write_text(
+        f"name: cmp\ndir: {tmp_path}/runs\nbase: {os.path.join(SOURCE, 'configs', 'copy.yaml')}\nseeds: [0]\nmetric: token_accuracy\n"
+        "variants:\n  softmax: {}\n  linear: {model.attention.name: linear}\n")
+    status = attnlab.compare(str(tmp_path / "cmp.yaml"), ["train.steps=20", "train.eval_interval=10", "train.schedule.warmup_steps=0"],
+                             jobs=2, threads=1)
+    assert status == 0
+    summaries = sorted(glob.glob(str(tmp_path / "runs" / "cmp" / "**" / "summary.json"), recursive=True))
+    runs = [os.path.dirname(s) for s in summaries if os.path.exists(os.path.join(os.path.dirname(s), "config.yaml"))]
+    assert len(runs) == 2 and all(attnlab.Run(r).summary["status"] == "finished" for r in runs)
+    with pytest.raises(FileNotFoundError, match="is not a comparison file"):
+        attnlab.compare(str(tmp_path / "none.yaml"))
