@@ -142,6 +142,7 @@ def test_bad_input_raises_with_a_clear_message(model, tmp_path):
     with pytest.raises(ValueError, match="token 0 is PAD, which a source cannot hold"):
         model.data.to_tokens("0 3 4")
     assert model.data.to_tokens("3 4") == [3, 4] and model.data.to_string([0, 1, 3]) == "pad sep 3"
+    assert model.data.vocabulary[:3] == ["pad", "sep", "2"] and len(model.data.vocabulary) == model.data.vocab_size
     with pytest.raises(ValueError, match="the hook on blocks.0.attn.hook_z returned shape"):
         model.run_with_hooks(ids, [("blocks.0.attn.hook_z", lambda z, n: z[:, :1])])
     with pytest.raises(FileNotFoundError, match="is not a folder"):
