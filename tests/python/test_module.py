@@ -145,6 +145,12 @@ def test_bad_input_raises_with_a_clear_message(model, tmp_path):
     assert model.data.vocabulary[:3] == ["pad", "sep", "2"] and len(model.data.vocabulary) == model.data.vocab_size
     with pytest.raises(ValueError, match="the hook on blocks.0.attn.hook_z returned shape"):
         model.run_with_hooks(ids, [("blocks.0.attn.hook_z", lambda z, n: z[:, :1])])
+    def failing(z, name):
+        raise RuntimeError("a hook that fails on " + name)
+
+    with pytest.raises(RuntimeError, match="a hook that fails on blocks.0.attn.hook_z"):  # the hook's own exception, as raised
+        model.run_with_hooks(ids, [("blocks.0.attn.hook_z", failing)])
+    assert model(ids).shape[0] == ids.shape[0]  # and the model still runs
     with pytest.raises(FileNotFoundError, match="is not a folder"):
         attnlab.Run(str(tmp_path / "nothing"))
     with pytest.raises(FileNotFoundError, match="is not a run folder"):
