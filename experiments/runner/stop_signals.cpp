@@ -24,8 +24,12 @@ extern "C" void on_stop_signal(int signal) {
 }  // namespace
 
 void test_stop_point(const std::string& point) {
-  static const char* const at = std::getenv("ATTNLAB_TEST_STOP_AT");
-  if (at && point == at) std::raise(SIGTERM);
+  const char* at = std::getenv("ATTNLAB_TEST_STOP_AT");  // read at each point: a test process may set it late (pytest)
+  if (!at) return;
+  const std::string spec = at;
+  const std::size_t sign = spec.find('@');
+  if (spec.substr(0, sign) != point) return;
+  std::raise(sign != std::string::npos && spec.substr(sign + 1) == "SIGINT" ? SIGINT : SIGTERM);
 }
 
 void stop_with_parent() {

@@ -53,8 +53,9 @@ class StopSignals {
 
 // A stop signal at an exact point, for tests that would otherwise have to time a kill into a window:
 // when the environment variable ATTNLAB_TEST_STOP_AT equals `point` ("start:2" in attnlab compare: right
-// after it started its second job; "report:1"; "part:detectors" in attnlab analyze: before that part), the
-// process raises SIGTERM on itself there.
+// after it started its second job; "report:1"; "part:detectors" in attnlab analyze: before that part;
+// "step:5" in training: after step 5), the process raises SIGTERM on itself there, or SIGINT when the
+// value ends in "@SIGINT" ("step:5@SIGINT", Ctrl-C as a notebook sends it).
 void test_stop_point(const std::string& point);
 
 // Thrown by a command that stops at a safe point on a signal (attnlab analyze between its parts); main

@@ -182,6 +182,7 @@ TrainResult Trainer::run() {
       log_->write(capture_patterns(*x_.model, *probes_, step, run_dir_));
     }
     if (due(step, c_.train.checkpoint_interval)) save("last.ckpt");
+    test_stop_point("step:" + std::to_string(step));
     // Under mpirun the ranks agree through the allreduce: every rank stops after the same step.
     const bool stopping = parallel_.active() ? step_loss.stop : stop.requested();
     if (stopping && step < c_.train.steps) return stopped(stop);

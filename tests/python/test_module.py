@@ -176,3 +176,12 @@ def test_a_comparison_from_python_runs_as_the_command_does(tmp_path):
     assert len(runs) == 2 and all(attnlab.Run(r).summary["status"] == "finished" for r in runs)
     with pytest.raises(FileNotFoundError, match="is not a comparison file"):
         attnlab.compare(str(tmp_path / "none.yaml"))
+
+
+def test_ctrl_c_stops_training_with_a_checkpoint_and_resume_finishes_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATTNLAB_TEST_STOP_AT", "step:5@SIGINT")  # Ctrl-C after step 5, at that exact point
+    with pytest.raises(KeyboardInterrupt, match="last.ckpt written"):
+        attnlab.train(DEFAULT, SHORT + [f"log.dir={tmp_path}", "name=stopped"], threads=1)
+    monkeypatch.delenv("ATTNLAB_TEST_STOP_AT")
+    assert (tmp_path / "stopped" / "last.ckpt").exists()
+    assert attnlab.Run(attnlab.resume(str(tmp_path / "stopped"), threads=1)).summary["status"] == "finished"
