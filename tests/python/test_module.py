@@ -185,3 +185,25 @@ def test_ctrl_c_stops_training_with_a_checkpoint_and_resume_finishes_it(tmp_path
     monkeypatch.delenv("ATTNLAB_TEST_STOP_AT")
     assert (tmp_path / "stopped" / "last.ckpt").exists()
     assert attnlab.Run(attnlab.resume(str(tmp_path / "stopped"), threads=1)).summary["status"] == "finished"
+
+
+def test_images_and_encoder_decoders_go_through_the_module():
+    vit = attnlab.Model.from_config(os.path.join(SOURCE, "configs", "quadrants.yaml"), ["model.d_model=16", "model.n_layers=1"])
+    images = vit.data.held_out(3)["input"]
+    assert not vit.data.token_inputs and images.ndim == 4 and images.dtype == np.float32
+    logits, cache = vit.run_with_cache(images, ["blocks.0.attn.hook_pattern"])
+    assert logits.shape[0] == 3 and logits.ndim == 2  # one label per image
+    pattern = cache["blocks.0.attn.hook_pattern"]
+    np.testing.assert_allclose(pattern.sum(-1), 1.0, atol=1e-5)  # bidirectional softmax over the patches
+    with pytest.raises(ValueError, match=r"input must be images as numbers \[batch, channels, height, width\]"):
+        vit(images[0])
+
+    s2s = attnlab.Model.from_config(os.path.join(SOURCE, "configs", "reverse_seq2seq.yaml"), ["model.d_model=16", "model.n_layers=1"])
+    b = s2s.data.held_out(4)
+    logits, cache = s2s.run_with_cache(b["input"], ["decoder.blocks.0.cross_attn.hook_pattern"], b.get("padding_mask"),
+                                       b["decoder_input"], b.get("decoder_padding_mask"))
+    assert logits.shape[:2] == b["decoder_input"].shape
+    cross = cache["decoder.blocks.0.cross_attn.hook_pattern"]  # [B, H, target, source]
+    assert cross.shape[2:] == (b["decoder_input"].shape[1], b["input"].shape[1])
+    with pytest.raises(ValueError, match="give decoder_input"):
+        s2s(b["input"])
