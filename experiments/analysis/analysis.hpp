@@ -66,6 +66,9 @@ std::string part_title(const std::string& part);
 
 // A [1, n, 1, 1] (heads) or [1, n, 1] (positions) selector: 1 at `index`, 0 elsewhere.
 Tensor one_hot_selector(std::size_t n, std::size_t index, const Shape& shape, DType dtype);
+// What a part that compares the tokens at each position needs of a run ("" when the run reads tokens), for
+// its `needs` (part.hpp).
+std::string needs_token_inputs(const data::DataSource& data);
 // The largest (or smallest) finite value; NaN when there is none.
 double finite_extreme(const std::vector<double>& values, bool largest);
 // Row `r`'s tokens up to its real length (padding as -1, never a match), and that length.

@@ -76,6 +76,10 @@ std::vector<PartBlocks> part_blocks(const Model& model) {
   return parts;
 }
 
+std::string needs_token_inputs(const data::DataSource& data) {
+  return data.token_inputs() ? "" : "token inputs (it compares the tokens at each position); this run reads images";
+}
+
 double finite_extreme(const std::vector<double>& values, bool largest) {
   double best = NAN;
   for (double v : values)

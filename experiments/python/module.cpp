@@ -7,11 +7,9 @@
 //   model = run.model()                                   # the best checkpoint's weights
 //   logits, cache = model.run_with_cache(tokens, ["blocks.*.attn.hook_pattern"])
 //   logits = model.run_with_hooks(tokens, [("blocks.1.attn.hook_z", zero_head_2)])
-#include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <filesystem>
 
 #include "experiments/python/bindings.hpp"
 #include "framework/io/config_node.hpp"

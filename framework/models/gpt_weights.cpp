@@ -1,6 +1,5 @@
 #include "framework/models/gpt_weights.hpp"
 
-#include <algorithm>
 #include <regex>
 #include <stdexcept>
 
@@ -69,18 +68,15 @@ void load_nanogpt(Model& model, const std::map<std::string, Tensor>& weights) {
     if (!own.count(name) && !mask && !(tied && name == "lm_head.weight")) problems += "\n  unexpected: " + name;
   }
   if (!problems.empty()) throw std::invalid_argument("the nanoGPT weights do not match the model:" + problems);
-  NoGradGuard no_grad;
-  for (const auto& [name, t] : own) {
-    Tensor given = weights.at(name).to(t.dtype());
-    if (given.size(0) > t.size(0)) given = slice(given, 0, 0, static_cast<std::int64_t>(t.size(0)));  // wpe: the first block_size rows
-    given = given.clone();
-    Tensor target = t;
-    if (t.dtype() == DType::float64) {
-      std::copy(given.data<double>(), given.data<double>() + given.numel(), target.data<double>());
-    } else {
-      std::copy(given.data<float>(), given.data<float>() + given.numel(), target.data<float>());
-    }
+  // Under attnlab's names, wpe cut to the model's positions, loaded by the model's own checked copy.
+  std::map<std::string, Tensor> renamed;
+  for (const NamedParameter& p : model.named_parameters()) {
+    const std::string name = nanogpt_name(p.name);
+    Tensor given = weights.at(name);
+    if (given.size(0) > p.tensor.size(0)) given = slice(given, 0, 0, static_cast<std::int64_t>(p.tensor.size(0)));  // wpe: its first rows
+    renamed.emplace(p.name, given);
   }
+  model.load_weights(renamed);
 }
 
 }  // namespace attnlab

@@ -110,9 +110,7 @@ class DetectorsPart {
   static constexpr int kOrder = 40;
   struct Options {};
   static Schema<Options> options_schema() { return {}; }
-  static std::string needs(const Model&, const data::DataSource& data) {
-    return data.token_inputs() ? "" : "token inputs (it compares the tokens at each position); this run reads images";
-  }
+  static std::string needs(const Model&, const data::DataSource& data) { return needs_token_inputs(data); }
   static void run(const PartInputs& p, const Options&) {
     head_detectors(p.in, p.result);
     repeated_tokens_test(p.in, p.run.config.seed + 4, p.result);

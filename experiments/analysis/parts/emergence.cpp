@@ -132,9 +132,7 @@ class EmergencePart {
     s.field("threshold", &Options::threshold, "the previous-token or induction score (attnlab's) that counts as formed", Range::closed(0, 1));
     return s;
   }
-  static std::string needs(const Model&, const data::DataSource& data) {
-    return data.token_inputs() ? "" : "token inputs (it compares the tokens at each position); this run reads images";
-  }
+  static std::string needs(const Model&, const data::DataSource& data) { return needs_token_inputs(data); }
   static void run(const PartInputs& p, const Options& o) { emergence(p.run.dir, o.threshold, p.result); }
 };
 
