@@ -84,6 +84,14 @@ class DataSource {
   // end token. Toy tasks read and write token ids separated by spaces.
   std::vector<std::int64_t> encode_source(const std::string& text) const;
   virtual std::string decode_target(const std::vector<std::int64_t>& ids) const;
+  // The ids of tokens written by their names (token_label at position 0), separated by spaces: "pad sep 3
+  // 4" for a toy task, SCAN's words, a text run's characters (a space written as \u2423). The inverse of
+  // naming them; a word that names no token is an error that names it and lists the task's names.
+  std::vector<std::int64_t> token_ids(const std::string& text) const;
+  // Every id's name (token_label at position 0), in id order.
+  std::vector<std::string> token_names() const;
+  // The task's token names for an error message: all of them, or the first and last few of a long list.
+  std::string token_names_hint() const;
   // What a checkpoint must keep to decode outputs without the data (char_text: its characters).
   virtual std::string vocabulary() const { return ""; }
   // `count` clean/corrupted pairs drawn from the held-out split with `gen`; empty (size 0) when the task
@@ -97,8 +105,8 @@ class DataSource {
   virtual TokenProperties token_properties(const Batch& /*batch*/) const { return {}; }
 
  protected:
-  // The ids of the words of a source text (token ids separated by spaces unless the task has words).
-  virtual std::vector<std::int64_t> source_ids(const std::string& text) const;
+  // The ids of the words of a source text (token_ids unless the task reads sources otherwise).
+  virtual std::vector<std::int64_t> source_ids(const std::string& text) const { return token_ids(text); }
 };
 
 // A task as the registry knows it, built from its class's declarations by task_info<T>().

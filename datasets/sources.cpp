@@ -49,30 +49,37 @@ Batch DataSource::held_out_batch(std::size_t, std::size_t) const {
 std::vector<std::int64_t> DataSource::encode_source(const std::string& text) const {
   if (const std::string problem = text_problem(text); !problem.empty()) throw std::invalid_argument(problem);
   std::vector<std::int64_t> ids = source_ids(text);
-  if (ids.empty()) throw std::invalid_argument("the source is empty: give the words of a source sentence");
+  if (ids.empty()) throw std::invalid_argument("the source is empty: give at least one token");
   return ids;
 }
 
-std::vector<std::int64_t> DataSource::source_ids(const std::string& text) const {
-  const DataShape s = shape();
+std::vector<std::string> DataSource::token_names() const {
+  std::vector<std::string> names;
+  for (std::size_t id = 0; id < shape().vocab_size; ++id) names.push_back(token_label(static_cast<std::int64_t>(id), 0));
+  return names;
+}
+
+std::string DataSource::token_names_hint() const {
+  const std::vector<std::string> names = token_names();
+  const auto list = [&](std::size_t from, std::size_t to) {
+    std::string text;
+    for (std::size_t i = from; i < to; ++i) text += (text.empty() ? "" : ", ") + names[i];
+    return text;
+  };
+  if (names.size() <= 16) return list(0, names.size());
+  return list(0, 8) + ", ... " + list(names.size() - 4, names.size()) + " (" + std::to_string(names.size()) + " tokens)";
+}
+
+std::vector<std::int64_t> DataSource::token_ids(const std::string& text) const {
+  if (const std::string problem = text_problem(text); !problem.empty()) throw std::invalid_argument(problem);
+  const std::vector<std::string> names = token_names();
   std::vector<std::int64_t> ids;
   std::istringstream in(text);
-  std::string word;
-  while (in >> word) {
-    std::size_t used = 0;
-    long long id = -1;
-    try {
-      id = std::stoll(word, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != word.size() || id < 0 || static_cast<std::size_t>(id) >= s.vocab_size) {
-      throw std::invalid_argument("'" + word + "' is not a token id of this task: give ids below " + std::to_string(s.vocab_size) +
-                                  " separated by spaces, e.g. \"2 3 4\"");
-    }
-    ids.push_back(id);
+  for (std::string word; in >> word;) {
+    const auto it = std::find(names.begin(), names.end(), word);
+    if (it == names.end()) throw std::invalid_argument("'" + word + "' is not a token of this task; its tokens are " + token_names_hint());
+    ids.push_back(it - names.begin());
   }
-  if (ids.empty()) throw std::invalid_argument("the source is empty: give token ids separated by spaces, e.g. \"2 3 4\"");
   return ids;
 }
 

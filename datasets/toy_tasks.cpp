@@ -171,12 +171,12 @@ class ToySource : public DataSource {
   PatchingPairs patching_pairs(std::size_t count, Generator& gen) const override { return task_->patching_pairs(format_, count, gen); }
   // A source holds the task's symbols only: PAD, SEP (the decoder's BOS) and EOS are the layout's.
   std::vector<std::int64_t> source_ids(const std::string& text) const override {
-    std::vector<std::int64_t> ids = DataSource::source_ids(text);
+    std::vector<std::int64_t> ids = token_ids(text);
     for (std::int64_t id : ids) {
       if (id >= kFirstSymbol && id < task_->eos()) continue;
-      const std::string what = id == kPad ? "PAD" : id == kSep ? "SEP (the decoder's BOS)" : "EOS";
-      throw std::invalid_argument("token " + std::to_string(id) + " is " + what + ", which a source cannot hold: give the task's symbols, ids " +
-                                  std::to_string(kFirstSymbol) + " to " + std::to_string(task_->eos() - 1));
+      const std::string what = id == kPad ? "padding" : id == kSep ? "the separator (the decoder's BOS)" : "the end token";
+      throw std::invalid_argument("'" + token_label(id, 0) + "' is " + what + ", which a source cannot hold: give the task's symbols, " +
+                                  token_label(kFirstSymbol, 0) + " to " + token_label(task_->eos() - 1, 0));
     }
     return ids;
   }

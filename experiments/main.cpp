@@ -44,6 +44,7 @@ struct Commands {
   CLI::App* eval = nullptr;
   std::string eval_run, eval_checkpoint = "best";
   bool eval_decode = false;
+  std::size_t eval_show = 0;
   attnlab::DecodeOptions eval_decoding;
 
   CLI::App* translate = nullptr;
@@ -163,11 +164,12 @@ void add_run_commands(CLI::App& app, Commands& c) {
   c.eval->add_option("--checkpoint", c.eval_checkpoint, "best (last when the run has no best) or last")->capture_default_str();
   c.eval->add_flag("--decode", c.eval_decode, "seq2seq: also decode every example and report the exact match of the outputs");
   add_decode_options(c.eval, c.eval_decoding);
+  cli::add_number(c.eval, "--show", c.eval_show, "with --decode: print the first N decoded examples by name (input, output, target)");
   add_threads_option(c.eval, c.threads);
 
   c.translate = app.add_subcommand("translate", "decode inputs with a seq2seq run's model (greedy, or beam search with --beam)");
   c.translate->add_option("run", c.translate_run, "the run folder")->required()->check(CLI::ExistingDirectory);
-  c.translate->add_option("--input", c.translate_options.inputs, "a source: words (scan, e.g. \"jump twice\") or token ids (toy tasks); repeat it for more")
+  c.translate->add_option("--input", c.translate_options.inputs, "a source by its tokens' names: words (scan, e.g. \"jump twice\"), symbols (toy tasks, e.g. \"3 4 5\"); repeat it for more")
       ->required();
   add_decode_options(c.translate, c.translate_options.decode);
   c.translate->add_option("--checkpoint", c.translate_options.checkpoint, "best (last when the run has no best) or last")->capture_default_str();
@@ -176,7 +178,7 @@ void add_run_commands(CLI::App& app, Commands& c) {
   attnlab::SampleOptions& s = c.sample_options;
   c.sample = app.add_subcommand("sample", "continue a prompt with a causal LM run's model");
   c.sample->add_option("run", c.sample_run, "the run folder")->required()->check(CLI::ExistingDirectory);
-  c.sample->add_option("--prompt", s.prompt, "text (character-level runs) or space-separated token ids");
+  c.sample->add_option("--prompt", s.prompt, "text (character-level runs) or the task's token names separated by spaces (e.g. \"sep 3 4\")");
   cli::add_number(c.sample, "--tokens", s.tokens, "tokens to generate");
   cli::add_number(c.sample, "--temperature", s.temperature, "0 picks the most likely token", Range::at_least(0));
   cli::add_number(c.sample, "--top-k", s.top_k, "sample among the k most likely tokens; 0: all");
@@ -273,7 +275,10 @@ int dispatch(Commands& c) {
   }
   if (*c.analyze) return run_analyze(c);
   if (*c.export_) return attnlab::export_run(c.export_run, c.export_checkpoint, c.export_dir);
-  if (*c.eval) return attnlab::evaluate_run(c.eval_run, c.eval_checkpoint, resolve_threads(c.threads), c.eval_decode || c.eval_decoding.beam > 1 ? &c.eval_decoding : nullptr);
+  if (*c.eval) {
+    const bool decode = c.eval_decode || c.eval_decoding.beam > 1 || c.eval_show > 0;
+    return attnlab::evaluate_run(c.eval_run, c.eval_checkpoint, resolve_threads(c.threads), decode ? &c.eval_decoding : nullptr, c.eval_show);
+  }
   if (*c.translate) return attnlab::translate_run(c.translate_run, c.translate_options, resolve_threads(c.threads));
   if (*c.sample) return attnlab::sample_run(c.sample_run, c.sample_options, resolve_threads(c.threads));
   if (*c.list) return c.config_keys ? attnlab::list_config_keys() : attnlab::list_registered();

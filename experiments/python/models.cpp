@@ -180,8 +180,10 @@ void bind_data_class(py::module_& m) {
              return text;
            },
            py::arg("ids"), "the ids' names, space-separated")
-      .def("to_tokens", [](const data::DataSource& d, const std::string& text) { return d.encode_source(text); }, py::arg("text"),
-           "the ids of a source written as the command line's --input reads it")
+      .def("to_tokens", [](const data::DataSource& d, const std::string& text, bool source) { return source ? d.encode_source(text) : d.token_ids(text); },
+           py::arg("text"), py::arg("source") = false,
+           "the ids of tokens written by their names (the inverse of to_string); source=True reads a seq2seq source as "
+           "`attnlab translate --input` does, refusing tokens a source cannot hold")
       .def("patching_pairs", [](const data::DataSource& d, std::size_t count, std::uint64_t seed) {
              Generator gen(seed);
              const PatchingPairs p = d.patching_pairs(count, gen);
@@ -193,11 +195,7 @@ void bind_data_class(py::module_& m) {
            },
            py::arg("count"), py::arg("seed") = 0, "the clean/corrupted pairs `attnlab analyze` patches with ({} entries empty when the task has none)")
       .def_property_readonly("vocab_size", [](const data::DataSource& d) { return d.shape().vocab_size; })
-      .def_property_readonly("vocabulary", [](const data::DataSource& d) {
-             std::vector<std::string> names;
-             for (std::size_t id = 0; id < d.shape().vocab_size; ++id) names.push_back(d.token_label(static_cast<std::int64_t>(id), 0));
-             return names;
-           },
+      .def_property_readonly("vocabulary", [](const data::DataSource& d) { return d.token_names(); },
            "every token id's name, by id (toy tasks: pad, sep, then their symbols; SCAN: its words; char_text: its characters)")
       .def_property_readonly("token_inputs", &data::DataSource::token_inputs);
 }

@@ -40,25 +40,39 @@ std::vector<Decoded> decode_batch(Seq2Seq& model, const Tensor& source, const Te
   return o.beam <= 1 ? model.greedy_decode(source, mask, o.max_length) : model.beam_decode(source, mask, o.beam, o.max_length, o.length_penalty);
 }
 
-// The share of the batch's sequences whose decoded tokens equal the target (the answer and EOS).
-std::size_t decoded_exact(const std::vector<Decoded>& decoded, const Tensor& target) {
+// One held-out example as `eval --decode --show` prints it: source, decoded output and target, by name.
+struct ShownExample {
+  std::string input, output, target;
+};
+
+// The target row's tokens up to the end token (the target is padded with kIgnore).
+std::vector<std::int64_t> target_row(const Tensor& target, std::size_t r) {
   const std::size_t length = target.size(1);
-  const std::int64_t* t = target.data<std::int64_t>();
-  std::size_t exact = 0;
-  for (std::size_t r = 0; r < decoded.size(); ++r) {
-    std::vector<std::int64_t> want;
-    for (std::size_t i = 0; i < length && t[r * length + i] != data::kIgnore; ++i) want.push_back(t[r * length + i]);
-    exact += decoded[r].tokens == want;
-  }
-  return exact;
+  const std::int64_t* t = target.data<std::int64_t>() + r * length;
+  std::vector<std::int64_t> want;
+  for (std::size_t i = 0; i < length && t[i] != data::kIgnore; ++i) want.push_back(t[i]);
+  return want;
 }
 
-// Decoded exact match over the batches `evaluate` scores (the same draws, or the whole split in order).
+// Decoded exact match over the batches `evaluate` scores (the same draws, or the whole split in order),
+// and the first `show` examples by name.
 double decoded_exact_match(Seq2Seq& model, const data::DataSource& data, std::size_t batches, std::size_t batch_size,
-                           std::uint64_t seed, const DecodeOptions& o) {
+                           std::uint64_t seed, const DecodeOptions& o, std::size_t show, std::vector<ShownExample>& shown) {
   std::size_t exact = 0, rows = 0;
   for_each_held_out_batch(data, batches, batch_size, seed, [&](const Batch& b) {
-    exact += decoded_exact(decode_batch(model, b.input, b.key_padding_mask, o), b.target);
+    const std::vector<Decoded> decoded = decode_batch(model, b.input, b.key_padding_mask, o);
+    const std::size_t length = b.input.size(1);
+    const std::int64_t* source = b.input.data<std::int64_t>();
+    for (std::size_t r = 0; r < decoded.size(); ++r) {
+      const std::vector<std::int64_t> want = target_row(b.target, r);
+      exact += decoded[r].tokens == want;
+      if (shown.size() == show) continue;
+      std::string input;
+      for (std::size_t i = 0; i < length && !data.is_padding(source[r * length + i]); ++i) {
+        input += (input.empty() ? "" : " ") + data.token_label(source[r * length + i], i);
+      }
+      shown.push_back({input, data.decode_target(decoded[r].tokens), data.decode_target(want)});
+    }
     rows += b.input.size(0);
   });
   return rows ? static_cast<double>(exact) / static_cast<double>(rows) : 0.0;
@@ -68,7 +82,7 @@ std::string decoding_name(const DecodeOptions& o) { return o.beam <= 1 ? "greedy
 
 }  // namespace
 
-int evaluate_run(const std::string& run_dir, const std::string& which, int threads, const DecodeOptions* decode) {
+int evaluate_run(const std::string& run_dir, const std::string& which, int threads, const DecodeOptions* decode, std::size_t show) {
   set_num_threads(threads);
   const LoadedRun run = load_run(run_dir, which);
   Experiment x(run.config);
@@ -85,7 +99,13 @@ int evaluate_run(const std::string& run_dir, const std::string& which, int threa
   if (decode) {
     Seq2Seq& model = seq2seq_model(x, run_dir, "eval --decode");
     line["decoding"] = decoding_name(*decode);
-    line["decoded_exact_match"] = json_number(decoded_exact_match(model, *x.data, t.final_eval_batches, t.batch_size, run.config.seed + 2, *decode));
+    std::vector<ShownExample> shown;
+    line["decoded_exact_match"] =
+        json_number(decoded_exact_match(model, *x.data, t.final_eval_batches, t.batch_size, run.config.seed + 2, *decode, show, shown));
+    if (show > 0) {
+      line["examples"] = nlohmann::json::array();
+      for (const ShownExample& e : shown) line["examples"].push_back({{"input", e.input}, {"output", e.output}, {"target", e.target}});
+    }
   }
   std::printf("%s\n", line.dump().c_str());
   return 0;
@@ -143,25 +163,32 @@ int sample_run(const std::string& run_dir, const SampleOptions& o, int threads) 
   Generator init(run.config.seed);
   CausalLM model(run.config.model, shape, init);
   load_run_model(model, run);
-  std::vector<std::int64_t> prompt;
-  data::CharVocabulary vocabulary;
-  if (!chars.empty()) {
-    vocabulary = data::CharVocabulary::from_chars(chars);
-    prompt = vocabulary.encode(o.prompt.empty() ? std::string(1, chars[0]) : o.prompt);
-  } else {
-    std::stringstream ss(o.prompt);
-    for (std::int64_t id; ss >> id;) prompt.push_back(id);
-    if (!ss.eof()) throw std::invalid_argument("--prompt '" + o.prompt + "': give token ids separated by spaces, e.g. \"2 3 4\"");
-    if (prompt.empty()) prompt.push_back(data::kSep);
-  }
   Generator gen(o.seed);
-  const std::vector<std::int64_t> out = model.generate(prompt, o.tokens, o.temperature, o.top_k, gen);
   if (!chars.empty()) {
-    std::printf("%s%s\n", o.prompt.c_str(), vocabulary.decode(out).c_str());
-  } else {
-    for (std::size_t i = 0; i < out.size(); ++i) std::printf("%s%lld", i ? " " : "", static_cast<long long>(out[i]));
-    std::printf("\n");
+    const data::CharVocabulary vocabulary = data::CharVocabulary::from_chars(chars);
+    const std::vector<std::int64_t> prompt = vocabulary.encode(o.prompt.empty() ? std::string(1, chars[0]) : o.prompt);
+    std::printf("%s%s\n", o.prompt.c_str(), vocabulary.decode(model.generate(prompt, o.tokens, o.temperature, o.top_k, gen)).c_str());
+    return 0;
   }
+  // A task's tokens by their names ("sep 3 4"), read and printed by the task's own data source.
+  const std::unique_ptr<data::DataSource> data = data::make_data_source(run.config.task, TaskFormat::causal_lm);
+  std::vector<std::int64_t> prompt;
+  try {
+    prompt = data->token_ids(o.prompt);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument("--prompt \"" + printable(o.prompt) + "\": " + e.what());
+  }
+  for (std::int64_t id : prompt) {
+    if (data->is_padding(id)) throw std::invalid_argument("--prompt \"" + printable(o.prompt) + "\": '" + data->token_label(id, 0) + "' is padding, which a prompt cannot hold");
+  }
+  // The prompt as given (an empty one starts from the separator), then its continuation, by name.
+  const bool given = !prompt.empty();
+  if (!given) prompt.push_back(data::kSep);
+  std::vector<std::int64_t> shown = given ? prompt : std::vector<std::int64_t>{};
+  for (std::int64_t id : model.generate(prompt, o.tokens, o.temperature, o.top_k, gen)) shown.push_back(id);
+  std::string text;
+  for (std::size_t i = 0; i < shown.size(); ++i) text += (i ? " " : "") + data->token_label(shown[i], i + (given ? 0 : 1));
+  std::printf("%s\n", text.c_str());
   return 0;
 }
 

@@ -19,12 +19,14 @@ struct DecodeOptions {
 
 // `attnlab eval RUN`: the held-out loss and metrics of a checkpoint ("best" or "last") over
 // train.final_eval_batches (the whole split when 0), printed as one JSON line. With `decode` (seq2seq
-// runs), also the exact match of decoded outputs over the same batches ("decoded_exact_match"). Returns
-// the exit status.
-int evaluate_run(const std::string& run_dir, const std::string& checkpoint, int threads, const DecodeOptions* decode = nullptr);
+// runs), also the exact match of decoded outputs over the same batches ("decoded_exact_match") and the
+// first `show` of them by name ("examples": input, output, target as the task names their tokens).
+// Returns the exit status.
+int evaluate_run(const std::string& run_dir, const std::string& checkpoint, int threads, const DecodeOptions* decode = nullptr,
+                 std::size_t show = 0);
 
 struct TranslateOptions {
-  std::vector<std::string> inputs;  // sources as the task writes them: words (scan) or token ids (toy tasks)
+  std::vector<std::string> inputs;  // sources by their tokens' names: words (scan), symbols (toy tasks)
   DecodeOptions decode;
   std::string checkpoint = "best";
 };
@@ -33,7 +35,7 @@ struct TranslateOptions {
 int translate_run(const std::string& run_dir, const TranslateOptions& options, int threads);
 
 struct SampleOptions {
-  std::string prompt;  // text for char_text runs; space-separated token ids otherwise
+  std::string prompt;  // text for char_text runs; the task's token names otherwise ("sep 3 4")
   std::size_t tokens = 200;
   double temperature = 1.0;
   std::size_t top_k = 0;

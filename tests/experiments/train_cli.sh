@@ -58,7 +58,20 @@ check sample_text "$attnlab" sample "$work/runs/text" --prompt "to be" --tokens 
 mv "$work/text.txt" "$work/text-moved.txt"
 check sample_without_the_text "$attnlab" sample "$work/runs/text" --prompt "to be" --tokens 5
 mv "$work/text-moved.txt" "$work/text.txt"
-check sample_ids "$attnlab" sample "$work/runs/induction-causal_lm" --prompt "2 3 4" --tokens 5 --temperature 0
+# A toy task's tokens by name: the prompt as given, then the continuation, every word a token's name.
+check sample_names "$attnlab" sample "$work/runs/induction-causal_lm" --prompt "sep 2 3 4" --tokens 5 --temperature 0
+python3 - "$work/sample_names.log" <<'PY' || { fail "sample printed other than the prompt and 5 token names"; cat "$work/sample_names.log"; }
+import re, sys
+words = open(sys.argv[1]).read().split()
+assert words[:4] == ["sep", "2", "3", "4"] and len(words) == 9, words
+assert all(re.fullmatch(r"pad|sep|eos|\d+", w) for w in words), words
+PY
+"$attnlab" sample "$work/runs/induction-causal_lm" --prompt "2 pad 3" > "$work/sample_pad.log" 2>&1
+[ $? = 2 ] && grep -q "\-\-prompt \"2 pad 3\": 'pad' is padding, which a prompt cannot hold" "$work/sample_pad.log" \
+  || { fail "a prompt holding PAD"; cat "$work/sample_pad.log"; }
+"$attnlab" sample "$work/runs/induction-causal_lm" --prompt "2 700" > "$work/sample_range.log" 2>&1
+[ $? = 2 ] && grep -q "'700' is not a token of this task; its tokens are pad, sep, 2, 3" "$work/sample_range.log" \
+  || { fail "a prompt token out of range"; cat "$work/sample_range.log"; }
 if "$attnlab" sample "$work/runs/copy-token_tagger" > "$work/sample_tagger.log" 2>&1; then
   fail "sampling a token tagger should fail"
 else
@@ -234,9 +247,25 @@ grep -q "^IN: 3 4 5 OUT: " "$work/translate.log" && grep -q "^IN: 6 7 OUT: " "$w
 check translate_beam "$attnlab" translate "$work/runs/s2s" --input "3 4 5" --beam 3
 "$attnlab" eval "$work/runs/s2s" --decode > "$work/eval_decode.log" 2>&1
 grep -q '"decoding":"greedy","decoded_exact_match":' "$work/eval_decode.log" || { fail "eval --decode"; cat "$work/eval_decode.log"; }
+# --show: decoded examples by name; each target is its input reversed (the task), and each output's words
+# are token names.
+check eval_show "$attnlab" eval "$work/runs/s2s" --decode --show 3
+python3 - "$work/eval_show.log" <<'PY' || { fail "eval --show printed no named examples"; cat "$work/eval_show.log"; }
+import json, re, sys
+line = json.loads(open(sys.argv[1]).read())
+assert len(line["examples"]) == 3, line
+for e in line["examples"]:
+    assert e["target"].split() == e["input"].split()[::-1], e
+    assert all(re.fullmatch(r"pad|sep|bos|\d+", w) for w in e["output"].split()), e
+PY
 "$attnlab" translate "$work/runs/s2s" --input "3 x" > "$work/translate_bad.log" 2>&1
-[ $? = 2 ] && grep -q "\-\-input \"3 x\": 'x' is not a token id of this task" "$work/translate_bad.log" \
+[ $? = 2 ] && grep -q "\-\-input \"3 x\": 'x' is not a token of this task; its tokens are pad, sep, 2" "$work/translate_bad.log" \
   || { fail "a bad translate input"; cat "$work/translate_bad.log"; }
+for input in "pad 3 4:'pad' is padding" "3 sep:'sep' is the separator (the decoder's BOS)" "3 eos:'eos' is the end token"; do
+  "$attnlab" translate "$work/runs/s2s" --input "${input%%:*}" > "$work/translate_special.log" 2>&1
+  [ $? = 2 ] && grep -q "${input#*:}, which a source cannot hold" "$work/translate_special.log" \
+    || { fail "translate --input \"${input%%:*}\""; cat "$work/translate_special.log"; }
+done
 "$attnlab" translate "$work/runs/reverse-token_tagger" --input "3 4" > "$work/translate_kind.log" 2>&1
 [ $? = 2 ] && grep -q "attnlab translate decodes with an encoder-decoder" "$work/translate_kind.log" \
   || { fail "translate on a tagger"; cat "$work/translate_kind.log"; }
@@ -298,8 +327,7 @@ bad_number "--tokens must be an integer >= 0, got -1" sample "$work/runs/inducti
 bad_number "--examples must be an integer in [1, 100000], got abc" analyze "$work/runs/induction-causal_lm" --examples abc
 bad_number "--threshold nan: 'threshold' must be a number, got 'nan'" analyze "$work/runs/induction-causal_lm" --threshold nan
 bad_number "the source is empty" translate "$work/runs/s2s" --input "   "
-bad_number "token 0 is PAD, which a source cannot hold" translate "$work/runs/s2s" --input "0 1 3"
-bad_number "token 1 is SEP (the decoder's BOS), which a source cannot hold" translate "$work/runs/s2s" --input "3 1"
+bad_number "'0' is not a token of this task; its tokens are pad, sep, 2" translate "$work/runs/s2s" --input "0 1 3"
 # A part that has nothing to say about a run is refused under --only, naming what it needs (it wrote no
 # table and exited 0), and skipped with a note otherwise.
 bad_number "--only rollout: rollout needs image inputs" analyze "$work/runs/induction-causal_lm" --only rollout

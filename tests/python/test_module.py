@@ -84,6 +84,19 @@ def test_hooks_replace_activations(model):
     zeroed = model.run_with_hooks(ids, [("blocks.1.attn.hook_z", zero_head_2)])
     assert not np.array_equal(zeroed, plain)
     assert np.array_equal(model.run_with_hooks(ids, [("blocks.1.attn.hook_z", zero_head_2_in_place)]), zeroed)
+    # As the C++ hook test (ModelHooks.AblatingAHeadAndAskingForAMissingNameOrAWrongShape) has it: a head's
+    # z zeroed is the model whose output projection lost that head's input columns.
+    weights = {name: w.copy() for name, w in model.state_dict().items()}  # views of the model's, as PyTorch's
+    proj = "body.encoder.blocks.1.attn.proj.weight"
+    d_head = weights[proj].shape[1] // model.n_heads
+    cut = dict(weights, **{proj: weights[proj].copy()})
+    cut[proj][:, 2 * d_head:3 * d_head] = 0.0
+    model.load_state_dict(cut)
+    try:
+        np.testing.assert_allclose(model(ids), zeroed, rtol=0, atol=1e-5)
+    finally:
+        model.load_state_dict(weights)
+    assert np.array_equal(model(ids), plain)
     # Patching a head from another prompt: the value cached from it, put back, is the other prompt's run.
     other = tokens(model, 8)[4:]
     _, cache = model.run_with_cache(other, ["blocks.1.attn.hook_z"])
@@ -140,9 +153,12 @@ def test_bad_input_raises_with_a_clear_message(model, tmp_path):
         model(ids[0])
     with pytest.raises(ValueError, match="token id 999 at flat position 0 is outside the vocabulary"):
         model(np.full_like(ids, 999))
-    with pytest.raises(ValueError, match="token 0 is PAD, which a source cannot hold"):
-        model.data.to_tokens("0 3 4")
-    assert model.data.to_tokens("3 4") == [3, 4] and model.data.to_string([0, 1, 3]) == "pad sep 3"
+    with pytest.raises(ValueError, match="'pad' is padding, which a source cannot hold"):
+        model.data.to_tokens("pad 3 4", source=True)
+    with pytest.raises(ValueError, match="'x' is not a token of this task; its tokens are pad, sep, 2, 3"):
+        model.data.to_tokens("3 x")
+    assert model.data.to_tokens("3 4", source=True) == [3, 4] and model.data.to_string([0, 1, 3]) == "pad sep 3"
+    assert model.data.to_tokens(model.data.to_string([0, 1, 3])) == [0, 1, 3]
     assert model.data.vocabulary[:3] == ["pad", "sep", "2"] and len(model.data.vocabulary) == model.data.vocab_size
     with pytest.raises(ValueError, match="the hook on blocks.0.attn.hook_z returned shape"):
         model.run_with_hooks(ids, [("blocks.0.attn.hook_z", lambda z, n: z[:, :1])])
