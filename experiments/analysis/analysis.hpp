@@ -31,8 +31,10 @@ struct AnalysisInputs {
 };
 
 // The first `examples` held-out examples the run's own evaluation scores (the whole split in order, or
-// its seeded draws), as batches of up to `batch_size`.
+// its seeded draws), as batches of up to `batch_size`: exactly that many, or the whole split when it
+// has fewer.
 std::vector<Batch> held_out_examples(const data::DataSource& data, std::size_t examples, std::size_t batch_size, std::uint64_t seed);
+std::size_t example_count(const std::vector<Batch>& batches);
 
 // Loss and metrics of the model on the inputs' batches with `hooks` applied to every forward.
 Evaluation evaluate_with(const AnalysisInputs& in, const HookRequest& hooks);
@@ -48,11 +50,12 @@ struct PartBlocks {
 std::vector<PartBlocks> part_blocks(const Model& model);
 
 // The residual streams of a stack of blocks as the logit lens and the probes read them: each block's
-// input ("blocks.0.hook_resid_pre", named "embed", then "after block 0", ...) and the last block's output.
+// input ("blocks.0.hook_resid_pre", named "embed", then "after block 0", ...) and the last block's output;
+// the names begin with the stack's part ("encoder: embed") when the model has more than one stack.
 struct StackStreams {
   std::vector<std::string> hooks, names;
 };
-StackStreams stack_streams(const std::vector<std::string>& blocks);
+StackStreams stack_streams(const PartBlocks& stack);
 
 // Element `index` (row-major) of a float32 or float64 tensor, read in place: the few logits a metric
 // needs, without copying the whole [B, T, V] tensor.
@@ -73,6 +76,11 @@ std::string needs_token_inputs(const data::DataSource& data);
 double finite_extreme(const std::vector<double>& values, bool largest);
 // Row `r`'s tokens up to its real length (padding as -1, never a match), and that length.
 std::vector<std::int64_t> row_tokens(const data::DataSource& data, const Tensor& ids, const Tensor& mask, std::size_t r, std::size_t& length);
+
+// The mean of a head-wise activation ([B, H, T, D], e.g. "blocks.0.attn.hook_z") over the inputs'
+// examples, per position: [1, H, T, D] over the longest batch, each position averaged over the examples
+// long enough to have it (padding left out: the source's mask, or the decoder's for `decoder_side`).
+Tensor mean_head_output(const AnalysisInputs& in, const std::string& hook, bool decoder_side);
 
 // The work of the parts (experiments/analysis/parts/, one file each, with the part's registration).
 void head_ablation(const AnalysisInputs& in, AnalysisResult& out);

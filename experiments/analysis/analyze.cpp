@@ -117,7 +117,10 @@ void run_part(const AnalysisPartInfo& part, const PartInputs& p, const Component
   std::fflush(stdout);
   const std::size_t before = p.result.tables.size();
   part.run(p, options);
-  for (std::size_t i = before; i < p.result.tables.size(); ++i) p.result.tables[i].section = part.name;
+  for (std::size_t i = before; i < p.result.tables.size(); ++i) {
+    p.result.tables[i].section = part.name;
+    if (!p.result.tables[i].examples) p.result.tables[i].examples = example_count(p.in.batches);
+  }
   p.result.titles[part.name] = part.title;
   std::printf(" %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   std::fflush(stdout);
@@ -154,8 +157,7 @@ AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& o) 
       run_part(*part, {in, run, fresh, result}, options_of(o, part->name));
     }
     if (stop.requested()) throw StoppedBySignal("attnlab analyze: stopped by " + std::string(stop.name()) + "; " + dir + " is as it was", stop.signal());
-    result.facts["examples"] = 0;
-    for (const Batch& b : in.batches) result.facts["examples"] += static_cast<double>(b.input.size(0));
+    result.facts["examples"] = static_cast<double>(example_count(in.batches));
     keep_other_parts(run_dir, fresh, o, result);
     write_analysis(fresh, result);
     replace_folder(fresh, dir);

@@ -19,14 +19,16 @@ double element(const Tensor& t, std::size_t index) {
   return t.dtype() == DType::float32 ? static_cast<double>(t.data<float>()[index]) : t.data<double>()[index];
 }
 
-StackStreams stack_streams(const std::vector<std::string>& blocks) {
+StackStreams stack_streams(const PartBlocks& stack) {
+  const std::vector<std::string>& blocks = stack.blocks;
+  const std::string prefix = stack.part.empty() ? "" : stack.part + ": ";
   StackStreams s;
   for (std::size_t l = 0; l < blocks.size(); ++l) {
     s.hooks.push_back(blocks[l] + "hook_resid_pre");
-    s.names.push_back(l == 0 ? "embed" : "after block " + std::to_string(l - 1));
+    s.names.push_back(prefix + (l == 0 ? "embed" : "after block " + std::to_string(l - 1)));
   }
   s.hooks.push_back(blocks.back() + "hook_resid_post");
-  s.names.push_back("after block " + std::to_string(blocks.size() - 1));
+  s.names.push_back(prefix + "after block " + std::to_string(blocks.size() - 1));
   return s;
 }
 
@@ -39,6 +41,16 @@ std::vector<std::string> numbered(std::size_t n) {
 std::string part_prefix(const std::string& part) { return part.empty() ? "" : part + "_"; }
 std::string part_title(const std::string& part) { return part.empty() ? "" : " (" + part + ")"; }
 
+namespace {
+
+// The first `rows` examples of a batch (every tensor cut along its batch axis).
+Batch first_rows(const Batch& b, std::size_t rows) {
+  const auto cut = [rows](const Tensor& t) { return t.defined() ? slice(t, 0, 0, static_cast<std::int64_t>(rows)) : t; };
+  return Batch{cut(b.input), cut(b.target), cut(b.key_padding_mask), cut(b.decoder_input), cut(b.decoder_padding_mask)};
+}
+
+}  // namespace
+
 std::vector<Batch> held_out_examples(const data::DataSource& data, std::size_t examples, std::size_t batch_size, std::uint64_t seed) {
   if (examples == 0) throw std::invalid_argument("analysis needs at least one held-out example (--examples 0)");
   const std::size_t size = std::min(examples, batch_size);
@@ -47,10 +59,20 @@ std::vector<Batch> held_out_examples(const data::DataSource& data, std::size_t e
   std::vector<Batch> batches;
   if (whole) {  // the first batches of the split, in the order the evaluation walks it
     for (std::size_t i = 0; i < std::min(wanted, whole); ++i) batches.push_back(data.held_out_batch(i, size));
-    return batches;
+  } else {
+    for_each_held_out_batch(data, wanted, size, seed, [&](const Batch& b) { batches.push_back(b); });
   }
-  for_each_held_out_batch(data, wanted, size, seed, [&](const Batch& b) { batches.push_back(b); });
+  // Exactly `examples` (fewer only when the split has fewer): the last batch keeps the rows it needs.
+  std::size_t before = 0;
+  for (std::size_t i = 0; i + 1 < batches.size(); ++i) before += batches[i].input.size(0);
+  if (!batches.empty() && before + batches.back().input.size(0) > examples) batches.back() = first_rows(batches.back(), examples - before);
   return batches;
+}
+
+std::size_t example_count(const std::vector<Batch>& batches) {
+  std::size_t n = 0;
+  for (const Batch& b : batches) n += b.input.size(0);
+  return n;
 }
 
 Evaluation evaluate_with(const AnalysisInputs& in, const HookRequest& hooks) {

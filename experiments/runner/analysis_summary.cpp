@@ -37,7 +37,8 @@ json table_json(const AnalysisTable& t) {
   json values = json::array();
   for (double v : t.values) values.push_back(json_number(v));
   return {{"name", t.name}, {"section", t.section}, {"title", t.title}, {"row_axis", t.row_axis}, {"col_axis", t.col_axis},
-          {"rows", t.rows}, {"cols", t.cols}, {"values", values}, {"signed", t.signed_values}, {"compared", t.compared}};
+          {"rows", t.rows}, {"cols", t.cols}, {"values", values}, {"signed", t.signed_values}, {"compared", t.compared},
+          {"examples", t.examples ? json(*t.examples) : json()}};
 }
 
 AnalysisTable table_from_json(const json& j) {
@@ -52,6 +53,7 @@ AnalysisTable table_from_json(const json& j) {
   for (const json& v : j.at("values")) t.values.push_back(number_from_json(v));
   t.signed_values = j.at("signed").get<bool>();
   t.compared = j.value("compared", false);  // summaries before it have none: their runs show facts only until analysed again
+  if (j.contains("examples") && !j.at("examples").is_null()) t.examples = j.at("examples").get<std::size_t>();
   if (t.values.size() != t.rows.size() * t.cols.size()) throw std::invalid_argument("table '" + t.name + "' holds the wrong number of values");
   return t;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,10 @@ struct AnalysisTable {
   std::vector<double> values;        // rows x cols, row-major; NaN where undefined
   bool signed_values = true;         // drawn with a diverging scale around 0
   bool compared = false;             // a headline table, set side by side (mean over seeds) in a comparison's report
+  // How many examples its numbers are over: unset, the analysis's (`--examples`, filled in when the part
+  // ends); a part that works on others says so (patching: its pairs; 0: none of the analysis's, e.g. the
+  // weights or the patterns the run captured while it trained).
+  std::optional<std::size_t> examples;
   double at(std::size_t r, std::size_t c) const { return values[r * cols.size() + c]; }
 };
 

@@ -73,7 +73,7 @@ std::string analysis_section(const std::string& run_dir) {
   std::ostringstream html;
   html << "<h2>Analysis</h2><p class=\"note\">Written by <code>attnlab analyze</code> on "
        << fmt("%.0f", r.facts.count("examples") ? r.facts.at("examples") : NAN)
-       << " held-out examples; every table is also in analysis/ as CSV, .npy and PNG. docs/analysis.md defines each one.</p>";
+       << " held-out examples (each table says what it is over); every table is also in analysis/ as CSV, .npy and PNG. docs/analysis.md defines each one.</p>";
   if (!r.notes.empty()) {
     html << "<ul class=\"note\">";
     for (const std::string& n : r.notes) html << "<li>" << escape(n) << "</li>";
@@ -97,7 +97,8 @@ std::string analysis_section(const std::string& run_dir) {
     html << "<h3>" << escape(title != r.titles.end() ? title->second : section.empty() ? "Images" : section) << "</h3>";
     for (const AnalysisTable& t : r.tables) {
       if (t.section != section) continue;
-      html << "<figure class=\"analysis\"><figcaption>" << escape(t.title) << " <a href=\"analysis/" << escape(t.name) << ".csv\">csv</a> "
+      const std::string over = t.examples && *t.examples ? " (over " + std::to_string(*t.examples) + " examples)" : "";
+      html << "<figure class=\"analysis\"><figcaption>" << escape(t.title + over) << " <a href=\"analysis/" << escape(t.name) << ".csv\">csv</a> "
            << "<a href=\"analysis/" << escape(t.name) << ".npy\">npy</a></figcaption>" << table_heatmap(t) << "</figure>\n";
     }
     std::string images;

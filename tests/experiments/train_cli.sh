@@ -304,8 +304,18 @@ PY
 done
 check analyze_mqar "$attnlab" analyze "$work/runs/mqar-causal_lm" --only probes --examples 64
 head -n 1 "$work/runs/mqar-causal_lm/analysis/probes_accuracy.csv" | grep -q ',value_of_key$' || fail "mqar's value-of-key property was not probed"
-check analyze_only_probes "$attnlab" analyze "$work/runs/induction-causal_lm" --only probes --examples 32
+check analyze_only_probes "$attnlab" analyze "$work/runs/induction-causal_lm" --only probes --examples 30
 [ -s "$work/runs/induction-causal_lm/analysis/patching_heads.csv" ] || fail "analyze --only probes lost the other parts"
+# Each table says how many examples it is over: exactly --examples (30 is no whole number of the run's
+# batches of 4), the kept tables their own run's 64, patching its 8 pairs, the repeated tokens its 64.
+python3 - "$work/runs/induction-causal_lm/analysis/summary.json" <<'PY' || fail "the tables do not say how many examples they are over"
+import json, sys
+summary = json.load(open(sys.argv[1]))
+over = {t["name"]: t["examples"] for t in summary["tables"]}
+assert summary["facts"]["examples"] == 30, summary["facts"]["examples"]
+assert over["probes_accuracy"] == 30 and over["ablation_zero_loss"] == 64, over
+assert over["patching_heads"] == 8 and over["repeated_tokens_induction"] == 64, over
+PY
 "$attnlab" analyze "$work/runs/induction-causal_lm" --only ablation,probs > "$work/analyze_bad.log" 2>&1
 [ $? = 2 ] && grep -q "\-\-only: analysis part 'probs' is not among \[ablation, attribution.*did you mean 'probes'" "$work/analyze_bad.log" && [ ! -e "$work/runs/induction-causal_lm/analysis.tmp-"* ] \
   || { fail "a bad --only"; cat "$work/analyze_bad.log"; }

@@ -11,9 +11,9 @@ namespace {
 
 using I = std::int64_t;
 
-// The mean of each head's output over the examples, per position: [1, H, T, D] over the longest batch,
-// each position averaged over the examples long enough to have it.
-Tensor mean_head_output(const AnalysisInputs& in, const std::string& hook) {
+}  // namespace
+
+Tensor mean_head_output(const AnalysisInputs& in, const std::string& hook, bool decoder_side) {
   std::vector<double> total, count;
   std::size_t heads = 0, length = 0, dim = 0;
   for (const Batch& b : in.batches) {
@@ -23,6 +23,8 @@ Tensor mean_head_output(const AnalysisInputs& in, const std::string& hook) {
     const std::vector<double> v = z.to_vector();
     const std::size_t rows = z.size(0), t = z.size(2);
     heads = z.size(1), dim = z.size(3);
+    const Tensor& mask = decoder_side ? b.decoder_padding_mask : b.key_padding_mask;  // [B, T], true at padding
+    const bool* pad = mask.defined() && mask.size(1) == t ? mask.data<bool>() : nullptr;
     if (t > length) {  // positions are the slowest axis after the head: regrow head by head
       std::vector<double> grown(heads * t * dim, 0.0);
       for (std::size_t h = 0; h < heads && length; ++h)
@@ -31,15 +33,21 @@ Tensor mean_head_output(const AnalysisInputs& in, const std::string& hook) {
       count.resize(t, 0.0);
       length = t;
     }
-    for (std::size_t r = 0; r < rows; ++r)
-      for (std::size_t h = 0; h < heads; ++h)
-        for (std::size_t i = 0; i < t * dim; ++i) total[h * length * dim + i] += v[((r * heads + h) * t) * dim + i];
-    for (std::size_t i = 0; i < t; ++i) count[i] += static_cast<double>(rows);
+    for (std::size_t r = 0; r < rows; ++r) {
+      for (std::size_t i = 0; i < t; ++i) {
+        if (pad && pad[r * t + i]) continue;  // this example does not reach position i
+        count[i] += 1.0;
+        for (std::size_t h = 0; h < heads; ++h)
+          for (std::size_t d = 0; d < dim; ++d) total[(h * length + i) * dim + d] += v[((r * heads + h) * t + i) * dim + d];
+      }
+    }
   }
   for (std::size_t h = 0; h < heads; ++h)
-    for (std::size_t i = 0; i < length * dim; ++i) total[h * length * dim + i] /= count[i / dim];
+    for (std::size_t i = 0; i < length * dim; ++i) total[h * length * dim + i] /= std::max(count[i / dim], 1.0);
   return from_vector(total, {1, heads, length, dim}, DType::float64);
 }
+
+namespace {
 
 // The replacement of head h's slice of a [B, H, T, D] activation by `value` (zero: undefined), as hooks.
 ActivationFn replace_head(std::size_t heads, std::size_t h, const Tensor& value) {
@@ -87,7 +95,7 @@ void head_ablation(const AnalysisInputs& in, AnalysisResult& out) {
     Deltas zero, mean;
     for (std::size_t l = 0; l < part.blocks.size(); ++l) {
       const std::string hook = part.blocks[l] + part.attention + ".hook_z";
-      const Tensor mean_z = mean_head_output(in, hook);
+      const Tensor mean_z = mean_head_output(in, hook, part.part == "decoder" || part.part == "cross");
       for (std::size_t h = 0; h < heads; ++h) {
         add_delta(zero, base, evaluate_with(in, {{}, {{hook, replace_head(heads, h, Tensor())}}}));
         add_delta(mean, base, evaluate_with(in, {{}, {{hook, replace_head(heads, h, mean_z)}}}));

@@ -11,10 +11,10 @@ namespace {
 using I = std::int64_t;
 
 // The stream's blocks: "blocks.0.", ... for the stack the logits are read from.
-std::vector<std::string> readout_stack(const Model& model) {
+PartBlocks readout_stack(const Model& model) {
   for (const PartBlocks& part : part_blocks(model)) {
     if (part.attention == "cross_attn" || part.blocks.empty()) continue;
-    if (part.blocks[0].rfind(model.readout_blocks(), 0) == 0) return part.blocks;
+    if (part.blocks[0].rfind(model.readout_blocks(), 0) == 0) return part;
   }
   return {};
 }
@@ -125,7 +125,7 @@ void attribution_tables(const Components& c, const std::vector<double>& sums, do
 void logit_attribution(const AnalysisInputs& in, AnalysisResult& out) {
   EvalScope scope(in.model);
   const LayerNorm* norm = in.model.final_norm();
-  const std::vector<std::string> stack = readout_stack(in.model);
+  const std::vector<std::string> stack = readout_stack(in.model).blocks;
   if (!norm || stack.empty()) {
     out.notes.push_back("attribution: the model has no final norm (post-norm), so its logits are not a sum of direct effects");
     return;
@@ -163,8 +163,8 @@ void logit_attribution(const AnalysisInputs& in, AnalysisResult& out) {
 
 void logit_lens(const AnalysisInputs& in, AnalysisResult& out) {
   EvalScope scope(in.model);
-  const std::vector<std::string> stack = readout_stack(in.model);
-  if (stack.empty()) return;
+  const PartBlocks stack = readout_stack(in.model);
+  if (stack.blocks.empty()) return;
   const StackStreams streams = stack_streams(stack);
   const std::vector<std::string>& hooks = streams.hooks;
   const std::vector<std::string>& rows = streams.names;
@@ -182,9 +182,9 @@ void logit_lens(const AnalysisInputs& in, AnalysisResult& out) {
     accuracy.push_back(e.metrics.token_accuracy);
     accuracy.push_back(e.metrics.exact_match);
   }
-  out.add({"logit_lens_loss", "attribution", "Logit lens: held-out loss of each layer's residual stream read out through the final norm and the output layer",
+  out.add({"logit_lens_loss", "attribution", "Logit lens: held-out loss of each layer's residual stream read out through the final norm and the output layer" + part_title(stack.part),
            "stream", "", rows, {"loss"}, loss, false});
-  out.add({"logit_lens_accuracy", "attribution", "Logit lens: held-out accuracy of each layer's residual stream read out", "stream", "", rows,
+  out.add({"logit_lens_accuracy", "attribution", "Logit lens: held-out accuracy of each layer's residual stream read out" + part_title(stack.part), "stream", "", rows,
            {"token_accuracy", "exact_match"}, accuracy, false});
 }
 

@@ -96,6 +96,7 @@ void repeated_tokens_test(const AnalysisInputs& in, std::uint64_t seed, Analysis
   out.add({"repeated_tokens_induction", "detectors",
            "Repeated random tokens: mean attention from each token of the second copy to the token after its first occurrence", "layer",
            "head", numbered(layers), numbered(heads), values, false, true});
+  out.tables.back().examples = rows;  // its own sequences, not the held-out examples
   out.facts["detectors.repeated_tokens.induction_max"] = finite_extreme(values, true);
 }
 

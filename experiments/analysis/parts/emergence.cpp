@@ -64,7 +64,7 @@ void metric_emergence(const RunRecord& run, double threshold, AnalysisResult& ou
       out.add({"emergence_" + part_prefix(part) + name, "emergence",
                std::string("First captured step at which the head's ") + name + " score (attnlab's, patterns.hpp) reached " +
                    std::to_string(threshold).substr(0, 4) + part_title(part) + " (blank: never)",
-               "layer", "head", numbered(size.first), numbered(size.second), first, false});
+               "layer", "head", numbered(size.first), numbered(size.second), first, false, false, 0});
       out.facts["emergence." + part_prefix(part) + name + ".first_step"] = finite_extreme(first, false);
     }
   }
@@ -97,7 +97,7 @@ void detector_series(const std::string& patterns, const std::string& part, Analy
   for (DetectorKind kind : detector_kinds()) cols.push_back(detector_name(kind));
   out.add({"emergence_" + part_prefix(part) + "detectors", "emergence",
            "TransformerLens detector score of the best head at each captured step (mean over the probes)" + part_title(part), "step",
-           "detector", rows, cols, values, false});
+           "detector", rows, cols, values, false, false, 0});
 }
 
 }  // namespace

@@ -43,7 +43,7 @@ std::vector<std::pair<std::string, std::vector<std::string>>> residual_streams(c
   std::vector<std::pair<std::string, std::vector<std::string>>> streams;
   for (const PartBlocks& part : part_blocks(model)) {
     if (part.attention == "cross_attn") continue;
-    std::vector<std::string> hooks = stack_streams(part.blocks).hooks;
+    std::vector<std::string> hooks = stack_streams(part).hooks;
     hooks.pop_back();  // each block's input; the last block's output is read out, not patched
     streams.push_back({part.part, hooks});
   }
@@ -87,7 +87,7 @@ void activation_patching(Model& model, const data::DataSource& data, const data:
     }
     out.add({"patching_" + part_prefix(part.part) + "heads", "patching",
              "Restored share of the logit difference, patching each head's output" + part_title(part.part), "layer", "head",
-             numbered(part.blocks.size()), numbered(heads), values, true, true});
+             numbered(part.blocks.size()), numbered(heads), values, true, true, pairs.size()});
   }
   for (const auto& [stack, hooks] : residual_streams(model)) {
     const bool target = stack == "decoder";
@@ -100,7 +100,7 @@ void activation_patching(Model& model, const data::DataSource& data, const data:
         values.push_back(restored(patched_difference(model, pairs, clean.cache, hook, one_hot_selector(t, i, {1, t, 1}, DType::float32))));
     out.add({"patching_" + part_prefix(stack) + "residual", "patching",
              "Restored share of the logit difference, patching the residual stream at one position (block input)" + part_title(stack),
-             "layer", "position", numbered(hooks.size()), position_labels(data, slice(ids, 0, 0, 1), target), values, true});
+             "layer", "position", numbered(hooks.size()), position_labels(data, slice(ids, 0, 0, 1), target), values, true, false, pairs.size()});
   }
 }
 

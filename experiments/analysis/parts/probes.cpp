@@ -64,9 +64,9 @@ std::size_t as_classes(const std::vector<std::int64_t>& raw, std::vector<std::in
 
 void residual_probes(const AnalysisInputs& in, std::uint64_t seed, AnalysisResult& out) {
   const bool tokens = in.data.token_inputs();
-  std::vector<std::string> stack;
+  PartBlocks stack;
   for (const PartBlocks& p : part_blocks(in.model))
-    if (p.attention != "cross_attn" && stack.empty()) stack = p.blocks;  // the first stack: the one reading the input
+    if (p.attention != "cross_attn" && stack.blocks.empty()) stack = p;  // the first stack: the one reading the input
   const StackStreams streams = stack_streams(stack);
   const std::vector<std::string>& hooks = streams.hooks;
   const std::vector<std::string>& names = streams.names;
@@ -121,9 +121,9 @@ void residual_probes(const AnalysisInputs& in, std::uint64_t seed, AnalysisResul
   }
   std::vector<std::string> cols;
   for (const auto& p : properties) cols.push_back(p.first);
-  out.add({"probes_accuracy", "probes", "Linear probe held-out accuracy of each layer's residual stream (examples never trained on)", "stream",
+  out.add({"probes_accuracy", "probes", "Linear probe held-out accuracy of each layer's residual stream (examples never trained on)" + part_title(stack.part), "stream",
            "property", names, cols, accuracy, false, true});
-  out.add({"probes_chance", "probes", "The most common training label's share of the held-out rows (chance)", "stream", "property", names, cols,
+  out.add({"probes_chance", "probes", "The most common training label's share of the held-out rows (chance)" + part_title(stack.part), "stream", "property", names, cols,
            chance, false});
 }
 
