@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "datasets/source.hpp"
+#include "experiments/analysis/detectors.hpp"
 #include "experiments/analysis/rollout.hpp"
 #include "experiments/runner/analysis_summary.hpp"
 #include "experiments/runner/evaluation.hpp"
@@ -38,6 +39,31 @@ std::size_t example_count(const std::vector<Batch>& batches);
 
 // Loss and metrics of the model on the inputs' batches with `hooks` applied to every forward.
 Evaluation evaluate_with(const AnalysisInputs& in, const HookRequest& hooks);
+
+// Resampling the examples with replacement (a percentile bootstrap): `draws` sets of counts over n
+// examples from a seeded generator, the same draws for every statistic of a table, so that differences
+// (ablated minus clean) are paired.
+struct Bootstrap {
+  Bootstrap(std::size_t n, std::uint64_t seed, std::size_t draws = 1000);
+  std::vector<std::vector<double>> counts;  // [draws][n]
+  // The 2.5th and 97.5th percentiles of statistic(counts) over the draws (NaN ones skipped); the
+  // statistic of the examples themselves is statistic({}) (empty: every example once).
+  std::pair<double, double> interval(const std::function<double(const std::vector<double>&)>& statistic) const;
+};
+// sum(w * num) / sum(w * den), w empty meaning 1 each; NaN when the denominator is 0.
+double weighted_ratio(const std::vector<double>& num, const std::vector<double>& den, const std::vector<double>& w);
+
+// Per held-out example: its summed token loss, scored tokens, correct tokens and exact match (0 or 1),
+// what the ablation's numbers and their intervals are computed from (as `evaluate` scores: loss per
+// scored token, token accuracy, exact match of the rows).
+struct ExampleScores {
+  std::vector<double> loss, tokens, correct, exact;
+  void add(const Tensor& logits, const Tensor& target);
+  double mean_loss(const std::vector<double>& w = {}) const { return weighted_ratio(loss, tokens, w); }
+  double token_accuracy(const std::vector<double>& w = {}) const { return weighted_ratio(correct, tokens, w); }
+  double exact_match(const std::vector<double>& w = {}) const { return weighted_ratio(exact, std::vector<double>(exact.size(), 1.0), w); }
+};
+ExampleScores score_examples(const AnalysisInputs& in, const HookRequest& hooks);
 
 // The blocks of each attention part: the hook prefix of its layers ("blocks.0.", "decoder.blocks.1.")
 // and the name of its attention inside the block ("attn", "cross_attn").
@@ -83,13 +109,21 @@ std::vector<std::int64_t> row_tokens(const data::DataSource& data, const Tensor&
 Tensor mean_head_output(const AnalysisInputs& in, const std::string& hook, bool decoder_side);
 
 // The work of the parts (experiments/analysis/parts/, one file each, with the part's registration).
-void head_ablation(const AnalysisInputs& in, AnalysisResult& out);
-void layer_ablation(const AnalysisInputs& in, AnalysisResult& out);
-// `pairs` from the data source; nothing (a note) when it has none.
-void activation_patching(Model& model, const data::DataSource& data, const data::PatchingPairs& pairs, AnalysisResult& out);
-void logit_attribution(const AnalysisInputs& in, AnalysisResult& out);
+// Ablation tables with 95% bootstrap intervals over the examples (resampled from `seed`).
+void head_ablation(const AnalysisInputs& in, std::uint64_t seed, AnalysisResult& out);
+void layer_ablation(const AnalysisInputs& in, std::uint64_t seed, AnalysisResult& out);
+// `pairs` from the data source; nothing (a note) when it has none. Intervals resampled from `seed`.
+void activation_patching(Model& model, const data::DataSource& data, const data::PatchingPairs& pairs, std::uint64_t seed, AnalysisResult& out);
+void logit_attribution(const AnalysisInputs& in, std::uint64_t seed, AnalysisResult& out);  // intervals resampled from seed
 void logit_lens(const AnalysisInputs& in, AnalysisResult& out);
-void head_detectors(const AnalysisInputs& in, AnalysisResult& out);
+void head_detectors(const AnalysisInputs& in, const DetectorOptions& options, AnalysisResult& out);
+// TransformerLens's detect_head: the mean similarity score of each head of the model's self-attention
+// over its input ([layers * heads], row-major) on a batch of token inputs, each row scored against
+// detection(its tokens up to its length, padding as -1) ([length, length]; detection_pattern for the
+// named kinds, or a pattern of one's own).
+using DetectionPattern = std::function<std::vector<double>(const std::vector<std::int64_t>& tokens)>;
+std::vector<double> detect_heads(Model& model, const data::DataSource& data, const Batch& batch, const DetectionPattern& detection,
+                                 const DetectorOptions& options);
 void repeated_tokens_test(const AnalysisInputs& in, std::uint64_t seed, AnalysisResult& out);
 void residual_probes(const AnalysisInputs& in, std::uint64_t seed, AnalysisResult& out);
 void rollout_maps(const AnalysisInputs& in, const RolloutOptions& options, const std::string& dir, AnalysisResult& out);

@@ -83,6 +83,66 @@ Evaluation evaluate_with(const AnalysisInputs& in, const HookRequest& hooks) {
   return sum.result();
 }
 
+Bootstrap::Bootstrap(std::size_t n, std::uint64_t seed, std::size_t draws) : counts(draws, std::vector<double>(n, 0.0)) {
+  Generator gen(seed);
+  for (std::vector<double>& c : counts)
+    for (std::size_t i = 0; i < n; ++i) c[gen.next_below(n)] += 1.0;
+}
+
+std::pair<double, double> Bootstrap::interval(const std::function<double(const std::vector<double>&)>& statistic) const {
+  std::vector<double> values;
+  for (const std::vector<double>& c : counts) {
+    const double v = statistic(c);
+    if (std::isfinite(v)) values.push_back(v);
+  }
+  if (values.empty()) return {NAN, NAN};
+  std::sort(values.begin(), values.end());
+  const auto at = [&](double q) {  // linear interpolation between order statistics (numpy's default)
+    const double x = q * static_cast<double>(values.size() - 1);
+    const std::size_t i = static_cast<std::size_t>(x);
+    return i + 1 < values.size() ? values[i] + (x - static_cast<double>(i)) * (values[i + 1] - values[i]) : values[i];
+  };
+  return {at(0.025), at(0.975)};
+}
+
+double weighted_ratio(const std::vector<double>& num, const std::vector<double>& den, const std::vector<double>& w) {
+  double n = 0, d = 0;
+  for (std::size_t i = 0; i < num.size(); ++i) {
+    const double wi = w.empty() ? 1.0 : w[i];
+    n += wi * num[i], d += wi * den[i];
+  }
+  return d != 0 ? n / d : NAN;
+}
+
+void ExampleScores::add(const Tensor& logits, const Tensor& target) {
+  const std::size_t classes = logits.size(-1), rows = target.size(0), per_row = target.numel() / std::max<std::size_t>(rows, 1);
+  const std::int64_t* t = target.data<std::int64_t>();
+  for (std::size_t r = 0; r < rows; ++r) {
+    double sum = 0, scored = 0, right = 0;
+    for (std::size_t i = r * per_row; i < (r + 1) * per_row; ++i) {
+      if (t[i] == data::kIgnore) continue;
+      double top = -INFINITY, total = 0;
+      std::size_t best = 0;
+      for (std::size_t c = 0; c < classes; ++c) {
+        const double v = element(logits, i * classes + c);
+        if (v > top) top = v, best = c;  // the first maximum on ties, as sequence_metrics
+      }
+      for (std::size_t c = 0; c < classes; ++c) total += std::exp(element(logits, i * classes + c) - top);
+      sum += top + std::log(total) - element(logits, i * classes + static_cast<std::size_t>(t[i]));
+      scored += 1, right += best == static_cast<std::size_t>(t[i]);
+    }
+    loss.push_back(sum), tokens.push_back(scored), correct.push_back(right), exact.push_back(right == scored ? 1.0 : 0.0);
+  }
+}
+
+ExampleScores score_examples(const AnalysisInputs& in, const HookRequest& hooks) {
+  ExampleScores scores;
+  ForwardOptions o;
+  o.hooks = hooks;
+  for (const Batch& b : in.batches) scores.add(in.model.forward(b, o).logits, b.target);
+  return scores;
+}
+
 std::vector<PartBlocks> part_blocks(const Model& model) {
   std::vector<PartBlocks> parts;
   for (const Model::AttentionPart& p : model.attention_parts()) {

@@ -36,23 +36,43 @@ std::vector<double> detection_pattern(DetectorKind kind, const std::vector<std::
   return d;
 }
 
-double detector_score(DetectorKind kind, const double* pattern, std::size_t rows, std::size_t cols, const std::vector<std::int64_t>& tokens,
-                      std::size_t length, const DetectorOptions& options) {
+const EnumNames<ErrorMeasure>& error_measure_names() {
+  static const EnumNames<ErrorMeasure> names{{"mul", ErrorMeasure::mul}, {"abs", ErrorMeasure::abs}};
+  return names;
+}
+
+double similarity_score(const double* pattern, std::size_t rows, std::size_t cols, const std::vector<double>& d,
+                        const std::vector<std::int64_t>& tokens, std::size_t length, const DetectorOptions& options) {
   if (length > rows || length > cols || length > tokens.size()) {
     throw std::invalid_argument("detector_score: a length of " + std::to_string(length) + " for a " + std::to_string(rows) + "x" +
                                 std::to_string(cols) + " pattern of " + std::to_string(tokens.size()) + " tokens");
   }
-  const std::vector<std::int64_t> used(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(length));
-  const std::vector<double> d = detection_pattern(kind, used);
-  double hit = 0, total = 0;
-  for (std::size_t i = 0; i < length; ++i)
+  if (d.size() != length * length) {
+    throw std::invalid_argument("a detection pattern of " + std::to_string(d.size()) + " cells for " + std::to_string(length) +
+                                " tokens; it must be [" + std::to_string(length) + ", " + std::to_string(length) + "]");
+  }
+  double hit = 0, total = 0, distance = 0;
+  std::size_t used_rows = 0;
+  for (std::size_t i = 0; i < length; ++i) {
+    if (options.scored_rows && tokens[i] < 0) continue;  // a padding query
+    ++used_rows;
     for (std::size_t j = 0; j < length; ++j) {
       if ((options.exclude_bos && j == 0) || (options.exclude_current_token && i == j)) continue;  // zeroed before scoring
       const double a = pattern[i * cols + j];
       hit += a * d[i * length + j];
       total += a;
+      distance += std::fabs(a - d[i * length + j]);
     }
+  }
+  if (options.error_measure == ErrorMeasure::abs) return used_rows ? 1.0 - distance / static_cast<double>(used_rows) : NAN;
   return total != 0 ? hit / total : NAN;
+}
+
+double detector_score(DetectorKind kind, const double* pattern, std::size_t rows, std::size_t cols, const std::vector<std::int64_t>& tokens,
+                      std::size_t length, const DetectorOptions& options) {
+  if (length > tokens.size()) return similarity_score(pattern, rows, cols, {}, tokens, length, options);  // the length error
+  const std::vector<std::int64_t> used(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(length));
+  return similarity_score(pattern, rows, cols, detection_pattern(kind, used), tokens, length, options);
 }
 
 double repeated_tokens_induction_score(const double* pattern, std::size_t rows, std::size_t cols, std::size_t half, std::size_t offset) {
@@ -65,13 +85,13 @@ double repeated_tokens_induction_score(const double* pattern, std::size_t rows, 
   return sum / static_cast<double>(half - 1);
 }
 
-DetectorSums::DetectorSums(std::size_t heads) {
+DetectorSums::DetectorSums(std::size_t heads, DetectorOptions o) : options(o) {
   for (DetectorKind kind : detector_kinds()) sum[kind].assign(heads, 0.0), count[kind].assign(heads, 0.0);
 }
 
 void DetectorSums::add(std::size_t k, const double* pattern, std::size_t t, const std::vector<std::int64_t>& tokens, std::size_t length) {
   for (DetectorKind kind : detector_kinds()) {
-    const double s = detector_score(kind, pattern, t, t, tokens, length, DetectorOptions{});
+    const double s = detector_score(kind, pattern, t, t, tokens, length, options);
     if (std::isfinite(s)) sum[kind][k] += s, count[kind][k] += 1;
   }
 }

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "framework/tensor/enum_names.hpp"
+
 namespace attnlab {
 
 enum class DetectorKind { previous_token, duplicate_token, induction };
@@ -25,14 +27,30 @@ std::vector<DetectorKind> detector_kinds();
 //   induction_head       (i, j+1) for j < i with tokens[j] == tokens[i] (and j+1 < i... as TransformerLens)
 std::vector<double> detection_pattern(DetectorKind kind, const std::vector<std::int64_t>& tokens);
 
+// How a head's pattern A is compared with a detection pattern D (TransformerLens's error_measure):
+//   mul: sum(A * D) / sum(A), the share of the head's attention on the marked cells;
+//   abs: 1 - sum|A - D| / rows, one minus the mean over rows of how far each row is from D's.
+enum class ErrorMeasure { mul, abs };
+const EnumNames<ErrorMeasure>& error_measure_names();  // "mul", "abs"
+
 struct DetectorOptions {
   bool exclude_bos = false;            // zero the first key's column before scoring
   bool exclude_current_token = false;  // zero the diagonal before scoring
+  ErrorMeasure error_measure = ErrorMeasure::mul;
+  // Only the rows whose query is a real token (tokens[i] >= 0; row_tokens gives padding as -1): what a
+  // head does where the task scores it. TransformerLens scores every row, and counts an earlier PAD as
+  // a duplicate of a PAD.
+  bool scored_rows = false;
 };
 
-// TransformerLens's "mul" score: sum(pattern * detection) / sum(pattern), after the exclusions, over the
-// first `length` queries and keys of a [rows, cols] pattern (the rest is the batch's padding). NaN when
-// the pattern has no mass left.
+// The score of one head's [rows, cols] pattern against a detection pattern D ([length, length],
+// row-major) over the first `length` queries and keys, after the exclusions: TransformerLens's
+// compute_head_attention_similarity_score (and its scored-rows restriction when asked, `tokens` telling
+// which rows are padding). NaN when no mass (mul) or no row (abs) is left.
+double similarity_score(const double* pattern, std::size_t rows, std::size_t cols, const std::vector<double>& detection,
+                        const std::vector<std::int64_t>& tokens, std::size_t length, const DetectorOptions& options);
+
+// similarity_score against the detection pattern of `kind` for the first `length` tokens.
 double detector_score(DetectorKind kind, const double* pattern, std::size_t rows, std::size_t cols,
                       const std::vector<std::int64_t>& tokens, std::size_t length, const DetectorOptions& options);
 
@@ -47,10 +65,11 @@ double repeated_tokens_induction_score(const double* pattern, std::size_t rows, 
 // for the means over examples or probes.
 struct DetectorSums {
   std::map<DetectorKind, std::vector<double>> sum, count;
-  explicit DetectorSums(std::size_t heads);
+  DetectorSums(std::size_t heads, DetectorOptions options = {});
   // Head k's [t, t] pattern of one sequence, its first `length` positions real.
   void add(std::size_t k, const double* pattern, std::size_t t, const std::vector<std::int64_t>& tokens, std::size_t length);
   std::vector<double> mean(DetectorKind kind) const;  // NaN for a head with no finite score
+  DetectorOptions options;
 };
 
 }  // namespace attnlab

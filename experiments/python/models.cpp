@@ -3,9 +3,11 @@
 // data of its config: held-out batches, token names, patching pairs.
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
+#include "experiments/analysis/analysis.hpp"
 #include "experiments/python/arrays.hpp"
 #include "experiments/python/bindings.hpp"
 #include "experiments/runner/experiment.hpp"
@@ -18,6 +20,28 @@ namespace {
 
 // The batch a forward reads: tokens [B, T] (or images [B, C, H, W]) with their optional masks and, for an
 // encoder-decoder, the decoder's input.
+// A detection pattern from Python: a detector's name, or a [T, T] array for inputs of T tokens.
+DetectionPattern detection_from_python(const py::object& detection) {
+  if (py::isinstance<py::str>(detection)) {
+    const std::string name = py::str(detection);
+    const std::vector<DetectorKind> kinds = detector_kinds();
+    const auto kind = std::find_if(kinds.begin(), kinds.end(), [&](DetectorKind k) { return name == detector_name(k); });
+    if (kind == kinds.end()) {
+      throw std::invalid_argument("detection '" + name + "' is none of previous_token_head, duplicate_token_head, induction_head; or give a [T, T] array");
+    }
+    return [k = *kind](const std::vector<std::int64_t>& tokens) { return detection_pattern(k, tokens); };
+  }
+  const Tensor d = from_numpy(detection, Want::floating, "detection");
+  if (d.dim() != 2 || d.size(0) != d.size(1)) throw std::invalid_argument("detection must be a name or a [T, T] array, got " + shape_str(d.shape()));
+  return [v = d.to_vector(), t = d.size(0)](const std::vector<std::int64_t>& tokens) {
+    if (tokens.size() != t) {
+      throw std::invalid_argument("detection is [" + std::to_string(t) + ", " + std::to_string(t) + "] but a row has " + std::to_string(tokens.size()) +
+                                  " real tokens: a pattern of one's own needs inputs of its length without padding");
+    }
+    return v;
+  };
+}
+
 Batch batch_of(const ModelHandle& h, const py::object& input, const py::object& padding_mask, const py::object& decoder_input,
                const py::object& decoder_padding_mask) {
   Batch b;
@@ -87,8 +111,26 @@ py::dict batch_dict(const Batch& b) {
   return d;
 }
 
+// TransformerLens's detect_head on a Model.
+void bind_detect_heads(py::class_<ModelHandle>& model) {
+  model      .def("detect_heads",
+           [](ModelHandle& h, const py::object& input, const py::object& detection, bool exclude_bos, bool exclude_current_token,
+              const std::string& error_measure, bool scored_rows, const py::object& pm) {
+             DetectorOptions o{exclude_bos, exclude_current_token, parse_enum(error_measure_names(), error_measure, "error_measure"), scored_rows};
+             const DetectionPattern pattern = detection_from_python(detection);
+             const Batch b = batch_of(h, input, pm, py::none(), py::none());
+             const std::vector<double> scores = detect_heads(*h.model, *h.data, b, pattern, o);
+             return to_numpy(from_vector(scores, {scores.size() / h.model->n_heads(), h.model->n_heads()}, DType::float64));
+           },
+           py::arg("input"), py::arg("detection"), py::arg("exclude_bos") = false, py::arg("exclude_current_token") = false,
+           py::arg("error_measure") = "mul", py::arg("scored_rows") = false, py::arg("padding_mask") = py::none(),
+           "TransformerLens's detect_head: each head's mean score [layers, heads] against a named detection pattern or a [T, T] array");
+}
+
 void bind_model_class(py::module_& m) {
-  py::class_<ModelHandle>(m, "Model", "a model with the data of its config; forwards in eval mode, without a graph")
+  py::class_<ModelHandle> model(m, "Model", "a model with the data of its config; forwards in eval mode, without a graph");
+  bind_detect_heads(model);
+  model
       .def_static("from_config", [](const py::object& c, const std::vector<std::string>& o) { return model_from_config(config_from(c, o)); },
                   py::arg("config"), py::arg("overrides") = std::vector<std::string>{},
                   "a new model (initial weights from the config's seed) from a YAML file's path or a dict, with key=value overrides")

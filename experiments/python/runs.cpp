@@ -63,6 +63,11 @@ py::dict analysis_dict(const AnalysisResult& r) {
     table["values"] = to_numpy(from_vector(t.values, {t.rows.size(), t.cols.size()}, DType::float64));
     table["rows"] = t.rows, table["cols"] = t.cols, table["row_axis"] = t.row_axis, table["col_axis"] = t.col_axis;
     table["title"] = t.title, table["section"] = t.section;
+    table["examples"] = t.examples ? py::object(py::int_(*t.examples)) : py::object(py::none());
+    if (!t.low.empty()) {  // the 95% bootstrap interval of each value
+      table["low"] = to_numpy(from_vector(t.low, {t.rows.size(), t.cols.size()}, DType::float64));
+      table["high"] = to_numpy(from_vector(t.high, {t.rows.size(), t.cols.size()}, DType::float64));
+    }
     tables[py::str(t.name)] = table;
   }
   out["tables"] = tables, out["facts"] = r.facts, out["notes"] = r.notes;

@@ -33,12 +33,17 @@ void write_table(const std::string& dir, const AnalysisTable& t) {
   write_table_png(dir + "/" + t.name + ".png", t.values, t.rows.size(), t.cols.size(), t.signed_values);
 }
 
+json numbers_json(const std::vector<double>& numbers) {
+  json out = json::array();
+  for (double v : numbers) out.push_back(json_number(v));
+  return out;
+}
+
 json table_json(const AnalysisTable& t) {
-  json values = json::array();
-  for (double v : t.values) values.push_back(json_number(v));
+  const json values = numbers_json(t.values);
   return {{"name", t.name}, {"section", t.section}, {"title", t.title}, {"row_axis", t.row_axis}, {"col_axis", t.col_axis},
           {"rows", t.rows}, {"cols", t.cols}, {"values", values}, {"signed", t.signed_values}, {"compared", t.compared},
-          {"examples", t.examples ? json(*t.examples) : json()}};
+          {"examples", t.examples ? json(*t.examples) : json()}, {"low", numbers_json(t.low)}, {"high", numbers_json(t.high)}};
 }
 
 AnalysisTable table_from_json(const json& j) {
@@ -54,6 +59,11 @@ AnalysisTable table_from_json(const json& j) {
   t.signed_values = j.at("signed").get<bool>();
   t.compared = j.value("compared", false);  // summaries before it have none: their runs show facts only until analysed again
   if (j.contains("examples") && !j.at("examples").is_null()) t.examples = j.at("examples").get<std::size_t>();
+  for (const json& v : j.value("low", json::array())) t.low.push_back(number_from_json(v));
+  for (const json& v : j.value("high", json::array())) t.high.push_back(number_from_json(v));
+  if ((!t.low.empty() || !t.high.empty()) && (t.low.size() != t.values.size() || t.high.size() != t.values.size())) {
+    throw std::invalid_argument("table '" + t.name + "' has intervals for other than its values");
+  }
   if (t.values.size() != t.rows.size() * t.cols.size()) throw std::invalid_argument("table '" + t.name + "' holds the wrong number of values");
   return t;
 }

@@ -24,6 +24,9 @@ struct AnalysisTable {
   // ends); a part that works on others says so (patching: its pairs; 0: none of the analysis's, e.g. the
   // weights or the patterns the run captured while it trained).
   std::optional<std::size_t> examples;
+  // A 95% bootstrap interval per value over the examples (percentiles of the resampled statistic); empty
+  // when the table has none.
+  std::vector<double> low, high;
   double at(std::size_t r, std::size_t c) const { return values[r * cols.size() + c]; }
 };
 

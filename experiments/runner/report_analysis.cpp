@@ -19,6 +19,9 @@ namespace {
 using report::escape;
 using report::fmt;
 
+// "layer 1" for a cell's tooltip; the label alone when the axis has no name.
+std::string axis_label(const std::string& axis, const std::string& label) { return axis.empty() ? label : axis + " " + label; }
+
 // One table as an SVG grid: the row labels down the left, the column labels across the top, each cell
 // coloured (diverging around 0 for signed values, viridis otherwise, scaled to the largest magnitude)
 // and, when the grid is small, its value written in it.
@@ -48,7 +51,9 @@ std::string table_heatmap(const AnalysisTable& t) {
       table_colour(v, m, t.signed_values, rgb);
       const double x = left + static_cast<double>(c) * cw;
       svg << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << cw << "\" height=\"" << ch << "\" fill=\"rgb(" << int(rgb[0]) << ","
-          << int(rgb[1]) << "," << int(rgb[2]) << ")\"><title>" << escape(t.rows[r] + " / " + t.cols[c]) << ": " << fmt("%.4g", v) << "</title></rect>";
+          << int(rgb[1]) << "," << int(rgb[2]) << ")\"><title>" << escape(axis_label(t.row_axis, t.rows[r]) + ", " + axis_label(t.col_axis, t.cols[c])) << ": "
+          << fmt("%.4g", v) << (t.low.empty() ? "" : " (95% interval " + fmt("%.4g", t.low[r * cols + c]) + " to " + fmt("%.4g", t.high[r * cols + c]) + ")")
+          << "</title></rect>";
       if (numbers) {
         const bool dark = (0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]) < 110;
         svg << "<text x=\"" << x + cw / 2 << "\" y=\"" << y + ch / 2 + 3 << "\" text-anchor=\"middle\" fill=\"" << (dark ? "#fff" : "#000")

@@ -143,5 +143,21 @@ TEST(AnalysisStreams, AnEncoderDecodersRowsSayWhichStackTheyRead) {
   EXPECT_EQ(stack_streams(part_blocks(*lm)[0]).names[0], "embed");
 }
 
+// The percentile bootstrap of a share: about the normal interval p +- 1.96 sqrt(p (1 - p) / n).
+TEST(Bootstrap, TheIntervalOfAShareIsAboutTheNormalOne) {
+  const std::size_t n = 400;
+  std::vector<double> hits(n), ones(n, 1.0);
+  for (std::size_t i = 0; i < n; ++i) hits[i] = i % 4 == 0 ? 1.0 : 0.0;  // p = 0.25
+  const Bootstrap boot(n, 11);
+  const auto [low, high] = boot.interval([&](const std::vector<double>& w) { return weighted_ratio(hits, ones, w); });
+  const double half = 1.96 * std::sqrt(0.25 * 0.75 / n);
+  EXPECT_NEAR(low, 0.25 - half, 0.01);
+  EXPECT_NEAR(high, 0.25 + half, 0.01);
+  EXPECT_EQ(weighted_ratio(hits, ones, {}), 0.25);
+  // The same seed, the same draws; a statistic without a value in any draw has no interval.
+  EXPECT_EQ(Bootstrap(n, 11).counts, boot.counts);
+  EXPECT_TRUE(std::isnan(boot.interval([](const std::vector<double>&) { return NAN; }).first));
+}
+
 }  // namespace
 }  // namespace attnlab

@@ -57,6 +57,51 @@ TEST(Detectors, OnlyTheRealLengthCounts) {
   EXPECT_THROW(detector_score(DetectorKind::duplicate_token, p.data(), t, t, tokens, 5, {}), std::invalid_argument);
 }
 
+// TransformerLens's "abs" measure: 1 - sum|A - D| / rows, after the same exclusions.
+TEST(Detectors, TheAbsMeasureIsOneMinusTheMeanRowDistance) {
+  const std::size_t t = 4;
+  const std::vector<std::int64_t> tokens = {2, 3, 4, 5};
+  std::vector<double> perfect(t * t, 0.0);
+  perfect[0] = 1.0;
+  for (std::size_t i = 1; i < t; ++i) perfect[i * t + i - 1] = 1.0;
+  DetectorOptions abs;
+  abs.error_measure = ErrorMeasure::abs;
+  EXPECT_NEAR(detector_score(DetectorKind::previous_token, perfect.data(), t, t, tokens, t, abs), 0.75, 1e-12);  // row 0 is 1 away
+  abs.exclude_bos = true;
+  EXPECT_NEAR(detector_score(DetectorKind::previous_token, perfect.data(), t, t, tokens, t, abs), 1.0, 1e-12);
+  const auto u = uniform_causal(t);
+  abs.exclude_bos = false;
+  // Row i spreads 1/(i+1) over i+1 keys; D has one 1 in rows 1..3.
+  const double distance = 1.0 + (0.5 + 0.5) + (1.0 / 3 + 2.0 / 3 + 1.0 / 3) + (0.25 + 0.75 + 0.25 + 0.25);
+  EXPECT_NEAR(detector_score(DetectorKind::previous_token, u.data(), t, t, tokens, t, abs), 1.0 - distance / 4, 1e-12);
+}
+
+// Padding queries (token -1, as row_tokens gives them) count for TransformerLens (an earlier PAD is a
+// duplicate of a PAD); the scored-rows restriction leaves them out.
+TEST(Detectors, ScoredRowsLeaveThePaddingQueriesOut) {
+  const std::size_t t = 4;
+  const std::vector<std::int64_t> tokens = {-1, -1, 5, 5};
+  std::vector<double> p(t * t, 0.0);
+  p[0] = 1, p[1 * t + 0] = 1, p[2 * t + 2] = 1, p[3 * t + 0] = 1;  // row 1: the earlier PAD; row 3: a PAD, not its duplicate
+  EXPECT_NEAR(detector_score(DetectorKind::duplicate_token, p.data(), t, t, tokens, t, {}), 0.25, 1e-12);
+  DetectorOptions scored;
+  scored.scored_rows = true;
+  EXPECT_NEAR(detector_score(DetectorKind::duplicate_token, p.data(), t, t, tokens, t, scored), 0.0, 1e-12);
+  p[3 * t + 0] = 0, p[3 * t + 2] = 1;  // row 3 on the earlier 5
+  EXPECT_NEAR(detector_score(DetectorKind::duplicate_token, p.data(), t, t, tokens, t, scored), 0.5, 1e-12);
+}
+
+// A detection pattern of one's own (TransformerLens's custom detection_pattern), checked for its size.
+TEST(Detectors, ACustomDetectionPatternScoresAsTheNamedOnes) {
+  const std::size_t t = 3;
+  const std::vector<std::int64_t> tokens = {2, 3, 4};
+  const auto u = uniform_causal(t);
+  std::vector<double> first_key(t * t, 0.0);
+  for (std::size_t i = 0; i < t; ++i) first_key[i * t] = 1.0;  // "attends to the first token"
+  EXPECT_NEAR(similarity_score(u.data(), t, t, first_key, tokens, t, {}), (1.0 + 0.5 + 1.0 / 3) / 3, 1e-12);
+  EXPECT_THROW(similarity_score(u.data(), t, t, std::vector<double>(4, 0.0), tokens, t, {}), std::invalid_argument);
+}
+
 TEST(Detectors, RepeatedTokensInductionScoreReadsTheStripe) {
   const std::size_t half = 3, t = 2 * half + 1;  // a BOS, then x y z x y z
   std::vector<double> p(t * t, 0.0);

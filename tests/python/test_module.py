@@ -124,6 +124,36 @@ def test_the_analysis_from_python_is_the_tables_analyze_writes(runs):
         np.testing.assert_allclose(table["values"], csv.reshape(table["values"].shape), rtol=1e-6, atol=1e-12, err_msg=name)
     assert attnlab.Run(runs[0]).analysis["facts"]["ablation.baseline.loss"] == result["facts"]["ablation.baseline.loss"]
     assert set(attnlab.analysis_parts()) >= {"ablation", "patching", "attribution", "detectors", "rollout", "probes", "emergence"}
+    ablation = result["tables"]["ablation_zero_loss"]
+    assert ablation["examples"] == 32 and result["tables"]["patching_heads"]["examples"] == 8
+    assert np.all(ablation["low"] <= ablation["values"] + 1e-12) and np.all(ablation["values"] <= ablation["high"] + 1e-12)
+
+
+def test_detect_heads_as_transformer_lens_has_it(model):
+    ids = tokens(model, 16)
+    assert "padding_mask" not in model.data.held_out(16)  # the default task pads inside its sequences, with PAD tokens
+    _, cache = model.run_with_cache(ids, ["blocks.*.attn.hook_pattern"])
+    patterns = np.stack([cache[f"blocks.{l}.attn.hook_pattern"] for l in range(model.n_layers)]).astype(np.float64)  # [L, B, H, T, T]
+    t = ids.shape[1]
+    # TransformerLens's duplicate-token "mul" score written out: every row, an earlier PAD a duplicate of a PAD.
+    duplicate = np.stack([np.tril(row[:, None] == row[None, :], -1) for row in ids]).astype(np.float64)  # [B, T, T]
+    scores = (patterns * duplicate[None, :, None]).sum((-1, -2)) / patterns.sum((-1, -2))  # [L, B, H]
+    np.testing.assert_allclose(model.detect_heads(ids, "duplicate_token_head"), scores.mean(1), atol=1e-6)
+    # The scored rows: PAD queries left out (and a PAD key is no one's duplicate then).
+    real = ids != 0
+    kept = (patterns * (duplicate * real[:, :, None])[None, :, None]).sum((-1, -2)) / (patterns * real[None, :, None, :, None]).sum((-1, -2))
+    np.testing.assert_allclose(model.detect_heads(ids, "duplicate_token_head", scored_rows=True), kept.mean(1), atol=1e-6)
+    # A pattern of one's own: the named previous-token pattern written out scores as the name does (on
+    # rows without padding, as a fixed [T, T] pattern needs).
+    full = ids[np.all(ids != 0, axis=1)] if np.any(np.all(ids != 0, axis=1)) else ids[:, -8:]
+    t = full.shape[1]
+    previous = np.eye(t, k=-1)
+    np.testing.assert_allclose(model.detect_heads(full, previous), model.detect_heads(full, "previous_token_head"), atol=1e-12)
+    assert model.detect_heads(full, previous, error_measure="abs").shape == (model.n_layers, model.n_heads)
+    with pytest.raises(ValueError, match="detection 'prev' is none of"):
+        model.detect_heads(ids, "prev")
+    with pytest.raises(ValueError, match="error_measure"):
+        model.detect_heads(ids, previous, error_measure="max")
 
 
 def test_an_analysis_part_runs_on_a_model_in_memory(model):

@@ -3,6 +3,7 @@
 // token accuracy and exact match. It replaces named activations (nn/hooks.hpp) and nothing else.
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "experiments/analysis/part.hpp"
 
@@ -59,36 +60,56 @@ ActivationFn replace_head(std::size_t heads, std::size_t h, const Tensor& value)
   };
 }
 
+// Each metric's change under an ablation, with its bootstrap interval, cell by cell.
 struct Deltas {
-  std::vector<double> loss, accuracy, exact;
+  struct Column {
+    std::vector<double> value, low, high;
+  };
+  Column loss, accuracy, exact;
+  void fill(std::size_t cells) {
+    for (Column* c : {&loss, &accuracy, &exact}) c->value.assign(cells, NAN), c->low = c->high = c->value;
+  }
+  // Cell `cell`: the ablated scores minus the base's, over the examples and over each bootstrap draw.
+  void set(std::size_t cell, const ExampleScores& base, const ExampleScores& e, const Bootstrap& boot) {
+    using Metric = double (ExampleScores::*)(const std::vector<double>&) const;
+    const std::pair<Column*, Metric> metrics[] = {
+        {&loss, &ExampleScores::mean_loss}, {&accuracy, &ExampleScores::token_accuracy}, {&exact, &ExampleScores::exact_match}};
+    for (const auto& [column, metric] : metrics) {
+      const auto change = [&, metric = metric](const std::vector<double>& w) { return (e.*metric)(w) - (base.*metric)(w); };
+      column->value[cell] = change({});
+      std::tie(column->low[cell], column->high[cell]) = boot.interval(change);
+    }
+  }
+  void add(const ExampleScores& base, const ExampleScores& e, const Bootstrap& boot) {
+    if (loss.value.size() <= cells) {
+      for (Column* c : {&loss, &accuracy, &exact}) c->value.push_back(NAN), c->low.push_back(NAN), c->high.push_back(NAN);
+    }
+    set(cells++, base, e, boot);
+  }
+  std::size_t cells = 0;
 };
-
-void add_delta(Deltas& d, const Evaluation& base, const Evaluation& e) {
-  d.loss.push_back(e.loss - base.loss);
-  d.accuracy.push_back(e.metrics.token_accuracy - base.metrics.token_accuracy);
-  d.exact.push_back(e.metrics.exact_match - base.metrics.exact_match);
-}
 
 void add_delta_tables(AnalysisResult& out, const std::string& name, const std::string& title, const std::string& row_axis,
                       const std::string& col_axis, std::vector<std::string> rows, std::vector<std::string> cols, const Deltas& d,
                       bool compared = false) {
-  const std::pair<const char*, const std::vector<double>*> kinds[] = {
-      {"loss", &d.loss}, {"accuracy", &d.accuracy}, {"exact_match", &d.exact}};
+  const std::pair<const char*, const Deltas::Column*> kinds[] = {{"loss", &d.loss}, {"accuracy", &d.accuracy}, {"exact_match", &d.exact}};
   const char* words[] = {"change in held-out loss", "change in held-out token accuracy", "change in held-out exact match"};
   for (std::size_t k = 0; k < 3; ++k) {
-    out.add({name + "_" + kinds[k].first, "ablation", title + ": " + words[k], row_axis, col_axis, rows, cols, *kinds[k].second, true});
+    out.add({name + "_" + kinds[k].first, "ablation", title + ": " + words[k], row_axis, col_axis, rows, cols, kinds[k].second->value, true});
     out.tables.back().compared = compared && k == 1;  // a comparison sets the zero ablation's accuracy side by side
+    out.tables.back().low = kinds[k].second->low, out.tables.back().high = kinds[k].second->high;
   }
 }
 
 }  // namespace
 
-void head_ablation(const AnalysisInputs& in, AnalysisResult& out) {
+void head_ablation(const AnalysisInputs& in, std::uint64_t seed, AnalysisResult& out) {
   EvalScope scope(in.model);  // eval mode, no graph
-  const Evaluation base = evaluate_with(in, {});
-  out.facts["ablation.baseline.loss"] = base.loss;
-  out.facts["ablation.baseline.token_accuracy"] = base.metrics.token_accuracy;
-  out.facts["ablation.baseline.exact_match"] = base.metrics.exact_match;
+  const ExampleScores base = score_examples(in, {});
+  const Bootstrap boot(base.exact.size(), seed);
+  out.facts["ablation.baseline.loss"] = base.mean_loss();
+  out.facts["ablation.baseline.token_accuracy"] = base.token_accuracy();
+  out.facts["ablation.baseline.exact_match"] = base.exact_match();
   const std::size_t heads = in.model.n_heads();
   for (const PartBlocks& part : part_blocks(in.model)) {
     const std::vector<std::string> rows = numbered(part.blocks.size());
@@ -97,8 +118,8 @@ void head_ablation(const AnalysisInputs& in, AnalysisResult& out) {
       const std::string hook = part.blocks[l] + part.attention + ".hook_z";
       const Tensor mean_z = mean_head_output(in, hook, part.part == "decoder" || part.part == "cross");
       for (std::size_t h = 0; h < heads; ++h) {
-        add_delta(zero, base, evaluate_with(in, {{}, {{hook, replace_head(heads, h, Tensor())}}}));
-        add_delta(mean, base, evaluate_with(in, {{}, {{hook, replace_head(heads, h, mean_z)}}}));
+        zero.add(base, score_examples(in, {{}, {{hook, replace_head(heads, h, Tensor())}}}), boot);
+        mean.add(base, score_examples(in, {{}, {{hook, replace_head(heads, h, mean_z)}}}), boot);
       }
     }
     const std::string stem = "ablation_" + part_prefix(part.part);
@@ -107,9 +128,10 @@ void head_ablation(const AnalysisInputs& in, AnalysisResult& out) {
   }
 }
 
-void layer_ablation(const AnalysisInputs& in, AnalysisResult& out) {
+void layer_ablation(const AnalysisInputs& in, std::uint64_t seed, AnalysisResult& out) {
   EvalScope scope(in.model);  // eval mode, no graph
-  const Evaluation base = evaluate_with(in, {});
+  const ExampleScores base = score_examples(in, {});
+  const Bootstrap boot(base.exact.size(), seed);
   std::vector<std::string> rows;
   std::vector<std::string> cols;
   std::vector<std::pair<std::string, std::string>> points;  // (row label, hook)
@@ -128,14 +150,12 @@ void layer_ablation(const AnalysisInputs& in, AnalysisResult& out) {
     if (std::find(cols.begin(), cols.end(), output(hook)) == cols.end()) cols.push_back(output(hook));
   }
   Deltas laid;  // encoder rows have no cross-attention: their cells stay NaN
-  laid.loss.assign(rows.size() * cols.size(), NAN), laid.accuracy = laid.loss, laid.exact = laid.loss;
+  laid.fill(rows.size() * cols.size());
   for (const auto& [row, hook] : points) {
-    const Evaluation e = evaluate_with(in, {{}, {{hook, [](const Tensor& x, const std::string&) { return x * 0.0; }}}});
+    const ExampleScores e = score_examples(in, {{}, {{hook, [](const Tensor& x, const std::string&) { return x * 0.0; }}}});
     const std::size_t cell = static_cast<std::size_t>(std::find(rows.begin(), rows.end(), row) - rows.begin()) * cols.size() +
                              static_cast<std::size_t>(std::find(cols.begin(), cols.end(), output(hook)) - cols.begin());
-    laid.loss[cell] = e.loss - base.loss;
-    laid.accuracy[cell] = e.metrics.token_accuracy - base.metrics.token_accuracy;
-    laid.exact[cell] = e.metrics.exact_match - base.metrics.exact_match;
+    laid.set(cell, base, e, boot);
   }
   add_delta_tables(out, "ablation_layers_zero", "Zero ablation of each layer's attention and MLP output", "layer", "output", rows, cols, laid);
 }
@@ -153,8 +173,8 @@ class AblationPart {
   struct Options {};
   static Schema<Options> options_schema() { return {}; }
   static void run(const PartInputs& p, const Options&) {
-    head_ablation(p.in, p.result);
-    layer_ablation(p.in, p.result);
+    head_ablation(p.in, p.run.config.seed + 5, p.result);
+    layer_ablation(p.in, p.run.config.seed + 5, p.result);
   }
 };
 

@@ -19,19 +19,27 @@ PartBlocks readout_stack(const Model& model) {
   return {};
 }
 
-// The logit of each scored answer (target != ignore; one per row for per-sequence logits), summed, and
-// how many there were.
-std::pair<double, std::size_t> answer_logits(const Tensor& logits, const Tensor& target) {
+// Per row: the logit of each scored answer (target != ignore; one per row for per-sequence logits),
+// summed, and how many there were; appended to `sums` and `counts`.
+void answer_logits(const Tensor& logits, const Tensor& target, std::vector<double>& sums, std::vector<double>* counts = nullptr) {
   const std::int64_t* t = target.data<std::int64_t>();
-  const std::size_t classes = logits.size(logits.dim() - 1), n = target.numel();
-  double total = 0;
-  std::size_t count = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (t[i] == data::kIgnore) continue;
-    total += element(logits, i * classes + static_cast<std::size_t>(t[i]));
-    ++count;
+  const std::size_t classes = logits.size(logits.dim() - 1), rows = target.size(0), per_row = target.numel() / std::max<std::size_t>(rows, 1);
+  for (std::size_t r = 0; r < rows; ++r) {
+    double total = 0, count = 0;
+    for (std::size_t i = r * per_row; i < (r + 1) * per_row; ++i) {
+      if (t[i] == data::kIgnore) continue;
+      total += element(logits, i * classes + static_cast<std::size_t>(t[i]));
+      count += 1;
+    }
+    sums.push_back(total);
+    if (counts) counts->push_back(count);
   }
-  return {total, count};
+}
+
+double total_of(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return s;
 }
 
 // A component as the final norm sees it with the scale frozen: centred, divided by the stream's scale
@@ -97,32 +105,37 @@ struct Components {
   }
 };
 
-// The head tables (layer x head, per attention) and the other components' column.
-void attribution_tables(const Components& c, const std::vector<double>& sums, double per, AnalysisResult& out) {
-  const std::vector<std::string> rows = numbered(c.blocks.size()), head_cols = numbered(c.heads);
-  std::vector<std::string> other_rows;
-  std::vector<double> other;
+// The head tables (layer x head, per attention) and the other components' column: each component's mean
+// contribution per scored answer, with its bootstrap interval over the examples.
+void attribution_tables(const Components& c, const std::vector<std::vector<double>>& sums, const std::vector<double>& counts,
+                        const Bootstrap& boot, AnalysisResult& out) {
+  const auto fill = [&](AnalysisTable& t, std::size_t k) {
+    t.values.push_back(weighted_ratio(sums[k], counts, {}));
+    const auto [low, high] = boot.interval([&](const std::vector<double>& w) { return weighted_ratio(sums[k], counts, w); });
+    t.low.push_back(low), t.high.push_back(high);
+  };
   for (std::size_t a = 0; a < c.attentions.size(); ++a) {
-    std::vector<double> values;  // layer by layer, head by head: the order the components are listed in
-    for (std::size_t k = 0; k < c.names.size(); ++k)
-      if (c.head_of[k] == static_cast<int>(a)) values.push_back(sums[k] * per);
     const bool cross = c.attentions[a] == "cross_attn";
-    out.add({cross ? "attribution_cross_heads" : "attribution_heads", "attribution",
-             std::string("Direct logit attribution of each ") + (cross ? "cross-attention " : "") + "head to the correct token", "layer", "head",
-             rows, head_cols, values, true, true});
+    AnalysisTable t{cross ? "attribution_cross_heads" : "attribution_heads", "attribution",
+                    std::string("Direct logit attribution of each ") + (cross ? "cross-attention " : "") + "head to the correct token", "layer", "head",
+                    numbered(c.blocks.size()), numbered(c.heads), {}, true, true};
+    for (std::size_t k = 0; k < c.names.size(); ++k)  // layer by layer, head by head: the order the components are listed in
+      if (c.head_of[k] == static_cast<int>(a)) fill(t, k);
+    out.add(t);
   }
+  AnalysisTable other{"attribution_components", "attribution", "Direct logit attribution of the other components to the correct token", "component",
+                      "", {}, {"logit"}, {}, true};
   for (std::size_t k = 0; k < c.names.size(); ++k) {
     if (c.head_of[k] >= 0) continue;
-    other_rows.push_back(c.names[k]);
-    other.push_back(sums[k] * per);
+    other.rows.push_back(c.names[k]);
+    fill(other, k);
   }
-  out.add({"attribution_components", "attribution", "Direct logit attribution of the other components to the correct token", "component",
-           "", other_rows, {"logit"}, other, true});
+  out.add(other);
 }
 
 }  // namespace
 
-void logit_attribution(const AnalysisInputs& in, AnalysisResult& out) {
+void logit_attribution(const AnalysisInputs& in, std::uint64_t seed, AnalysisResult& out) {
   EvalScope scope(in.model);
   const LayerNorm* norm = in.model.final_norm();
   const std::vector<std::string> stack = readout_stack(in.model).blocks;
@@ -133,32 +146,28 @@ void logit_attribution(const AnalysisInputs& in, AnalysisResult& out) {
   const Components components(in.model, stack);
   ForwardOptions o;
   o.hooks = components.hooks();
-  std::vector<double> sums(components.names.size(), 0.0);
-  double constant = 0, logits = 0;
-  std::size_t count = 0;
+  std::vector<std::vector<double>> sums(components.names.size());  // per component, per example
+  std::vector<double> constant, logits, counts;
   for (const Batch& b : in.batches) {
     const ModelOutput run = in.model.forward(b, o);
     const Tensor& final_stream = run.cache.at(stack.back() + "hook_resid_post");
     const Tensor centred = final_stream - mean(final_stream, -1, true);
     const Tensor scale = sqrt(mean(centred * centred, -1, true) + norm->eps);  // the norm's own, frozen
     const std::vector<Tensor> parts = components.split(run.cache);
-    for (std::size_t k = 0; k < parts.size(); ++k)
-      sums[k] += answer_logits(in.model.readout(through_frozen_norm(parts[k], scale, *norm), b, false, false), b.target).first;
+    for (std::size_t k = 0; k < parts.size(); ++k) answer_logits(in.model.readout(through_frozen_norm(parts[k], scale, *norm), b, false, false), b.target, sums[k]);
     // What no component writes: the norm's shift read out, and the output layer's bias.
     const Tensor shift = norm->bias.defined() ? zeros(final_stream.shape(), final_stream.dtype()) + norm->bias
                                               : zeros(final_stream.shape(), final_stream.dtype());
-    constant += answer_logits(in.model.readout(shift, b, false, true), b.target).first;
-    const auto [logit_sum, n] = answer_logits(run.logits, b.target);
-    logits += logit_sum;
-    count += n;
+    answer_logits(in.model.readout(shift, b, false, true), b.target, constant);
+    answer_logits(run.logits, b.target, logits, &counts);
   }
-  const double per = count ? 1.0 / static_cast<double>(count) : NAN;
-  double explained = constant;
-  for (double v : sums) explained += v;
-  out.facts["attribution.answer_logit"] = logits * per;
-  out.facts["attribution.constant"] = constant * per;
-  out.facts["attribution.unexplained"] = (logits - explained) * per;  // 0 up to rounding: the decomposition is exact
-  attribution_tables(components, sums, per, out);
+  const double per = 1.0 / total_of(counts);
+  double explained = total_of(constant);
+  for (const std::vector<double>& v : sums) explained += total_of(v);
+  out.facts["attribution.answer_logit"] = total_of(logits) * per;
+  out.facts["attribution.constant"] = total_of(constant) * per;
+  out.facts["attribution.unexplained"] = (total_of(logits) - explained) * per;  // 0 up to rounding: the decomposition is exact
+  attribution_tables(components, sums, counts, Bootstrap(counts.size(), seed), out);
 }
 
 void logit_lens(const AnalysisInputs& in, AnalysisResult& out) {
@@ -200,7 +209,7 @@ class AttributionPart {
   struct Options {};
   static Schema<Options> options_schema() { return {}; }
   static void run(const PartInputs& p, const Options&) {
-    logit_attribution(p.in, p.result);
+    logit_attribution(p.in, p.run.config.seed + 7, p.result);
     logit_lens(p.in, p.result);
   }
 };

@@ -3,6 +3,7 @@
 // of the TransformerLens tutorials for a model that predicts the next token.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <set>
 
 #include "experiments/analysis/detectors.hpp"
@@ -10,41 +11,123 @@
 
 namespace attnlab {
 
-void head_detectors(const AnalysisInputs& in, AnalysisResult& out) {
-  if (!in.data.token_inputs()) return;
-  EvalScope scope(in.model);
-  const std::size_t heads = in.model.n_heads();
-  for (const Model::AttentionPart& part : in.model.attention_parts()) {
-    if (part.target_queries != part.target_keys) continue;  // cross-attention: queries and keys are different sequences
-    const std::size_t layers = part.pattern_hooks.size();
-    DetectorSums sums(layers * heads);
-    for (const Batch& b : in.batches) {
-      ForwardOptions o;
-      o.hooks.cache = part.pattern_hooks;
-      const ModelOutput run = in.model.forward(b, o);
-      const Tensor& ids = part.target_keys ? b.decoder_input : b.input;
-      const Tensor& mask = part.target_keys ? b.decoder_padding_mask : b.key_padding_mask;
-      std::vector<std::vector<std::int64_t>> tokens;
-      std::vector<std::size_t> lengths(ids.size(0));
-      for (std::size_t r = 0; r < ids.size(0); ++r) tokens.push_back(row_tokens(in.data, ids, mask, r, lengths[r]));
-      for (std::size_t l = 0; l < layers; ++l) {
-        const auto it = run.cache.find(part.pattern_hooks[l]);
-        if (it == run.cache.end() || !it->second.defined()) return;  // a kernel without a pattern
-        const std::vector<double> v = it->second.to_vector();     // [B, H, T, T]
-        const std::size_t t = it->second.size(2);
-        for (std::size_t r = 0; r < ids.size(0); ++r)
-          for (std::size_t h = 0; h < heads; ++h) sums.add(l * heads + h, v.data() + (r * heads + h) * t * t, t, tokens[r], lengths[r]);
-      }
+namespace {
+
+// The detector tables of one attention part: TransformerLens's scores over every row, and, when the
+// examples hold padding, the same over the scored rows only (padding left out).
+void part_detectors(const AnalysisInputs& in, const Model::AttentionPart& part, const DetectorOptions& options, AnalysisResult& out) {
+  const std::size_t heads = in.model.n_heads(), layers = part.pattern_hooks.size();
+  DetectorOptions scored = options;
+  scored.scored_rows = true;
+  DetectorSums every(layers * heads, options), real(layers * heads, scored);
+  bool padded = false;
+  for (const Batch& b : in.batches) {
+    ForwardOptions o;
+    o.hooks.cache = part.pattern_hooks;
+    const ModelOutput run = in.model.forward(b, o);
+    const Tensor& ids = part.target_keys ? b.decoder_input : b.input;
+    const Tensor& mask = part.target_keys ? b.decoder_padding_mask : b.key_padding_mask;
+    std::vector<std::vector<std::int64_t>> tokens;
+    std::vector<std::size_t> lengths(ids.size(0));
+    for (std::size_t r = 0; r < ids.size(0); ++r) {
+      tokens.push_back(row_tokens(in.data, ids, mask, r, lengths[r]));
+      padded = padded || std::count(tokens.back().begin(), tokens.back().begin() + static_cast<std::ptrdiff_t>(lengths[r]), -1) > 0;
     }
-    for (DetectorKind kind : detector_kinds()) {
-      const std::vector<double> values = sums.mean(kind);
-      out.add({"detector_" + part_prefix(part.name) + detector_name(kind), "detectors",
-               std::string("TransformerLens ") + detector_name(kind) + " score (mul, mean over held-out examples)" + part_title(part.name),
-               "layer", "head", numbered(layers), numbered(heads), values, false, kind != DetectorKind::duplicate_token});
-      out.facts["detectors." + part_prefix(part.name) + detector_name(kind) + ".max"] = finite_extreme(values, true);
+    for (std::size_t l = 0; l < layers; ++l) {
+      const auto it = run.cache.find(part.pattern_hooks[l]);
+      if (it == run.cache.end() || !it->second.defined()) return;  // a kernel without a pattern
+      const std::vector<double> v = it->second.to_vector();     // [B, H, T, T]
+      const std::size_t t = it->second.size(2);
+      for (std::size_t r = 0; r < ids.size(0); ++r)
+        for (std::size_t h = 0; h < heads; ++h) {
+          const double* p = v.data() + (r * heads + h) * t * t;
+          every.add(l * heads + h, p, t, tokens[r], lengths[r]);
+          real.add(l * heads + h, p, t, tokens[r], lengths[r]);
+        }
     }
   }
+  const std::string how = std::string(" (") + enum_name(error_measure_names(), options.error_measure) + ", mean over held-out examples";
+  for (DetectorKind kind : detector_kinds()) {
+    const std::string stem = "detector_" + part_prefix(part.name) + detector_name(kind);
+    const std::vector<double> values = every.mean(kind);
+    out.add({stem, "detectors", std::string("TransformerLens ") + detector_name(kind) + " score" + how + ", every row as TransformerLens scores it" +
+                                    (padded ? ", padding included)" : ")") + part_title(part.name),
+             "layer", "head", numbered(layers), numbered(heads), values, false, !padded && kind != DetectorKind::duplicate_token});
+    out.facts["detectors." + part_prefix(part.name) + detector_name(kind) + ".max"] = finite_extreme(values, true);
+    if (!padded) continue;
+    const std::vector<double> kept = real.mean(kind);
+    out.add({stem + "_scored", "detectors", std::string(detector_name(kind)) + " score" + how + ", scored rows only: padding queries left out)" +
+                                                part_title(part.name),
+             "layer", "head", numbered(layers), numbered(heads), kept, false, kind != DetectorKind::duplicate_token});
+    out.facts["detectors." + part_prefix(part.name) + detector_name(kind) + ".scored_max"] = finite_extreme(kept, true);
+  }
 }
+
+}  // namespace
+
+std::vector<double> detect_heads(Model& model, const data::DataSource& data, const Batch& batch, const DetectionPattern& detection,
+                                 const DetectorOptions& options) {
+  if (batch.input.dtype() != DType::int64) throw std::invalid_argument("detect_heads needs token inputs, not images");
+  const auto parts = model.attention_parts();
+  const auto part = std::find_if(parts.begin(), parts.end(), [](const Model::AttentionPart& p) { return !p.target_queries && !p.target_keys; });
+  if (part == parts.end()) throw std::invalid_argument("the model has no self-attention over its input");
+  EvalScope scope(model);
+  ForwardOptions o;
+  o.hooks.cache = part->pattern_hooks;
+  const ModelOutput run = model.forward(batch, o);
+  const std::size_t heads = model.n_heads(), layers = part->pattern_hooks.size(), rows = batch.input.size(0);
+  std::vector<double> sum(layers * heads, 0.0), count(layers * heads, 0.0);
+  for (std::size_t r = 0; r < rows; ++r) {
+    std::size_t length = 0;
+    const std::vector<std::int64_t> tokens = row_tokens(data, batch.input, batch.key_padding_mask, r, length);
+    const std::vector<double> d = detection(std::vector<std::int64_t>(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(length)));
+    for (std::size_t l = 0; l < layers; ++l) {
+      const auto it = run.cache.find(part->pattern_hooks[l]);
+      if (it == run.cache.end() || !it->second.defined()) throw std::invalid_argument("this model's kernel has no attention pattern to score");
+      const Tensor& pattern = it->second;  // [B, H, T, T]
+      const std::size_t t = pattern.size(2);
+      const std::vector<double> v = slice(pattern, 0, static_cast<std::int64_t>(r), static_cast<std::int64_t>(r) + 1).to_vector();
+      for (std::size_t h = 0; h < heads; ++h) {
+        const double score = similarity_score(v.data() + h * t * t, t, t, d, tokens, length, options);
+        if (std::isfinite(score)) sum[l * heads + h] += score, count[l * heads + h] += 1;
+      }
+    }
+  }
+  for (std::size_t k = 0; k < sum.size(); ++k) sum[k] = count[k] ? sum[k] / count[k] : NAN;
+  return sum;
+}
+
+void head_detectors(const AnalysisInputs& in, const DetectorOptions& options, AnalysisResult& out) {
+  if (!in.data.token_inputs()) return;
+  EvalScope scope(in.model);
+  for (const Model::AttentionPart& part : in.model.attention_parts()) {
+    if (part.target_queries != part.target_keys) continue;  // cross-attention: queries and keys are different sequences
+    part_detectors(in, part, options, out);
+  }
+}
+
+namespace {
+
+// Random tokens cannot be predicted: a model that knows nothing of them loses ln(symbols) per token on the
+// first copy. A loss far above that means the model is confidently wrong on these sequences, which are
+// then unlike what it was trained on; its induction score on them is no verdict on its induction heads.
+void flag_out_of_distribution(const AnalysisInputs& in, std::size_t symbols, AnalysisResult& out) {
+  const double first = out.facts.at("detectors.repeated_tokens.loss_first_copy"), second = out.facts.at("detectors.repeated_tokens.loss_second_copy");
+  const double uniform = std::log(static_cast<double>(symbols)), held_out = evaluate_with(in, {}).loss;
+  out.facts["detectors.repeated_tokens.loss_uniform"] = uniform;
+  const bool outside = first > uniform + 1.0;
+  out.facts["detectors.repeated_tokens.out_of_distribution"] = outside;
+  if (!outside) return;
+  char text[600];
+  std::snprintf(text, sizeof text,
+                "detectors: warning: repeated random tokens are outside this model's training distribution: its loss on the first copy is %.2f "
+                "nats, %.2f above a uniform guess over the %zu symbols (%.2f), and %.2f on the second copy, against %.3f on its held-out examples; "
+                "the repeated-tokens induction scores say the test does not apply, not that the model has no induction head",
+                first, first - uniform, symbols, uniform, second, held_out);
+  out.notes.push_back(text);
+}
+
+}  // namespace
 
 void repeated_tokens_test(const AnalysisInputs& in, std::uint64_t seed, AnalysisResult& out) {
   if (!in.model.predicts_next_token() || !in.data.token_inputs()) return;  // a next-token model reading tokens
@@ -98,6 +181,7 @@ void repeated_tokens_test(const AnalysisInputs& in, std::uint64_t seed, Analysis
            "head", numbered(layers), numbered(heads), values, false, true});
   out.tables.back().examples = rows;  // its own sequences, not the held-out examples
   out.facts["detectors.repeated_tokens.induction_max"] = finite_extreme(values, true);
+  flag_out_of_distribution(in, symbols.size(), out);
 }
 
 namespace {
@@ -109,11 +193,21 @@ class DetectorsPart {
       "TransformerLens's head detectors on held-out examples, and the repeated-random-tokens induction test";
   static constexpr const char* kTitle = "Head detectors (TransformerLens's definitions)";
   static constexpr int kOrder = 40;
-  struct Options {};
-  static Schema<Options> options_schema() { return {}; }
+  struct Options {
+    bool exclude_bos = false;
+    bool exclude_current_token = false;
+    ErrorMeasure error_measure = ErrorMeasure::mul;
+  };
+  static Schema<Options> options_schema() {
+    Schema<Options> s;
+    s.field("exclude_bos", &Options::exclude_bos, "detectors: zero each pattern's first key column before scoring (TransformerLens's exclude_bos)");
+    s.field("exclude_current_token", &Options::exclude_current_token, "detectors: zero each pattern's diagonal before scoring");
+    s.choice("error_measure", &Options::error_measure, error_measure_names(), "detectors: mul (share of attention on the marked cells) or abs");
+    return s;
+  }
   static std::string needs(const Model&, const data::DataSource& data) { return needs_token_inputs(data); }
-  static void run(const PartInputs& p, const Options&) {
-    head_detectors(p.in, p.result);
+  static void run(const PartInputs& p, const Options& o) {
+    head_detectors(p.in, DetectorOptions{o.exclude_bos, o.exclude_current_token, o.error_measure, false}, p.result);
     repeated_tokens_test(p.in, p.run.config.seed + 4, p.result);
   }
 };

@@ -3,6 +3,8 @@
 // run; the restored share of the answer's logit difference.
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <tuple>
 
 #include "experiments/analysis/part.hpp"
 #include "experiments/runner/memory_estimate.hpp"
@@ -11,30 +13,55 @@ namespace attnlab {
 
 namespace {
 
-// The mean over the pairs of logit[position, clean answer] - logit[position, corrupted answer].
-double logit_difference(const Tensor& logits, const data::PatchingPairs& pairs) {
+// Per pair, logit[position, clean answer] - logit[position, corrupted answer].
+std::vector<double> logit_differences(const Tensor& logits, const data::PatchingPairs& pairs) {
   const bool per_token = logits.dim() == 3;
   const std::size_t t = per_token ? logits.size(1) : 1, classes = logits.size(logits.dim() - 1);
-  double total = 0;
+  std::vector<double> d;
   for (std::size_t i = 0; i < pairs.size(); ++i) {
     const std::size_t row = (i * t + (per_token ? pairs.position[i] : 0)) * classes;
-    total += element(logits, row + static_cast<std::size_t>(pairs.clean_answer[i])) -
-             element(logits, row + static_cast<std::size_t>(pairs.corrupted_answer[i]));
+    d.push_back(element(logits, row + static_cast<std::size_t>(pairs.clean_answer[i])) -
+                element(logits, row + static_cast<std::size_t>(pairs.corrupted_answer[i])));
   }
-  return total / static_cast<double>(pairs.size());
+  return d;
 }
 
 // Patching one activation: the corrupted run with `hook`'s selected slice (`selector`, broadcast over
-// the activation) taken from the clean run's cache.
-double patched_difference(Model& model, const data::PatchingPairs& pairs, const std::map<std::string, Tensor>& clean,
-                          const std::string& hook, const Tensor& selector) {
+// the activation) taken from the clean run's cache; the logit difference of each pair.
+std::vector<double> patched_differences(Model& model, const data::PatchingPairs& pairs, const std::map<std::string, Tensor>& clean,
+                                        const std::string& hook, const Tensor& selector) {
   const Tensor& from = clean.at(hook);
   ForwardOptions o;
   o.hooks.replace = {{hook, [&](const Tensor& x, const std::string&) {
                         const Tensor m = selector.to(x.dtype());
                         return x * (1.0 - m) + from * m;
                       }}};
-  return logit_difference(model.forward(pairs.corrupted, o).logits, pairs);
+  return logit_differences(model.forward(pairs.corrupted, o).logits, pairs);
+}
+
+// The restored share of the logit difference, (patched - corrupted) / (clean - corrupted) of the means
+// over the pairs (weighted by a bootstrap draw's counts), with its interval over the pairs.
+struct Restored {
+  const std::vector<double>& clean;
+  const std::vector<double>& corrupted;
+  const Bootstrap& boot;
+  double share(const std::vector<double>& patched, const std::vector<double>& w) const {
+    const std::vector<double> ones(clean.size(), 1.0);
+    const double c = weighted_ratio(clean, ones, w), k = weighted_ratio(corrupted, ones, w), p = weighted_ratio(patched, ones, w);
+    return std::fabs(c - k) > 1e-9 ? (p - k) / (c - k) : NAN;
+  }
+  // Appends the share of `patched` and its interval to a table's columns.
+  void add(const std::vector<double>& patched, AnalysisTable& t) const {
+    t.values.push_back(share(patched, {}));
+    const auto [low, high] = boot.interval([&](const std::vector<double>& w) { return share(patched, w); });
+    t.low.push_back(low), t.high.push_back(high);
+  }
+};
+
+double mean_of(const std::vector<double>& v) {
+  double total = 0;
+  for (double x : v) total += x;
+  return v.empty() ? NAN : total / static_cast<double>(v.size());
 }
 
 // The residual streams a patch at one position can take: each block's input, per stack (the encoder's
@@ -57,9 +84,32 @@ std::vector<std::string> position_labels(const data::DataSource& data, const Ten
   return labels;
 }
 
+// The clean and corrupted logit differences with their intervals, and a warning when the corruption does
+// not switch the answer: the restored shares then measure a move between two runs that agree.
+void baseline_facts(const std::vector<double>& clean, const std::vector<double>& corrupted, const Bootstrap& boot, AnalysisResult& out) {
+  const std::vector<double> ones(clean.size(), 1.0);
+  const std::pair<const char*, const std::vector<double>*> sides[] = {{"clean", &clean}, {"corrupted", &corrupted}};
+  for (const auto& [side, diffs] : sides) {
+    const std::string key = std::string("patching.") + side + "_logit_diff";
+    out.facts[key] = mean_of(*diffs);
+    std::tie(out.facts[key + "_low"], out.facts[key + "_high"]) = boot.interval([&, diffs = diffs](const std::vector<double>& w) { return weighted_ratio(*diffs, ones, w); });
+  }
+  std::size_t flipped = 0;
+  for (double d : corrupted) flipped += d < 0;
+  out.facts["patching.corrupted_flipped_share"] = static_cast<double>(flipped) / static_cast<double>(corrupted.size());
+  if (mean_of(corrupted) >= 0) {
+    char text[400];
+    std::snprintf(text, sizeof text,
+                  "patching: warning: the corrupted inputs do not switch the answer (mean logit difference %+.2f corrupted against %+.2f clean; "
+                  "%zu of %zu pairs flip): the restored shares measure how much of the clean run's margin a patch brings back, not a switched answer",
+                  mean_of(corrupted), mean_of(clean), flipped, corrupted.size());
+    out.notes.push_back(text);
+  }
+}
+
 }  // namespace
 
-void activation_patching(Model& model, const data::DataSource& data, const data::PatchingPairs& pairs, AnalysisResult& out) {
+void activation_patching(Model& model, const data::DataSource& data, const data::PatchingPairs& pairs, std::uint64_t seed, AnalysisResult& out) {
   if (pairs.size() == 0) {
     out.notes.push_back("patching: this task provides no clean/corrupted pairs");
     return;
@@ -70,37 +120,36 @@ void activation_patching(Model& model, const data::DataSource& data, const data:
     for (const std::string& block : part.blocks) all.hooks.cache.push_back(block + part.attention + ".hook_z");
   for (const auto& stream : residual_streams(model)) all.hooks.cache.insert(all.hooks.cache.end(), stream.second.begin(), stream.second.end());
   const ModelOutput clean = model.forward(pairs.clean, all);
-  const double clean_diff = logit_difference(clean.logits, pairs), corrupted_diff = logit_difference(model.forward(pairs.corrupted).logits, pairs);
-  out.facts["patching.clean_logit_diff"] = clean_diff;
-  out.facts["patching.corrupted_logit_diff"] = corrupted_diff;
+  const std::vector<double> clean_diff = logit_differences(clean.logits, pairs), corrupted_diff = logit_differences(model.forward(pairs.corrupted).logits, pairs);
+  const Bootstrap boot(pairs.size(), seed);
+  const Restored restored{clean_diff, corrupted_diff, boot};
+  baseline_facts(clean_diff, corrupted_diff, boot, out);
   out.notes.push_back("patching: " + std::to_string(pairs.size()) + " pairs, " + pairs.corruption);
-  const double span = clean_diff - corrupted_diff;
-  const auto restored = [&](double patched) { return std::fabs(span) > 1e-9 ? (patched - corrupted_diff) / span : NAN; };
   const std::size_t heads = model.n_heads();
   for (const PartBlocks& part : part_blocks(model)) {
-    std::vector<double> values;
+    AnalysisTable t{"patching_" + part_prefix(part.part) + "heads", "patching",
+                    "Restored share of the logit difference, patching each head's output" + part_title(part.part), "layer", "head",
+                    numbered(part.blocks.size()), numbered(heads), {}, true, true, pairs.size()};
     for (std::size_t l = 0; l < part.blocks.size(); ++l) {
       for (std::size_t h = 0; h < heads; ++h) {
         const Tensor sel = one_hot_selector(heads, h, {1, heads, 1, 1}, DType::float32);
-        values.push_back(restored(patched_difference(model, pairs, clean.cache, part.blocks[l] + part.attention + ".hook_z", sel)));
+        restored.add(patched_differences(model, pairs, clean.cache, part.blocks[l] + part.attention + ".hook_z", sel), t);
       }
     }
-    out.add({"patching_" + part_prefix(part.part) + "heads", "patching",
-             "Restored share of the logit difference, patching each head's output" + part_title(part.part), "layer", "head",
-             numbered(part.blocks.size()), numbered(heads), values, true, true, pairs.size()});
+    out.add(t);
   }
   for (const auto& [stack, hooks] : residual_streams(model)) {
     const bool target = stack == "decoder";
     const Tensor& ids = target ? pairs.clean.decoder_input : pairs.clean.input;
     if (!ids.defined() || ids.dtype() != DType::int64) continue;  // images: positions are patches, not tokens
     const std::size_t t = ids.size(1);
-    std::vector<double> values;
+    AnalysisTable table{"patching_" + part_prefix(stack) + "residual", "patching",
+                        "Restored share of the logit difference, patching the residual stream at one position (block input)" + part_title(stack),
+                        "layer", "position", numbered(hooks.size()), position_labels(data, slice(ids, 0, 0, 1), target), {}, true, false, pairs.size()};
     for (const std::string& hook : hooks)
       for (std::size_t i = 0; i < t; ++i)
-        values.push_back(restored(patched_difference(model, pairs, clean.cache, hook, one_hot_selector(t, i, {1, t, 1}, DType::float32))));
-    out.add({"patching_" + part_prefix(stack) + "residual", "patching",
-             "Restored share of the logit difference, patching the residual stream at one position (block input)" + part_title(stack),
-             "layer", "position", numbered(hooks.size()), position_labels(data, slice(ids, 0, 0, 1), target), values, true, false, pairs.size()});
+        restored.add(patched_differences(model, pairs, clean.cache, hook, one_hot_selector(t, i, {1, t, 1}, DType::float32)), table);
+    out.add(table);
   }
 }
 
@@ -139,7 +188,7 @@ class PatchingPart {
   }
   static void run(const PartInputs& p, const Options& o) {
     Generator gen(p.run.config.seed + 3);
-    activation_patching(p.in.model, p.in.data, p.in.data.patching_pairs(o.pairs, gen), p.result);
+    activation_patching(p.in.model, p.in.data, p.in.data.patching_pairs(o.pairs, gen), p.run.config.seed + 6, p.result);
   }
 };
 
