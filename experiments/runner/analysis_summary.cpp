@@ -17,7 +17,8 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// One table as CSV (the row label, then a column per col), .npy [rows, cols] and a PNG heatmap.
+// One table as CSV (the row label, then a column per col), .npy [rows, cols] and a PNG heatmap with its
+// title, axes, labels and colour bar.
 void write_table(const std::string& dir, const AnalysisTable& t) {
   std::ostringstream csv;
   csv << csv_field(t.row_axis.empty() ? "row" : t.row_axis);
@@ -30,7 +31,7 @@ void write_table(const std::string& dir, const AnalysisTable& t) {
   }
   write_file_atomically(dir + "/" + t.name + ".csv", csv.str());
   write_npy(dir + "/" + t.name + ".npy", from_vector(t.values, {t.rows.size(), t.cols.size()}, DType::float64));
-  write_table_png(dir + "/" + t.name + ".png", t.values, t.rows.size(), t.cols.size(), t.signed_values);
+  write_table_png(dir + "/" + t.name + ".png", {t.title, t.row_axis, t.col_axis, t.rows, t.cols, t.values, t.signed_values});
 }
 
 json numbers_json(const std::vector<double>& numbers) {

@@ -114,18 +114,4 @@ void table_colour(double v, double scale, bool signed_values, unsigned char* rgb
   else viridis(v / scale, rgb);
 }
 
-void write_table_png(const std::string& path, const std::vector<double>& values, std::size_t rows, std::size_t cols, bool signed_values,
-                     std::size_t cell) {
-  if (values.size() != rows * cols || rows == 0 || cols == 0 || cell == 0) {
-    throw std::invalid_argument("write_table_png: " + std::to_string(values.size()) + " values for a " + std::to_string(rows) + "x" +
-                                std::to_string(cols) + " table");
-  }
-  const double m = table_scale(values);
-  const std::size_t width = cols * cell, height = rows * cell;
-  std::vector<unsigned char> rgb(width * height * 3);
-  for (std::size_t y = 0; y < height; ++y)
-    for (std::size_t x = 0; x < width; ++x) table_colour(values[(y / cell) * cols + x / cell], m, signed_values, &rgb[(y * width + x) * 3]);
-  write_file_atomically(path, encode_rgb_png(rgb, width, height));
-}
-
 }  // namespace attnlab

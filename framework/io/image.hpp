@@ -1,4 +1,5 @@
-// PNG heatmaps of attention patterns, written with stb_image_write (Debian's libstb-dev).
+// PNG heatmaps of attention patterns and of analysis tables (table_png.cpp draws those with their axes),
+// written with stb_image_write (Debian's libstb-dev).
 #pragma once
 
 #include <string>
@@ -41,8 +42,45 @@ std::string encode_rgb_png(const std::vector<unsigned char>& rgb, std::size_t wi
 double table_scale(const std::vector<double>& values);
 void table_colour(double v, double scale, bool signed_values, unsigned char* rgb);
 
-// A table (rows x cols, row-major) as a PNG heatmap with `cell`-pixel square cells, coloured as above.
-void write_table_png(const std::string& path, const std::vector<double>& values, std::size_t rows, std::size_t cols, bool signed_values,
-                     std::size_t cell = 16);
+// A table of values as a picture that reads on its own, as the report's tables do: the title on top, the
+// column axis's name and the column labels above the grid, the row axis's name and the row labels on its
+// left, square cells coloured by table_colour, and a colour bar on the right labelled at its ends (and at 0
+// for signed values). Text is Debian's stb_easy_font; characters beyond printable ASCII are drawn as '?'.
+struct TablePicture {
+  std::string title;
+  std::string row_axis, col_axis;        // "layer", "head"; an empty name is not drawn
+  std::vector<std::string> rows, cols;   // the labels
+  std::vector<double> values;            // rows x cols, row-major; NaN where undefined
+  bool signed_values = false;
+};
+
+// A rectangle of the picture in pixels, x to the right and y down from the top-left corner.
+struct PixelBox {
+  int x = 0, y = 0, width = 0, height = 0;
+};
+
+// Where write_table_png puts everything, worked out before anything is drawn. When the cells are smaller
+// than the labels, only every row_label_step-th row and col_label_step-th column is labelled, so that no
+// two labels overlap; column labels are turned to read upwards unless each fits across its own cell.
+struct TableLayout {
+  int width = 0, height = 0;  // the whole picture
+  int cell = 0;               // the side of a square cell
+  std::vector<std::string> title_lines;
+  std::vector<PixelBox> title;            // one box per line
+  PixelBox grid, colour_bar, row_axis, col_axis;
+  std::size_t row_label_step = 1, col_label_step = 1;
+  bool col_labels_upwards = false;
+  std::vector<PixelBox> row_labels, col_labels;  // of rows (columns) 0, step, 2 step, ...
+  std::vector<std::string> scale_texts;          // the colour bar's values, top to bottom
+  std::vector<PixelBox> scale_labels;
+};
+TableLayout table_layout(const TablePicture& picture);
+
+// The picture above as a PNG file. Throws std::invalid_argument when the values do not fill rows x cols.
+void write_table_png(const std::string& path, const TablePicture& picture);
+
+// A number as people write it, with three significant digits and no exponent between 0.001 and 1e6
+// ("0.996", "12.8", "1000", "-0.5"), otherwise in two ("1.2e-05").
+std::string short_number(double v);
 
 }  // namespace attnlab
