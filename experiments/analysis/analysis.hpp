@@ -128,6 +128,8 @@ void repeated_tokens_test(const AnalysisInputs& in, std::uint64_t seed, Analysis
 void residual_probes(const AnalysisInputs& in, std::uint64_t seed, AnalysisResult& out);
 void rollout_maps(const AnalysisInputs& in, const RolloutOptions& options, const std::string& dir, AnalysisResult& out);
 void emergence(const std::string& run_dir, double threshold, AnalysisResult& out);
+// Composition scores between heads and each head's OV copying score, from the weights (parts/circuits.cpp).
+void weight_circuits(const Model& model, AnalysisResult& out);
 
 // ---- the command ----
 
