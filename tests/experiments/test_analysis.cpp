@@ -148,6 +148,50 @@ TEST_F(HandBuilt, PatchingTheCopyingHeadOrTheChangedPositionRestoresTheAnswer) {
   }
 }
 
+// Two layers where the previous token reaches the logits only through a path: head 0.0 copies it into
+// dims [6, 12), head 1.0 attends to its own position and its values read those dims into [24, 30), which
+// alone the output layer reads. Path patching finds the path through 1.0's values, none through its
+// queries or keys, and nothing from the idle head 0.1.
+TEST(PathPatching, ThePlantedPathGoesThroughTheReceiversValues) {
+  PreviousTokenSource data;
+  ModelConfig config;
+  config.kind.name = "causal_lm";
+  config.encoder.d_model = kWidth, config.encoder.n_heads = 2, config.encoder.n_layers = 2, config.encoder.bias = false;
+  config.encoder.feed_forward = false;
+  Generator gen(0);
+  std::shared_ptr<Model> model = make_model(config, data.shape(), gen);
+  std::map<std::string, Tensor> state = model->state_dict();
+  std::map<std::string, std::vector<double>> w;
+  for (const auto& [name, t] : state)
+    if (t.dtype() != DType::int64) w[name] = std::vector<double>(t.numel(), name.find("norm") != std::string::npos ? 1.0 : 0.0);
+  const std::size_t c = kWidth;
+  for (std::size_t v = 0; v < kVocab; ++v) w["body.tok.weight"][v * c + v] = 1.0;
+  for (std::size_t i = 0; i < kLength; ++i) w["body.pos.table"][i * c + 16 + i] = 1.0;
+  auto& qkv0 = w["body.encoder.blocks.0.attn.qkv.weight"];  // head 0.0: the previous token, as previous_token_model
+  for (std::size_t d = 0; d < kLength; ++d) qkv0[d * c + 16 + d] = 3.0;
+  for (std::size_t d = 1; d < kLength; ++d) qkv0[(c + d) * c + 16 + d - 1] = 3.0;
+  for (std::size_t d = 0; d < kVocab; ++d) qkv0[(2 * c + d) * c + d] = 1.0;
+  for (std::size_t d = 0; d < kVocab; ++d) w["body.encoder.blocks.0.attn.proj.weight"][(6 + d) * c + d] = 1.0;
+  auto& qkv1 = w["body.encoder.blocks.1.attn.qkv.weight"];  // head 1.0: its own position; values from dims [6, 12)
+  for (std::size_t d = 0; d < kLength; ++d) qkv1[d * c + 16 + d] = 12.0, qkv1[(c + d) * c + 16 + d] = 12.0;
+  for (std::size_t d = 0; d < kVocab; ++d) qkv1[(2 * c + d) * c + 6 + d] = 1.0;
+  for (std::size_t d = 0; d < kVocab; ++d) w["body.encoder.blocks.1.attn.proj.weight"][(24 + d) * c + d] = 1.0;
+  for (std::size_t v = 0; v < kVocab; ++v) w["head.weight"][v * c + 24 + v] = 5.0;
+  for (auto& [name, t] : state)
+    if (w.count(name)) t = from_vector(w[name], t.shape(), t.dtype());
+  model->load_state_dict(state);
+  AnalysisResult r;
+  activation_patching(*model, data, changed_at_three(data), 1, r);
+  EXPECT_NEAR(cell(r, "patching_heads", 0, 0), 1.0, 1e-3);
+  EXPECT_NEAR(cell(r, "patching_path_v", 1, 0), 1.0, 1e-3);  // sender 0.0 (row 1, after the embedding) -> receiver 1.0's values
+  for (const char* table : {"patching_path_q", "patching_path_k"}) EXPECT_NEAR(cell(r, table, 1, 0), 0.0, 1e-3) << table;
+  for (const char* table : {"patching_path_q", "patching_path_k", "patching_path_v"}) {
+    EXPECT_NEAR(cell(r, table, 0, 0), 0.0, 1e-3) << table;  // the embedding: 1.0 reads nothing of it directly
+    EXPECT_NEAR(cell(r, table, 2, 0), 0.0, 1e-3) << table;  // the idle sender 0.1
+    EXPECT_NEAR(cell(r, table, 1, 1), 0.0, 1e-3) << table;  // the idle receiver 1.1
+  }
+}
+
 // A corruption away from what the answer reads (position 5, the answer read from 3) switches nothing:
 // the analysis says so beside the corrupted baseline instead of printing shares as if it had.
 TEST_F(HandBuilt, PatchingWarnsWhenTheCorruptionDoesNotSwitchTheAnswer) {

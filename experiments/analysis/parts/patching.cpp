@@ -107,6 +107,74 @@ void baseline_facts(const std::vector<double>& clean, const std::vector<double>&
   }
 }
 
+// Path patching (Wang et al. 2022): a sender head's effect through one receiver head's queries, keys or
+// values alone. The corrupted run with the sender's output from the clean run, every other head and MLP
+// between the two frozen at their corrupted values, gives the receiver layer's q, k and v; the corrupted
+// run with only the receiver head's q (or k, or v) taken from there gives the logit difference. Tables:
+// senders down (first the embedding: the stack's input, every head and MLP frozen, is the direct path),
+// receivers across, one per input (q, k, v); NaN where the receiver is not later.
+void path_patching(Model& model, const data::PatchingPairs& pairs, const PartBlocks& part, const std::map<std::string, Tensor>& clean,
+                   const Restored& restored, AnalysisResult& out) {
+  const std::size_t heads = model.n_heads(), layers = part.blocks.size();
+  const auto z_hook = [&](std::size_t l) { return part.blocks[l] + part.attention + ".hook_z"; };
+  ForwardOptions record;
+  for (std::size_t l = 0; l < layers; ++l) {
+    record.hooks.cache.push_back(z_hook(l));
+    if (part.feed_forward) record.hooks.cache.push_back(part.blocks[l] + "hook_mlp_out");
+  }
+  const std::map<std::string, Tensor> corrupted = model.forward(pairs.corrupted, record).cache;
+  const char* inputs[] = {"q", "k", "v"};
+  std::vector<AnalysisTable> tables;
+  std::vector<std::string> senders{"embed"}, receivers;  // the embedding: the direct path from the input
+  for (std::size_t l = 0; l + 1 < layers; ++l)
+    for (std::size_t h = 0; h < heads; ++h) senders.push_back(std::to_string(l) + "." + std::to_string(h));
+  for (std::size_t l = 1; l < layers; ++l)
+    for (std::size_t h = 0; h < heads; ++h) receivers.push_back(std::to_string(l) + "." + std::to_string(h));
+  for (const char* input : inputs) {
+    tables.push_back({"patching_" + part_prefix(part.part) + "path_" + input, "patching",
+                      std::string("Path patching: restored share of the logit difference through each receiver head's ") + input +
+                          " alone, the sender head's output from the clean run" + part_title(part.part),
+                      "sender", "receiver", senders, receivers, {}, true, std::string(input) == "k", pairs.size()});
+  }
+  for (std::size_t s = 0; s < senders.size(); ++s) {
+    const bool embed = s == 0;
+    const std::size_t ls = embed ? 0 : (s - 1) / heads, hs = embed ? 0 : (s - 1) % heads;
+    for (std::size_t lr = 1; lr < layers; ++lr) {
+      if (lr <= ls) {
+        for (AnalysisTable& t : tables)
+          for (std::size_t h = 0; h < heads; ++h) t.values.push_back(NAN), t.low.push_back(NAN), t.high.push_back(NAN);
+        continue;
+      }
+      ForwardOptions o;  // the sender patched in, everything between frozen, the receiver layer's inputs cached
+      const std::string input = part.blocks[0] + "hook_resid_pre";
+      if (embed) {
+        o.hooks.replace.push_back({input, [&](const Tensor&, const std::string&) { return clean.at(input); }});
+      } else {
+        const Tensor sel = one_hot_selector(heads, hs, {1, heads, 1, 1}, DType::float32);
+        o.hooks.replace.push_back({z_hook(ls), [&, sel](const Tensor& z, const std::string&) {
+                                     const Tensor m = sel.to(z.dtype());
+                                     return corrupted.at(z_hook(ls)) * (1.0 - m) + clean.at(z_hook(ls)) * m;
+                                   }});
+      }
+      for (std::size_t l = ls; l < lr; ++l) {
+        if (l > ls || embed) o.hooks.replace.push_back({z_hook(l), [&, l](const Tensor&, const std::string&) { return corrupted.at(z_hook(l)); }});
+        if (part.feed_forward) {
+          const std::string mlp = part.blocks[l] + "hook_mlp_out";
+          o.hooks.replace.push_back({mlp, [&, mlp](const Tensor&, const std::string&) { return corrupted.at(mlp); }});
+        }
+      }
+      for (const char* input : inputs) o.hooks.cache.push_back(part.blocks[lr] + part.attention + ".hook_" + input);
+      const std::map<std::string, Tensor> sent = model.forward(pairs.corrupted, o).cache;
+      for (std::size_t i = 0; i < 3; ++i) {
+        const std::string hook = part.blocks[lr] + part.attention + ".hook_" + inputs[i];
+        for (std::size_t hr = 0; hr < heads; ++hr)
+          restored.add(patched_differences(model, pairs, sent, hook, one_hot_selector(heads, hr, {1, heads, 1, 1}, DType::float32)), tables[i]);
+      }
+    }
+  }
+  for (AnalysisTable& t : tables) out.add(std::move(t));
+}
+
 }  // namespace
 
 void activation_patching(Model& model, const data::DataSource& data, const data::PatchingPairs& pairs, std::uint64_t seed, AnalysisResult& out) {
@@ -151,6 +219,8 @@ void activation_patching(Model& model, const data::DataSource& data, const data:
         restored.add(patched_differences(model, pairs, clean.cache, hook, one_hot_selector(t, i, {1, t, 1}, DType::float32)), table);
     out.add(table);
   }
+  for (const PartBlocks& part : part_blocks(model))
+    if (part.attention == "attn" && part.blocks.size() >= 2) path_patching(model, pairs, part, clean.cache, restored, out);
 }
 
 namespace {
