@@ -1,6 +1,6 @@
 // `attnlab analyze RUN`: which heads a trained model uses, and for what. Every method works through the
 // models' named activations (nn/hooks.hpp), so it works for every kernel and every model kind: a head
-// is a head whatever its mixing. The parts (ablation, patching, attribution, detectors, rollout, probes,
+// is a head whatever its mixing. The parts (ablation, patching, attribution, circuits, detectors, rollout, probes,
 // emergence) are one file each under experiments/analysis/parts/, registered as part.hpp describes;
 // `attnlab analyze --help` and docs/analysis.md list them.
 //

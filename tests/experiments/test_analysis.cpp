@@ -94,6 +94,8 @@ TEST_F(HandBuilt, AblatingTheCopyingHeadDestroysTheBehaviourAndTheIdleHeadChange
   EXPECT_NEAR(cell(r, "ablation_zero_accuracy", 0, 1), 0.0, 1e-12);
   EXPECT_NEAR(cell(r, "ablation_zero_loss", 0, 1), 0.0, 1e-6);
   EXPECT_NEAR(cell(r, "ablation_mean_loss", 0, 1), 0.0, 1e-6);
+  EXPECT_LT(cell(r, "ablation_resample_accuracy", 0, 0), -0.6);  // another example's previous token: about chance
+  EXPECT_NEAR(cell(r, "ablation_resample_loss", 0, 1), 0.0, 1e-6);
   // The intervals: the copying head's change is far from 0 and inside its interval; the idle head's is 0.
   for (const AnalysisTable& t : r.tables) {
     ASSERT_EQ(t.low.size(), t.values.size()) << t.name;

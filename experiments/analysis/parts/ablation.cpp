@@ -1,6 +1,7 @@
-// Ablation: each head's output (before the output projection) zeroed or replaced by its mean over the
-// held-out examples, and each layer's attention and MLP output zeroed; the change in held-out loss,
-// token accuracy and exact match. It replaces named activations (nn/hooks.hpp) and nothing else.
+// Ablation: each head's output (before the output projection) zeroed, replaced by its mean over the
+// held-out examples or by its output on another example, and each layer's attention and MLP output
+// zeroed; the change in held-out loss, token accuracy and exact match. It replaces named activations
+// (nn/hooks.hpp) and nothing else.
 #include <algorithm>
 #include <cmath>
 #include <tuple>
@@ -49,6 +50,17 @@ Tensor mean_head_output(const AnalysisInputs& in, const std::string& hook, bool 
 }
 
 namespace {
+
+// Head h's slice of a [B, H, T, D] activation taken from the next example of the batch (the last from the
+// first): each example gets the head's output on another input, as a resample ablation does.
+ActivationFn resample_head(std::size_t heads, std::size_t h) {
+  return [heads, h](const Tensor& z, const std::string&) {
+    const I rows = static_cast<I>(z.size(0));
+    const Tensor other = concat({slice(z, 0, 1, rows), slice(z, 0, 0, 1)}, 0);
+    const Tensor keep = 1.0 - one_hot_selector(heads, h, {1, heads, 1, 1}, z.dtype());
+    return z * keep + other * (1.0 - keep);
+  };
+}
 
 // The replacement of head h's slice of a [B, H, T, D] activation by `value` (zero: undefined), as hooks.
 ActivationFn replace_head(std::size_t heads, std::size_t h, const Tensor& value) {
@@ -113,18 +125,21 @@ void head_ablation(const AnalysisInputs& in, std::uint64_t seed, AnalysisResult&
   const std::size_t heads = in.model.n_heads();
   for (const PartBlocks& part : part_blocks(in.model)) {
     const std::vector<std::string> rows = numbered(part.blocks.size());
-    Deltas zero, mean;
+    Deltas zero, mean, resample;
     for (std::size_t l = 0; l < part.blocks.size(); ++l) {
       const std::string hook = part.blocks[l] + part.attention + ".hook_z";
       const Tensor mean_z = mean_head_output(in, hook, part.part == "decoder" || part.part == "cross");
       for (std::size_t h = 0; h < heads; ++h) {
         zero.add(base, score_examples(in, {{}, {{hook, replace_head(heads, h, Tensor())}}}), boot);
         mean.add(base, score_examples(in, {{}, {{hook, replace_head(heads, h, mean_z)}}}), boot);
+        resample.add(base, score_examples(in, {{}, {{hook, resample_head(heads, h)}}}), boot);
       }
     }
     const std::string stem = "ablation_" + part_prefix(part.part);
     add_delta_tables(out, stem + "zero", "Zero ablation of each head" + part_title(part.part), "layer", "head", rows, numbered(heads), zero, true);
     add_delta_tables(out, stem + "mean", "Mean ablation of each head" + part_title(part.part), "layer", "head", rows, numbered(heads), mean);
+    add_delta_tables(out, stem + "resample", "Resample ablation of each head (its output on another example)" + part_title(part.part), "layer",
+                     "head", rows, numbered(heads), resample);
   }
 }
 
