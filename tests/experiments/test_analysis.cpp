@@ -140,6 +140,14 @@ TEST_F(HandBuilt, PatchingTheCopyingHeadOrTheChangedPositionRestoresTheAnswer) {
   EXPECT_NEAR(cell(r, "patching_heads", 0, 1), 0.0, 1e-4);
   EXPECT_NEAR(cell(r, "patching_residual", 0, 3), 1.0, 1e-4);
   for (std::size_t i : {0, 1, 2, 4, 5, 6, 7}) EXPECT_NEAR(cell(r, "patching_residual", 0, i), 0.0, 1e-4) << "position " << i;
+  // Finer: the copying head at the answer's position (4) carries it all, at any other none; of its layer's
+  // activations the values (what it copies) and its output restore the answer, the queries and keys (the
+  // positions, the same in both runs) nothing.
+  EXPECT_NEAR(cell(r, "patching_head_positions", 0, 4), 1.0, 1e-4);
+  for (std::size_t i : {0, 1, 2, 3, 5, 6, 7}) EXPECT_NEAR(cell(r, "patching_head_positions", 0, i), 0.0, 1e-4) << "position " << i;
+  const std::vector<std::string> points = {"q", "k", "v", "pattern", "z", "attn_out", "mlp_out"};
+  const std::vector<double> expected = {0, 0, 1, 0, 1, 1, 0};
+  for (std::size_t c = 0; c < points.size(); ++c) EXPECT_NEAR(cell(r, "patching_layers", 0, c), expected[c], 1e-4) << points[c];
   // Every pair's corruption switches the answer: no warning; every share has its interval over the pairs.
   EXPECT_EQ(r.facts.at("patching.corrupted_flipped_share"), 1.0);
   EXPECT_LT(r.facts.at("patching.corrupted_logit_diff_high"), 0.0);

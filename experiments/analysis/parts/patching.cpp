@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <tuple>
 
 #include "experiments/analysis/part.hpp"
@@ -175,6 +176,71 @@ void path_patching(Model& model, const data::PatchingPairs& pairs, const PartBlo
   for (AnalysisTable& t : tables) out.add(std::move(t));
 }
 
+// The clean run's value of `hook`, or nothing when the model has no such point (a kernel without a
+// pattern).
+std::optional<Tensor> clean_value(Model& model, const data::PatchingPairs& pairs, const std::string& hook) {
+  ForwardOptions o;
+  o.hooks.cache = {hook};
+  try {
+    const std::map<std::string, Tensor> cache = model.forward(pairs.clean, o).cache;
+    const auto it = cache.find(hook);
+    if (it != cache.end() && it->second.defined()) return it->second;
+  } catch (const UnknownActivation&) {
+  }
+  return std::nullopt;
+}
+
+// Finer patching of one attention part: each layer's whole q, k, v, pattern, head outputs, attention
+// output and MLP output from the clean run (every head and position at once), and each head's output at
+// one query position.
+void finer_patching(Model& model, const data::DataSource& data, const data::PatchingPairs& pairs, const PartBlocks& part,
+                    const Restored& restored, AnalysisResult& out) {
+  const std::size_t heads = model.n_heads(), layers = part.blocks.size();
+  std::vector<std::string> points{"q", "k", "v", "pattern", "z", "attn_out"};
+  if (part.feed_forward) points.push_back("mlp_out");
+  AnalysisTable whole{"patching_" + part_prefix(part.part) + "layers", "patching",
+                      "Restored share of the logit difference, patching one activation of a layer whole (every head and position)" +
+                          part_title(part.part),
+                      "layer", "activation", numbered(layers), points, {}, true, false, pairs.size()};
+  const bool cross = part.attention == "cross_attn";
+  for (std::size_t l = 0; l < layers; ++l) {
+    for (const std::string& point : points) {
+      const bool stream = point == "attn_out" || point == "mlp_out";
+      const std::string hook = part.blocks[l] + (stream ? "hook_" + std::string(cross && point == "attn_out" ? "cross_attn_out" : point)
+                                                        : part.attention + ".hook_" + point);
+      const std::optional<Tensor> value = clean_value(model, pairs, hook);
+      if (!value) {
+        whole.values.push_back(NAN), whole.low.push_back(NAN), whole.high.push_back(NAN);
+        continue;
+      }
+      const std::map<std::string, Tensor> cache{{hook, *value}};
+      restored.add(patched_differences(model, pairs, cache, hook, ones(Shape(value->dim(), 1), DType::float32)), whole);
+    }
+  }
+  out.add(whole);
+  const bool target = part.attention == "cross_attn" || part.part == "decoder";  // queries at the decoder's positions
+  const Tensor& ids = target ? pairs.clean.decoder_input : pairs.clean.input;
+  if (!ids.defined() || ids.dtype() != DType::int64) return;  // images: positions are patches
+  const std::size_t t = ids.size(1);
+  std::vector<std::string> rows;
+  for (std::size_t l = 0; l < layers; ++l)
+    for (std::size_t h = 0; h < heads; ++h) rows.push_back(std::to_string(l) + "." + std::to_string(h));
+  AnalysisTable per{"patching_" + part_prefix(part.part) + "head_positions", "patching",
+                    "Restored share of the logit difference, patching one head's output at one query position" + part_title(part.part), "head",
+                    "position", rows, position_labels(data, slice(ids, 0, 0, 1), target), {}, true, false, pairs.size()};
+  for (std::size_t l = 0; l < layers; ++l) {
+    const std::string hook = part.blocks[l] + part.attention + ".hook_z";
+    const std::map<std::string, Tensor> cache{{hook, *clean_value(model, pairs, hook)}};
+    for (std::size_t h = 0; h < heads; ++h)
+      for (std::size_t i = 0; i < t; ++i) {
+        std::vector<double> cell(heads * t, 0.0);
+        cell[h * t + i] = 1.0;
+        restored.add(patched_differences(model, pairs, cache, hook, from_vector(cell, {1, heads, t, 1}, DType::float32)), per);
+      }
+  }
+  out.add(per);
+}
+
 }  // namespace
 
 void activation_patching(Model& model, const data::DataSource& data, const data::PatchingPairs& pairs, std::uint64_t seed, AnalysisResult& out) {
@@ -205,6 +271,7 @@ void activation_patching(Model& model, const data::DataSource& data, const data:
       }
     }
     out.add(t);
+    finer_patching(model, data, pairs, part, restored, out);
   }
   for (const auto& [stack, hooks] : residual_streams(model)) {
     const bool target = stack == "decoder";
