@@ -232,6 +232,19 @@ TEST_F(HandBuilt, DirectAttributionsAddUpToTheLogitAndTheIdleHeadHasNone) {
   EXPECT_GT(heads.low[0], 1.0);
   EXPECT_TRUE(heads.low[0] <= heads.values[0] && heads.values[0] <= heads.high[0]);
   EXPECT_NEAR(heads.high[1] - heads.low[1], 0.0, 1e-6);
+  // Per position and per example: the copying head at every scored position and in every example, the
+  // idle head nowhere; position 0 has no answer.
+  const AnalysisTable& positions = *std::find_if(r.tables.begin(), r.tables.end(), [](const AnalysisTable& t) { return t.name == "attribution_positions"; });
+  const std::size_t copying = static_cast<std::size_t>(std::find(positions.rows.begin(), positions.rows.end(), "0.attn.0") - positions.rows.begin());
+  ASSERT_LT(copying + 1, positions.rows.size());
+  EXPECT_TRUE(std::isnan(positions.at(copying, 0)));
+  for (std::size_t i = 1; i < kLength; ++i) {
+    EXPECT_GT(positions.at(copying, i), 1.0) << i;
+    EXPECT_NEAR(positions.at(copying + 1, i), 0.0, 1e-6) << i;  // "0.attn.1"
+  }
+  const AnalysisTable& examples = *std::find_if(r.tables.begin(), r.tables.end(), [](const AnalysisTable& t) { return t.name == "attribution_examples"; });
+  ASSERT_EQ(examples.rows.size(), 64u);
+  for (std::size_t e = 0; e < 64; ++e) EXPECT_GT(examples.at(e, copying), 1.0) << e;
   logit_lens(inputs(), r);
   EvalScope scope(*model);
   const Evaluation e = evaluate_with(inputs(), {});

@@ -21,15 +21,24 @@ PartBlocks readout_stack(const Model& model) {
 
 // Per row: the logit of each scored answer (target != ignore; one per row for per-sequence logits),
 // summed, and how many there were; appended to `sums` and `counts`.
-void answer_logits(const Tensor& logits, const Tensor& target, std::vector<double>& sums, std::vector<double>* counts = nullptr) {
+// Per position of per-token logits: the sum over examples and how many there were.
+struct PositionSums {
+  std::vector<double> sum, count;
+};
+
+void answer_logits(const Tensor& logits, const Tensor& target, std::vector<double>& sums, std::vector<double>* counts = nullptr,
+                   PositionSums* positions = nullptr) {
   const std::int64_t* t = target.data<std::int64_t>();
   const std::size_t classes = logits.size(logits.dim() - 1), rows = target.size(0), per_row = target.numel() / std::max<std::size_t>(rows, 1);
+  if (positions && positions->sum.size() < per_row) positions->sum.resize(per_row, 0.0), positions->count.resize(per_row, 0.0);
   for (std::size_t r = 0; r < rows; ++r) {
     double total = 0, count = 0;
     for (std::size_t i = r * per_row; i < (r + 1) * per_row; ++i) {
       if (t[i] == data::kIgnore) continue;
-      total += element(logits, i * classes + static_cast<std::size_t>(t[i]));
+      const double logit = element(logits, i * classes + static_cast<std::size_t>(t[i]));
+      total += logit;
       count += 1;
+      if (positions) positions->sum[i - r * per_row] += logit, positions->count[i - r * per_row] += 1;
     }
     sums.push_back(total);
     if (counts) counts->push_back(count);
@@ -133,6 +142,26 @@ void attribution_tables(const Components& c, const std::vector<std::vector<doubl
   out.add(other);
 }
 
+// Each component's attribution per position (the mean over the examples with a scored answer there) and
+// per example (the first 64: the mean over its scored answers).
+void detail_tables(const Components& c, const std::vector<std::vector<double>>& sums, const std::vector<double>& counts,
+                   const std::vector<PositionSums>& positions, AnalysisResult& out) {
+  if (!positions.empty() && !positions[0].sum.empty()) {
+    AnalysisTable t{"attribution_positions", "attribution", "Direct logit attribution of each component to the correct token, per position",
+                    "component", "position", c.names, numbered(positions[0].sum.size()), {}, true};
+    for (const PositionSums& p : positions)
+      for (std::size_t i = 0; i < p.sum.size(); ++i) t.values.push_back(p.count[i] ? p.sum[i] / p.count[i] : NAN);
+    out.add(t);
+  }
+  const std::size_t shown = std::min<std::size_t>(64, counts.size());
+  AnalysisTable e{"attribution_examples", "attribution",
+                  "Direct logit attribution of each component to the correct token, per example (the first " + std::to_string(shown) + ")",
+                  "example", "component", numbered(shown), c.names, {}, true, false, shown};
+  for (std::size_t r = 0; r < shown; ++r)
+    for (std::size_t k = 0; k < c.names.size(); ++k) e.values.push_back(counts[r] ? sums[k][r] / counts[r] : NAN);
+  out.add(e);
+}
+
 }  // namespace
 
 void logit_attribution(const AnalysisInputs& in, std::uint64_t seed, AnalysisResult& out) {
@@ -147,6 +176,7 @@ void logit_attribution(const AnalysisInputs& in, std::uint64_t seed, AnalysisRes
   ForwardOptions o;
   o.hooks = components.hooks();
   std::vector<std::vector<double>> sums(components.names.size());  // per component, per example
+  std::vector<PositionSums> positions(components.names.size());     // per component, per position (per-token logits)
   std::vector<double> constant, logits, counts;
   for (const Batch& b : in.batches) {
     const ModelOutput run = in.model.forward(b, o);
@@ -154,7 +184,10 @@ void logit_attribution(const AnalysisInputs& in, std::uint64_t seed, AnalysisRes
     const Tensor centred = final_stream - mean(final_stream, -1, true);
     const Tensor scale = sqrt(mean(centred * centred, -1, true) + norm->eps);  // the norm's own, frozen
     const std::vector<Tensor> parts = components.split(run.cache);
-    for (std::size_t k = 0; k < parts.size(); ++k) answer_logits(in.model.readout(through_frozen_norm(parts[k], scale, *norm), b, false, false), b.target, sums[k]);
+    for (std::size_t k = 0; k < parts.size(); ++k) {
+      answer_logits(in.model.readout(through_frozen_norm(parts[k], scale, *norm), b, false, false), b.target, sums[k], nullptr,
+                    b.target.dim() == 2 ? &positions[k] : nullptr);
+    }
     // What no component writes: the norm's shift read out, and the output layer's bias.
     const Tensor shift = norm->bias.defined() ? zeros(final_stream.shape(), final_stream.dtype()) + norm->bias
                                               : zeros(final_stream.shape(), final_stream.dtype());
@@ -168,6 +201,7 @@ void logit_attribution(const AnalysisInputs& in, std::uint64_t seed, AnalysisRes
   out.facts["attribution.constant"] = total_of(constant) * per;
   out.facts["attribution.unexplained"] = (total_of(logits) - explained) * per;  // 0 up to rounding: the decomposition is exact
   attribution_tables(components, sums, counts, Bootstrap(counts.size(), seed), out);
+  detail_tables(components, sums, counts, positions, out);
 }
 
 void logit_lens(const AnalysisInputs& in, AnalysisResult& out) {
