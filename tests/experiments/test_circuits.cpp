@@ -93,5 +93,25 @@ TEST(Circuits, AHeadThatCopiesScoresOneAndOneThatSuppressesMinusOne) {
   EXPECT_EQ(r.notes.size(), 1u);  // one layer: no composition, and it says so
 }
 
+// Head 0's queries and keys read the token (a duplicate-token QK circuit), head 1's query reads the
+// position and its key the position after (a previous-position QK circuit).
+TEST(Circuits, PlantedQkCircuitsAreNamed) {
+  const std::size_t vocab = 6;
+  auto model = causal_lm(1, vocab);
+  set_weight(*model, "body.tok.weight", [](std::size_t v, std::size_t c) { return v == c ? 1.0 : 0.0; });
+  set_weight(*model, "body.pos.table", [](std::size_t i, std::size_t c) { return c == 16 + i ? 1.0 : 0.0; });
+  set_weight(*model, "body.encoder.blocks.0.attn.qkv.weight", [&](std::size_t row, std::size_t in) {
+    if (row < vocab || (row >= kWidth && row < kWidth + vocab)) return in == row % kWidth ? 1.0 : 0.0;  // head 0: q and k = the token
+    if (row >= kHeadDim && row < kWidth) return in == row ? 1.0 : 0.0;                                // head 1: q_i = position i
+    if (row >= kWidth + kHeadDim + 1 && row < 2 * kWidth) return in == row - kWidth - 1 ? 1.0 : 0.0;  // k_j = position j + 1
+    return 0.0;
+  });
+  AnalysisResult r;
+  weight_circuits(*model, r);
+  EXPECT_EQ(table(r, "circuits_qk_same_token").at(0, 0), 1.0);
+  EXPECT_EQ(table(r, "circuits_qk_previous_position").at(0, 1), 1.0);
+  EXPECT_LT(table(r, "circuits_qk_previous_position").at(0, 0), 0.5);
+}
+
 }  // namespace
 }  // namespace attnlab

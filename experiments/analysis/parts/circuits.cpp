@@ -190,6 +190,48 @@ void copying_table(const Model& model, const std::map<std::string, Tensor>& stat
            "layer", "head", numbered(layers.size()), numbered(heads), values, true, true, 0});
 }
 
+// Each head's QK circuit on the direct path from the embeddings (a causal LM's first layer reads nothing
+// else): the share of tokens whose query scores its own token's key highest (W_E QK W_E^T: a
+// duplicate-token head), and, with positions in the stream (a position table), the share of query
+// positions i >= 1 whose highest-scored key among j <= i is i - 1 (P QK P^T: a previous-token head).
+void qk_tables(const Model& model, const std::map<std::string, Tensor>& state, const std::vector<std::vector<Head>>& layers, std::size_t heads,
+               AnalysisResult& out) {
+  const std::optional<Mat> embed = weight(state, "tok.weight"), positions = weight(state, "pos.table");
+  if (!model.predicts_next_token() || !embed) return;
+  std::vector<double> same, previous;
+  for (const std::vector<Head>& layer : layers)
+    for (const Head& h : layer) {
+      const Mat qk = h.qk();
+      const Mat tokens = *embed * qk * transpose(*embed);  // [V, V]
+      double hits = 0;
+      for (std::size_t v = 0; v < tokens.rows; ++v) {
+        std::size_t best = 0;
+        for (std::size_t u = 1; u < tokens.cols; ++u)
+          if (tokens.at(v, u) > tokens.at(v, best)) best = u;
+        hits += best == v;
+      }
+      same.push_back(hits / static_cast<double>(tokens.rows));
+      if (!positions) continue;
+      const Mat p = *positions * qk * transpose(*positions);  // [T, T]
+      double prev = 0;
+      for (std::size_t i = 1; i < p.rows; ++i) {
+        std::size_t best = 0;
+        for (std::size_t j = 1; j <= i; ++j)
+          if (p.at(i, j) > p.at(i, best)) best = j;
+        prev += best + 1 == i;
+      }
+      previous.push_back(p.rows > 1 ? prev / static_cast<double>(p.rows - 1) : NAN);
+    }
+  out.add({"circuits_qk_same_token", "circuits",
+           "QK circuit from the token embedding: share of tokens whose query scores its own token highest (direct path)", "layer", "head",
+           numbered(layers.size()), numbered(heads), same, false, false, 0});
+  if (positions) {
+    out.add({"circuits_qk_previous_position", "circuits",
+             "QK circuit from the position table: share of positions whose query scores the previous position highest (direct path)", "layer",
+             "head", numbered(layers.size()), numbered(heads), previous, false, false, 0});
+  }
+}
+
 }  // namespace
 
 void weight_circuits(const Model& model, AnalysisResult& out) {
@@ -203,7 +245,10 @@ void weight_circuits(const Model& model, AnalysisResult& out) {
     for (const std::string& block : part.blocks) layers.push_back(layer_heads(state, block, heads, pre_norm));
     if (layers.empty() || layers[0].empty()) continue;
     if (layers.size() >= 2) composition_tables(part, layers, heads, out), any = true;
-    if (part.part.empty()) copying_table(model, state, layers, heads, out);  // a single stack from tokens to next-token logits
+    if (part.part.empty()) {  // a single stack from tokens to next-token logits
+      copying_table(model, state, layers, heads, out);
+      qk_tables(model, state, layers, heads, out);
+    }
     if (!out.facts.count("circuits.composition_baseline")) {
       out.facts["circuits.composition_baseline"] = random_composition(layers[0][0].o.cols, layers[0][0].o.rows, 17);
     }
