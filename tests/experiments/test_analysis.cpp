@@ -338,7 +338,10 @@ TEST(Analysis, EveryKernelIsAnalysed) {
     logit_attribution(in, 1, r);
     head_detectors(in, {}, r);
     residual_probes(in, 0, r);
-    for (const char* table : {"ablation_zero_accuracy", "patching_heads", "patching_residual", "attribution_heads", "probes_accuracy"})
+    weight_circuits(*model, r);
+    for (const char* table : {"ablation_zero_accuracy", "ablation_resample_accuracy", "patching_heads", "patching_residual", "patching_layers",
+                              "patching_head_positions", "patching_path_k", "attribution_heads", "attribution_positions", "probes_accuracy",
+                              "circuits_composition_k"})
       EXPECT_TRUE(std::any_of(r.tables.begin(), r.tables.end(), [&](const AnalysisTable& t) { return t.name == table; })) << name << ": " << table;
     if (info.capabilities.pattern)
       EXPECT_TRUE(std::any_of(r.tables.begin(), r.tables.end(), [](const AnalysisTable& t) { return t.name == "detector_induction_head"; })) << name;
