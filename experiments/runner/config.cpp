@@ -51,7 +51,7 @@ Schema<ModelConfig> model_schema() {
   s.field<bool>("feed_forward", stack(&EncoderConfig::feed_forward),
                 "`false`: blocks of attention alone, no feed-forward (Zoology's MQAR models, whose state mixer is the identity; "
                 "TransformerLens's attn_only)");
-  s.choice<NormPlacement>("norm", stack(&EncoderConfig::norm), norm_placement_names(), "`pre` (GPT-2) or `post` (original Transformer)");
+  s.choice<NormPlacement>("norm", stack(&EncoderConfig::norm), norm_placement_names(), "`pre` (GPT-2), `post` (original Transformer) or `none` (no LayerNorm at all: Nanda et al.'s grokking model)");
   s.choice<Activation>("activation", stack(&EncoderConfig::activation), activation_names(), "the feed-forward activation");
   s.field<double>("dropout", stack(&EncoderConfig::dropout), "dropout on residual branches", Range::closed_open(0.0, 1.0));
   s.field<bool>("bias", stack(&EncoderConfig::bias),

@@ -9,7 +9,10 @@ DecoderLayer::DecoderLayer(const EncoderConfig& self, const EncoderConfig& cross
     : placement_(self.norm) {
   if (!self.causal) throw std::invalid_argument("DecoderLayer: the decoder's self-attention must be causal");
   const bool pre = self.norm == NormPlacement::pre;
-  const auto norm = [&](const char* name) { return register_module(name, std::make_shared<LayerNorm>(self.d_model, 1e-5, true, self.bias)); };
+  const auto norm = [&](const char* name) {
+    return self.norm == NormPlacement::none ? std::shared_ptr<LayerNorm>()
+                                            : register_module(name, std::make_shared<LayerNorm>(self.d_model, 1e-5, true, self.bias));
+  };
   norm1 = norm("norm1");
   auto self_kernel = make_kernel(self.attention, self.kernel_spec(), ComponentOptions(self.attention_options.node()), gen);
   attn = register_module("attn", std::make_shared<MultiHeadAttention>(self.d_model, self.n_heads, self_kernel, self.bias, gen,
@@ -35,8 +38,9 @@ Tensor DecoderLayer::forward(const Tensor& input, const Tensor& memory, const At
                              const AttentionContext& cross_context, const HookScope& hooks) {
   const Tensor x = hooks("hook_resid_pre", input);
   const Tensor a = hooks("hook_attn_out", drop->forward(attn->self_attention(x, self_context, hooks.child("attn"))));
-  if (placement_ == NormPlacement::pre) {
-    // x + SelfAttn(LN(x)), + CrossAttn(LN(h), memory), + FF(LN(h)); the norms live inside the modules.
+  if (placement_ != NormPlacement::post) {
+    // x + SelfAttn(LN(x)), + CrossAttn(LN(h), memory), + FF(LN(h)); the norms live inside the modules
+    // (none: the same sums without norms).
     const Tensor h = hooks("hook_resid_mid", x + a);
     const Tensor c = hooks("hook_cross_attn_out", drop->forward(cross_attn->cross_attention(h, memory, cross_context, hooks.child("cross_attn"))));
     if (!ff) return hooks("hook_resid_post", h + c);

@@ -4,7 +4,7 @@
 
 namespace attnlab {
 const EnumNames<NormPlacement>& norm_placement_names() {
-  static const EnumNames<NormPlacement> names{{"pre", NormPlacement::pre}, {"post", NormPlacement::post}};
+  static const EnumNames<NormPlacement> names{{"pre", NormPlacement::pre}, {"post", NormPlacement::post}, {"none", NormPlacement::none}};
   return names;
 }
 
@@ -23,8 +23,8 @@ void EncoderConfig::validate() const {
 
 EncoderLayer::EncoderLayer(const EncoderConfig& config, Generator& gen, std::shared_ptr<const PositionalEncoding> rotary)
     : placement_(config.norm) {
-  const bool pre = config.norm == NormPlacement::pre;
-  norm1 = register_module("norm1", std::make_shared<LayerNorm>(config.d_model, 1e-5, true, config.bias));
+  const bool pre = config.norm == NormPlacement::pre, normed = config.norm != NormPlacement::none;
+  if (normed) norm1 = register_module("norm1", std::make_shared<LayerNorm>(config.d_model, 1e-5, true, config.bias));
   auto kernel = make_kernel(config.attention, config.kernel_spec(), ComponentOptions(config.attention_options.node()), gen);
   // Pre-norm: each norm is fused into the projection after it (LN -> qkv, LN -> fc1): the same values,
   // with one [B, T, C] tensor less kept per norm for the backward.
@@ -32,7 +32,7 @@ EncoderLayer::EncoderLayer(const EncoderConfig& config, Generator& gen, std::sha
                                                                       pre ? norm1 : nullptr, std::move(rotary),
                                                                       config.attention_setup()));
   if (config.feed_forward) {
-    norm2 = register_module("norm2", std::make_shared<LayerNorm>(config.d_model, 1e-5, true, config.bias));
+    if (normed) norm2 = register_module("norm2", std::make_shared<LayerNorm>(config.d_model, 1e-5, true, config.bias));
     ff = register_module("ff", std::make_shared<FeedForward>(config.d_model, config.hidden(), config.activation, config.dropout,
                                                              gen, config.bias, pre ? norm2 : nullptr));
   }
@@ -42,9 +42,10 @@ EncoderLayer::EncoderLayer(const EncoderConfig& config, Generator& gen, std::sha
 Tensor EncoderLayer::forward(const Tensor& input, const AttentionContext& context, const HookScope& hooks) {
   const Tensor x = hooks("hook_resid_pre", input);
   const Tensor a = hooks("hook_attn_out", drop->forward(attn->self_attention(x, context, hooks.child("attn"))));
-  if (!ff) return hooks("hook_resid_post", placement_ == NormPlacement::pre ? x + a : norm1->forward(x + a));
-  if (placement_ == NormPlacement::pre) {
-    // x + Attn(LN(x)), then + FF(LN(x)); the norms live inside attn and ff.
+  const bool residual_first = placement_ != NormPlacement::post;  // pre-norm, or no norm at all
+  if (!ff) return hooks("hook_resid_post", residual_first ? x + a : norm1->forward(x + a));
+  if (residual_first) {
+    // x + Attn(LN(x)), then + FF(LN(x)); the norms live inside attn and ff (none: x + Attn(x), + FF(h)).
     const Tensor h = hooks("hook_resid_mid", x + a);
     return hooks("hook_resid_post", h + hooks("hook_mlp_out", ff->forward(h)));
   }

@@ -1,5 +1,5 @@
 // Transformer encoder layers and stacks: residual connections around attention and the feed-forward
-// block, pre-norm (GPT-2) or post-norm (the original Transformer, BERT), dropout, bidirectional or causal.
+// block, pre-norm (GPT-2), post-norm (the original Transformer, BERT) or without norms, dropout, bidirectional or causal.
 //
 // Named activations of each block, under "blocks.<i>." (TransformerLens's names; attention's own under
 // "blocks.<i>.attn.", see attention/multi_head.hpp), all [B, T, C]:
@@ -29,9 +29,9 @@
 
 namespace attnlab {
 
-enum class NormPlacement { pre, post };
+enum class NormPlacement { pre, post, none };
 const EnumNames<NormPlacement>& norm_placement_names();
-NormPlacement parse_norm_placement(const std::string& name);  // "pre" | "post"
+NormPlacement parse_norm_placement(const std::string& name);  // "pre" | "post" | "none"
 const char* norm_placement_name(NormPlacement placement);
 
 // Everything that shapes an encoder stack. Checked by validate() before anything is built.

@@ -74,6 +74,27 @@ TEST(Encoder, CausalStackIgnoresTheFuture) {
   }
 }
 
+// model.norm: none (Nanda et al.'s grokking model): no LayerNorm anywhere, the block is x + Attn(x), then
+// + FF(h), the stack's output its last block's; gradients check.
+TEST(Encoder, WithoutNormsTheBlockIsTheResidualSums) {
+  Generator gen(3);
+  Encoder enc(tiny(true, NormPlacement::none), gen);
+  enc.to(DType::float64);
+  for (const auto& [name, p] : enc.state_dict()) EXPECT_EQ(name.find("norm"), std::string::npos) << name;
+  EXPECT_EQ(enc.final_norm, nullptr);
+  HookRequest request;
+  request.cache = {"blocks.*.hook_*"};
+  ActivationHooks hooks(request);
+  const Tensor x = randn({2, 4, 4}, gen, DType::float64);
+  const Tensor out = enc.forward(x, Tensor(), HookScope(&hooks, ""));
+  const auto c = hooks.take_cache();
+  testing::expect_values(c.at("blocks.0.hook_resid_pre") + c.at("blocks.0.hook_attn_out"), c.at("blocks.0.hook_resid_mid").to_vector(), 1e-14);
+  testing::expect_values(c.at("blocks.1.hook_resid_mid") + c.at("blocks.1.hook_mlp_out"), c.at("blocks.1.hook_resid_post").to_vector(), 1e-14);
+  EXPECT_EQ(c.at("blocks.1.hook_resid_post").to_vector(), out.to_vector());
+  EXPECT_TRUE(testing::gradcheck_passes([&](const auto& in) { return enc.forward(in[0]); },
+                                        with_parameters({testing::param({2, 3, 4}, 1)}, enc)));
+}
+
 TEST(EncoderGradcheck, PreNormBidirectional) {
   Generator gen(2);
   Encoder enc(tiny(false, NormPlacement::pre), gen);

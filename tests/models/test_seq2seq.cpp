@@ -50,7 +50,7 @@ Batch batch(Tensor source, Tensor source_mask, Tensor decoder_input, Tensor deco
 
 TEST(DecoderLayerGradcheck, PreAndPostNormWithPaddingOnBothSides) {
   for (const auto& [norm, feed_forward] : {std::pair{NormPlacement::pre, true}, {NormPlacement::post, true}, {NormPlacement::pre, false},
-                                           {NormPlacement::post, false}}) {
+                                           {NormPlacement::post, false}, {NormPlacement::none, true}}) {
     EncoderConfig self;
     self.d_model = 4, self.n_heads = 2, self.ff_hidden = 6, self.max_len = 4, self.causal = true, self.norm = norm;
     self.feed_forward = feed_forward;
