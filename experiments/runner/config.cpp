@@ -116,6 +116,11 @@ Schema<TrainConfig> train_schema() {
           "order (char_text: consecutive block_size windows, so every validation character after the first is predicted "
           "once; fashion_mnist: all 10,000 test images); generated tasks have no whole split")
       .resumable();
+  s.field("eval_train", &TrainConfig::eval_train,
+          "each evaluation also scores max(1, eval_batches) training batches of `batch_size`, the same ones every time (a task whose "
+          "training split fits in one batch, as modular's under full-batch training, gives all of it), logged as split `eval_train`: "
+          "memorising shows there before it shows on the held-out split")
+      .resumable();
   s.field("final_eval_batches", &TrainConfig::final_eval_batches,
           "the same for the evaluation after the last step, the figure to report (split `final` in the metrics); e.g. 20 "
           "sampled batches during training and 0 (the whole split) at the end")
@@ -123,6 +128,10 @@ Schema<TrainConfig> train_schema() {
       .resumable();
   s.field("checkpoint_interval", &TrainConfig::checkpoint_interval,
           "also write `last.ckpt` every this many steps (it is always written at the end, on Ctrl-C and on SIGTERM)")
+      .resumable();
+  s.field("keep_checkpoints", &TrainConfig::keep_checkpoints,
+          "keep every `checkpoint_interval` checkpoint as `checkpoints/step_N.ckpt` beside `last.ckpt` (the analysis's progress measures "
+          "read them: the fourier part of a modular run)")
       .resumable();
   s.section("optimizer", &TrainConfig::optimizer, optimizer_schema());
   s.section("schedule", &TrainConfig::schedule, schedule_schema());

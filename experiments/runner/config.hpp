@@ -42,7 +42,9 @@ struct TrainConfig {
   std::size_t eval_interval = 100;
   std::size_t eval_batches = 4;          // 0: the whole held-out split (char_text, fashion_mnist)
   std::size_t final_eval_batches = 4;    // the evaluation after the last step; defaults to eval_batches
+  bool eval_train = false;               // each evaluation also scores training batches (split "eval_train")
   std::size_t checkpoint_interval = 0;  // also write last.ckpt every this many steps; 0: only at the end
+  bool keep_checkpoints = false;        // and keep each as checkpoints/step_N.ckpt
 };
 
 struct LogConfig {

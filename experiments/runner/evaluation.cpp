@@ -1,5 +1,6 @@
 #include "experiments/runner/evaluation.hpp"
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <stdexcept>
@@ -133,6 +134,19 @@ Evaluation evaluate(Model& model, const data::DataSource& data, std::size_t batc
     const Batch b = shard(whole, comm);
     if (b.target.size(0)) sum.add(model.forward(b).logits, b.target);
   });
+  sum.sum_over(comm);
+  return sum.result();
+}
+
+Evaluation evaluate_train(Model& model, const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed,
+                          const dist::Communicator& comm) {
+  EvalScope scope(model);
+  EvaluationSum sum;
+  Generator gen(seed);
+  for (std::size_t i = 0; i < std::max<std::size_t>(batches, 1); ++i) {
+    const Batch b = shard(data.sample(data::TaskSplit::train, batch_size, gen), comm);
+    if (b.target.size(0)) sum.add(model.forward(b).logits, b.target);
+  }
   sum.sum_over(comm);
   return sum.result();
 }

@@ -46,6 +46,9 @@ void for_each_held_out_batch(const data::DataSource& data, std::size_t batches, 
 // figures a single process would.
 Evaluation evaluate(Model& model, const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed,
                     const dist::Communicator& comm = dist::Communicator::world());
+// The same on max(1, batches) training batches drawn from `seed` (train.eval_train).
+Evaluation evaluate_train(Model& model, const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed,
+                          const dist::Communicator& comm = dist::Communicator::world());
 
 // Fixed held-out examples whose patterns a run captures as it trains.
 struct Probes {

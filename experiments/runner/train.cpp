@@ -1,9 +1,10 @@
 #include "experiments/runner/train.hpp"
 
 #include <chrono>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 
 #include "experiments/runner/data_parallel.hpp"
@@ -181,7 +182,13 @@ TrainResult Trainer::run() {
     if (probes_ && writer() && due(step, c_.log.pattern_interval ? c_.log.pattern_interval : c_.train.eval_interval)) {
       log_->write(capture_patterns(*x_.model, *probes_, step, run_dir_));
     }
-    if (due(step, c_.train.checkpoint_interval)) save("last.ckpt");
+    if (due(step, c_.train.checkpoint_interval)) {
+      save("last.ckpt");
+      if (c_.train.keep_checkpoints && writer()) {
+        std::filesystem::create_directories(run_dir_ + "/checkpoints");
+        save("checkpoints/step_" + std::to_string(step) + ".ckpt");
+      }
+    }
     test_stop_point("step:" + std::to_string(step));
     // Under mpirun the ranks agree through the allreduce: every rank stops after the same step.
     const bool stopping = parallel_.active() ? step_loss.stop : stop.requested();
@@ -228,6 +235,10 @@ void Trainer::evaluate_at(std::size_t step, double lr) {
   row.elapsed_s = state_.train_seconds + seconds();
   write_row(row);
   progress_.evaluation(step, row.loss, row.token_accuracy, row.exact_match);
+  if (!c_.train.eval_train) return;
+  const Evaluation train = evaluate_train(*x_.model, *x_.data, c_.train.eval_batches, c_.train.batch_size, c_.seed + 8, parallel_.comm());
+  row.split = "eval_train", row.loss = train.loss, row.token_accuracy = train.metrics.token_accuracy, row.exact_match = train.metrics.exact_match;
+  write_row(row);
 }
 
 // Rank 0 writes; the other ranks hold the same state.

@@ -53,6 +53,8 @@ const char* const kEveryKey[] = {
     "task: {name: scan, split: length, split_seed: 3}\n"
     "model: {kind: seq2seq, decoder_layers: 3, encoder_attention: {name: linear, options: {eps: 0.001}},\n"
     "        decoder_attention: {name: cosine}, cross_attention: {name: performer, options: {features: 16}}}\n",
+    "task: {name: modular, p: 11, op: mul, train_fraction: 0.5, split_seed: 2}\nmodel: {kind: causal_lm, norm: none}\n"
+    "train: {eval_train: true, keep_checkpoints: true}\n",
     "task: {name: reverse, min_length: 3}\nmodel: {kind: seq2seq, share_embeddings: true, tie_embeddings: true,\n"
     "        decoder_attention: {options: {dropout: 0.1}}}\n",
 };
@@ -187,6 +189,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"model:\n  kind: causal_lm\n  attention: {name: delta, options: {chunk: -4}}\n", {}, "3:45",
                   "'model.attention.options.chunk' must be >= 1, got -4"},
         BadConfig{"train:\n  steps: -3\n", {}, "2:10", "'train.steps' must be >= 1, got -3"},
+        // The modular task's keys: a modulus below 2 or beyond what it keeps in memory, a train share outside
+        // (0, 1), an operation it does not know.
+        BadConfig{"task:\n  name: modular\n  p: 1\nmodel: {kind: causal_lm}\n", {}, "3:6", "'task.p' must be [2, 4096], got 1"},
+        BadConfig{"task:\n  name: modular\n  p: 5000\nmodel: {kind: causal_lm}\n", {}, "3:6", "'task.p' must be [2, 4096], got 5000"},
+        BadConfig{"task: {name: modular, train_fraction: 1.0}\nmodel: {kind: causal_lm}\n", {}, "1:39", "'task.train_fraction' must be"},
+        BadConfig{"task: {name: modular, op: div}\nmodel: {kind: causal_lm}\n", {}, "1:27", "add, sub, mul"},
         BadConfig{"name: x\n---\n# more\n\nseed: 1\n", {}, "2:1", "a second YAML document starts here"},
         BadConfig{"task: {name: fashion_mnist, path: /proc/self/status}\nmodel: {kind: vit}\n", {}, "1:35",
                   "task.path: /proc/self/status is a file; give the folder that holds the four IDX files"},
