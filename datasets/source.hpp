@@ -103,6 +103,14 @@ class DataSource {
   // "value_of_key", the value a key is paired with in its example.
   using TokenProperties = std::vector<std::pair<std::string, std::vector<std::int64_t>>>;
   virtual TokenProperties token_properties(const Batch& /*batch*/) const { return {}; }
+  // A task whose tokens 0 .. p-1 are the integers modulo p, answered with (a + sign * b) mod p (the
+  // modular task: sign 1 for add, -1 for sub, 0 for an operation that is not a sum): what the Fourier
+  // analysis of grokking needs. p 0: not such a task.
+  struct Modular {
+    std::size_t p = 0;
+    int sign = 0;
+  };
+  virtual Modular modular() const { return {}; }
 
  protected:
   // The ids of the words of a source text (token_ids unless the task reads sources otherwise).

@@ -56,6 +56,7 @@ class ModularSource : public DataSource {
     return batch(held_out_, first, std::min(held_out_.size(), first + size));
   }
   std::string token_label(std::int64_t id, std::size_t) const override { return static_cast<std::size_t>(id) == p_ ? "=" : std::to_string(id); }
+  Modular modular() const override { return {p_, op_ == ModularOp::add ? 1 : op_ == ModularOp::sub ? -1 : 0}; }
 
   // The answer to (a, b).
   std::int64_t answer(std::size_t a, std::size_t b) const {

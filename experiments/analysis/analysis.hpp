@@ -128,6 +128,25 @@ void repeated_tokens_test(const AnalysisInputs& in, std::uint64_t seed, Analysis
 void residual_probes(const AnalysisInputs& in, std::uint64_t seed, AnalysisResult& out);
 void rollout_maps(const AnalysisInputs& in, const RolloutOptions& options, const std::string& dir, AnalysisResult& out);
 void emergence(const std::string& run_dir, double threshold, AnalysisResult& out);
+// Grokking's Fourier analysis (parts/fourier.cpp). The squared norm of an embedding [p, width] (row a:
+// the integer a) at each frequency k = 0 .. p/2 of Z_p, k and p - k together, as shares of the whole.
+std::vector<double> fourier_spectrum(const std::vector<double>& embedding, std::size_t p, std::size_t width);
+// The key frequencies: those above twice the mean share of the non-constant ones, at most 10, ascending.
+std::vector<std::size_t> key_frequencies(const std::vector<double>& shares);
+struct ModularPair {
+  std::size_t a = 0, b = 0;
+  std::int64_t answer = 0;
+  bool train = false;
+};
+struct FourierLosses {
+  double restricted = 0, excluded = 0;
+};
+// Nanda et al.'s restricted loss (every pair's answer logits [n, p] with only their components along
+// cos and sin of w_k (a + sign b), for the key k, and the mean, kept) and excluded loss (those
+// components removed; the training pairs only).
+FourierLosses fourier_losses(const std::vector<double>& logits, const std::vector<ModularPair>& pairs, std::size_t p, int sign,
+                             const std::vector<std::size_t>& keys);
+
 // Composition scores between heads and each head's OV copying score, from the weights (parts/circuits.cpp).
 void weight_circuits(const Model& model, AnalysisResult& out);
 

@@ -53,6 +53,10 @@ Schema<ModelConfig> model_schema() {
                 "TransformerLens's attn_only)");
   s.choice<NormPlacement>("norm", stack(&EncoderConfig::norm), norm_placement_names(), "`pre` (GPT-2), `post` (original Transformer) or `none` (no LayerNorm at all: Nanda et al.'s grokking model)");
   s.choice<Activation>("activation", stack(&EncoderConfig::activation), activation_names(), "the feed-forward activation");
+  s.choice<InitScheme>("init", stack(&EncoderConfig::init), init_scheme_names(),
+                       "how weights start: `gpt2`, N(0, 0.02) with the residual projections scaled down (GPT-2, nanoGPT; a ViT keeps its "
+                       "modules' own); `fan_in`, "
+                       "N(0, 1/sqrt(fan-in)) and embeddings N(0, 1/sqrt(width)) (Nanda et al.'s grokking model)");
   s.field<double>("dropout", stack(&EncoderConfig::dropout), "dropout on residual branches", Range::closed_open(0.0, 1.0));
   s.field<bool>("bias", stack(&EncoderConfig::bias),
                 "biases in the blocks' Linear layers (attention projections, feed-forward) and LayerNorm shifts; `false` is "

@@ -8,6 +8,11 @@ const EnumNames<NormPlacement>& norm_placement_names() {
   return names;
 }
 
+const EnumNames<InitScheme>& init_scheme_names() {
+  static const EnumNames<InitScheme> names{{"gpt2", InitScheme::gpt2}, {"fan_in", InitScheme::fan_in}};
+  return names;
+}
+
 NormPlacement parse_norm_placement(const std::string& name) { return parse_enum(norm_placement_names(), name, "norm"); }
 
 const char* norm_placement_name(NormPlacement placement) { return enum_name(norm_placement_names(), placement); }

@@ -34,6 +34,12 @@ const EnumNames<NormPlacement>& norm_placement_names();
 NormPlacement parse_norm_placement(const std::string& name);  // "pre" | "post" | "none"
 const char* norm_placement_name(NormPlacement placement);
 
+// How a model's weights start: gpt2, N(0, 0.02) with the residual projections scaled by 1/sqrt(2 layers)
+// (GPT-2, nanoGPT); fan_in, N(0, 1/sqrt(fan-in)) for every weight and N(0, 1/sqrt(width)) for the
+// embeddings (Nanda et al.'s grokking model, whose larger weights memorise first).
+enum class InitScheme { gpt2, fan_in };
+const EnumNames<InitScheme>& init_scheme_names();
+
 // Everything that shapes an encoder stack. Checked by validate() before anything is built.
 struct EncoderConfig {
   std::size_t d_model = 64;
@@ -44,6 +50,7 @@ struct EncoderConfig {
   std::size_t max_len = 256;  // the longest sequence the stack will see (set from the data by the model kinds)
   NormPlacement norm = NormPlacement::pre;
   Activation activation = Activation::gelu;
+  InitScheme init = InitScheme::gpt2;
   double dropout = 0.0;       // on residual branches (attention output, feed-forward output)
   bool causal = false;
   bool bias = true;           // biases in every Linear layer (attention projections, feed-forward) and

@@ -85,17 +85,21 @@ std::vector<Model::AttentionPart> Model::attention_parts() const {
   return {part};
 }
 
-void gpt_init(Module& model, std::size_t n_layers, Generator& gen) {
+void gpt_init(Module& model, std::size_t n_layers, Generator& gen, InitScheme scheme) {
   NoGradGuard no_grad;
   const double residual_std = 0.02 / std::sqrt(2.0 * static_cast<double>(std::max<std::size_t>(n_layers, 1)));
+  const bool fan_in = scheme == InitScheme::fan_in;
+  // fan_in: N(0, 1/sqrt(fan-in)) for a Linear's [out, in] weight, N(0, 1/sqrt(width)) for an embedding's [n, width].
+  const auto inverse_root = [](const Tensor& t) { return 1.0 / std::sqrt(static_cast<double>(t.size(t.dim() - 1))); };
   for (auto& p : model.named_parameters()) {
     // Kernels' parameters and the short convolution keep their own initialisation.
     if (p.name.find(".kernel.") != std::string::npos || p.name.find(".short_conv.") != std::string::npos) continue;
     switch (p.kind) {
       case ParamKind::weight:
-        fill_normal(p.tensor, gen, ends_with(p.name, "attn.proj.weight") || ends_with(p.name, "ff.fc2.weight") ? residual_std : 0.02);
+        fill_normal(p.tensor, gen, fan_in ? inverse_root(p.tensor)
+                                          : ends_with(p.name, "attn.proj.weight") || ends_with(p.name, "ff.fc2.weight") ? residual_std : 0.02);
         break;
-      case ParamKind::embedding: fill_normal(p.tensor, gen, 0.02); break;
+      case ParamKind::embedding: fill_normal(p.tensor, gen, fan_in ? inverse_root(p.tensor) : 0.02); break;
       case ParamKind::bias: p.tensor.set_data(zeros(p.tensor.shape(), p.tensor.dtype())), p.tensor.set_requires_grad(true); break;
       case ParamKind::norm: break;  // LayerNorm's own 1 and 0
     }

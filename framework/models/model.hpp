@@ -211,7 +211,7 @@ std::vector<KernelUse> kernel_uses(const ModelConfig& config, const DataShape& s
 // N(0, 0.02), projections into the residual stream (attention output, second feed-forward layer)
 // N(0, 0.02 / sqrt(2 n_layers)), biases 0, embeddings N(0, 0.02), norms 1 and 0. Attention kernels' own
 // parameters keep their kernel's initialisation.
-void gpt_init(Module& model, std::size_t n_layers, Generator& gen);
+void gpt_init(Module& model, std::size_t n_layers, Generator& gen, InitScheme scheme = InitScheme::gpt2);
 
 }  // namespace attnlab
 

@@ -161,7 +161,7 @@ Seq2Seq::Seq2Seq(const ModelConfig& config, const DataShape& shape, Generator& g
   head = register_module("head", o.tie_embeddings ? std::make_shared<Linear>(decoder->tok->weight, false, gen)
                                                   : std::make_shared<Linear>(decoder_config_.d_model, shape.num_classes, false, gen));
   // Residual projections scaled as GPT-2 does, by the number of layers a signal passes (encoder, then decoder).
-  gpt_init(*this, encoder_config_.n_layers + decoder_config_.n_layers, gen);
+  gpt_init(*this, encoder_config_.n_layers + decoder_config_.n_layers, gen, encoder_config_.init);
 }
 
 Tensor Seq2Seq::encode(const Tensor& source, const Tensor& source_mask, const HookScope& hooks) {

@@ -103,7 +103,7 @@ CausalLM::CausalLM(const ModelConfig& config, const DataShape& shape, Generator&
   head = register_module("head", o.tie_embeddings
                                      ? std::make_shared<Linear>(body->tok->weight, false, gen)
                                      : std::make_shared<Linear>(encoder_config_.d_model, shape.vocab_size, false, gen));
-  gpt_init(*this, encoder_config_.n_layers, gen);  // a tied weight is an embedding here: N(0, 0.02), as in nanoGPT
+  gpt_init(*this, encoder_config_.n_layers, gen, encoder_config_.init);  // a tied weight is an embedding here: N(0, 0.02), as in nanoGPT
 }
 
 Tensor CausalLM::run(const Batch& batch, const HookScope& hooks) {
@@ -186,7 +186,7 @@ SequenceClassifier::SequenceClassifier(const ModelConfig& config, const DataShap
     NoGradGuard no_grad;
     cls = register_parameter("cls", randn({1, 1, encoder_config_.d_model}, gen, {}, 0.0, 0.02), ParamKind::embedding);
   }
-  gpt_init(*this, encoder_config_.n_layers, gen);  // BERT and GPT-2 alike: N(0, 0.02) for tokens and positions
+  gpt_init(*this, encoder_config_.n_layers, gen, encoder_config_.init);  // BERT and GPT-2 alike: N(0, 0.02) for tokens and positions
 }
 
 Tensor SequenceClassifier::run(const Batch& batch, const HookScope& hooks) {
@@ -230,7 +230,7 @@ TokenClassifier::TokenClassifier(const ModelConfig& config, const DataShape& sha
   encoder_config_ = stack(o, config.encoder, shape);
   body = register_module("body", std::make_shared<TokenEncoder>(shape.vocab_size, o.positional, encoder_config_, gen));
   head = register_module("head", std::make_shared<Linear>(encoder_config_.d_model, shape.num_classes, true, gen));
-  gpt_init(*this, encoder_config_.n_layers, gen);
+  gpt_init(*this, encoder_config_.n_layers, gen, encoder_config_.init);
 }
 
 Tensor TokenClassifier::run(const Batch& batch, const HookScope& hooks) {

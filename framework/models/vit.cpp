@@ -52,6 +52,7 @@ ViT::ViT(const ModelConfig& config, const DataShape& shape, Generator& gen) {
   }
   encoder = register_module("encoder", std::make_shared<Encoder>(encoder_config_, gen));
   head = register_module("head", std::make_shared<Linear>(c, shape.num_classes, true, gen));
+  if (encoder_config_.init == InitScheme::fan_in) gpt_init(*this, encoder_config_.n_layers, gen, InitScheme::fan_in);  // gpt2: the modules' own
 }
 
 Tensor ViT::patchify(const Tensor& images) const {
