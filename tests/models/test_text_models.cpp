@@ -379,3 +379,35 @@ TEST(ModelHooksGradcheck, CausalLMThroughAReplacedHeadZ) {
 
 }  // namespace
 }  // namespace attnlab
+
+namespace attnlab {
+namespace {
+
+// The standard deviation of a tensor's values.
+double spread(const Tensor& t) {
+  const std::vector<double> v = t.to_vector();
+  double mean = 0, square = 0;
+  for (double x : v) mean += x / static_cast<double>(v.size());
+  for (double x : v) square += (x - mean) * (x - mean) / static_cast<double>(v.size());
+  return std::sqrt(square);
+}
+
+// model.init: gpt2 draws N(0, 0.02) (the residual projections smaller); fan_in N(0, 1/sqrt(fan-in)) for
+// weights and N(0, 1/sqrt(width)) for embeddings, whatever the width.
+TEST(ModelInit, Gpt2AndFanInDrawTheStatedScales) {
+  for (InitScheme scheme : {InitScheme::gpt2, InitScheme::fan_in}) {
+    Spec spec = tiny(50, 8);
+    spec.config.kind.name = "causal_lm";
+    spec.config.encoder.d_model = 64, spec.config.encoder.ff_hidden = 256, spec.config.encoder.init = scheme;
+    Generator gen(2);
+    const auto model = make_model(spec.config, spec.shape, gen);
+    const auto state = model->state_dict();
+    const bool fan_in = scheme == InitScheme::fan_in;
+    EXPECT_NEAR(spread(state.at("body.encoder.blocks.0.attn.qkv.weight")), fan_in ? 1 / 8.0 : 0.02, fan_in ? 0.01 : 0.002);
+    EXPECT_NEAR(spread(state.at("body.encoder.blocks.0.ff.fc2.weight")), fan_in ? 1 / 16.0 : 0.02 / std::sqrt(2.0), fan_in ? 0.005 : 0.002);
+    EXPECT_NEAR(spread(state.at("body.tok.weight")), fan_in ? 1 / 8.0 : 0.02, fan_in ? 0.01 : 0.002);
+  }
+}
+
+}  // namespace
+}  // namespace attnlab
