@@ -53,7 +53,7 @@ const char* const kEveryKey[] = {
     "task: {name: scan, split: length, split_seed: 3}\n"
     "model: {kind: seq2seq, decoder_layers: 3, encoder_attention: {name: linear, options: {eps: 0.001}},\n"
     "        decoder_attention: {name: cosine}, cross_attention: {name: performer, options: {features: 16}}}\n",
-    "task: {name: modular, p: 11, op: mul, train_fraction: 0.5, split_seed: 2}\nmodel: {kind: causal_lm, norm: none}\n"
+    "task: {name: modular, p: 11, op: mul, train_fraction: 0.5, split_seed: 2}\nmodel: {kind: causal_lm, norm: none, init: fan_in}\n"
     "train: {eval_train: true, keep_checkpoints: true}\n",
     "task: {name: reverse, min_length: 3}\nmodel: {kind: seq2seq, share_embeddings: true, tie_embeddings: true,\n"
     "        decoder_attention: {options: {dropout: 0.1}}}\n",
