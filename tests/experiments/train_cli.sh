@@ -381,6 +381,22 @@ cp -r "$run" "$work/runs/damaged-analysis" && echo '{}' > "$work/runs/damaged-an
 check report_damaged_analysis "$attnlab" report "$work/runs/damaged-analysis"
 grep -q 'is not an analysis summary: no &quot;tables&quot; key; run attnlab analyze' "$work/runs/damaged-analysis/report.html" || fail "the report does not say the analysis is damaged"
 
+# The modular task (grokking's): the shipped config's model on p = 7, its checkpoints kept, then the
+# Fourier part: a finite spectrum over the 4 frequencies of Z_7 and a progress row per kept checkpoint.
+check train_modular "$attnlab" train "$source/configs/grokking.yaml" log.dir="$work/runs" name=modular task.p=7 train.steps=40 \
+  train.batch_size=64 train.eval_interval=20 train.checkpoint_interval=10 model.d_model=16 model.ff_hidden=32 model.n_heads=2
+ls "$work/runs/modular/checkpoints/"step_{10,20,30,40}.ckpt > /dev/null || fail "the modular run kept no checkpoints"
+grep -q '"split":"eval_train"' "$work/runs/modular/metrics.jsonl" || fail "the modular run logged no training-split evaluation"
+check analyze_fourier "$attnlab" analyze "$work/runs/modular" --only fourier
+python3 - "$work/runs/modular/analysis/summary.json" <<'PY' || fail "the fourier part's tables"
+import json, math, sys
+tables = {t["name"]: t for t in json.load(open(sys.argv[1]))["tables"]}
+shares = tables["fourier_embedding"]["values"]
+assert len(shares) == 4 and all(v is not None and math.isfinite(v) for v in shares) and abs(sum(shares) - 1) < 1e-9, shares
+assert tables["fourier_progress"]["rows"] == ["10", "20", "30", "40"], tables["fourier_progress"]["rows"]
+PY
+bad_number "--only fourier: fourier needs the modular task" analyze "$work/runs/induction-causal_lm" --only fourier
+
 # A run without config.yaml: every command uses the checkpoint's config, analyze and report too.
 cp -r "$run" "$work/runs/no-config" && rm "$work/runs/no-config/config.yaml"
 check analyze_no_config "$attnlab" analyze "$work/runs/no-config" --only detectors --examples 16

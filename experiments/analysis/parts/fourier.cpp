@@ -172,7 +172,8 @@ void progress_measures(Model& model, const data::DataSource& data, const std::st
     const std::vector<double> logits = all_logits(model, data, m.p, pairs);
     const FourierLosses f = fourier_losses(logits, pairs, m.p, m.sign, keys);
     std::size_t width = 0;
-    const std::vector<double> shares = fourier_spectrum(token_embedding(model, m.p, width), m.p, width);
+    const std::vector<double> embedding = token_embedding(model, m.p, width);  // sets width: not in the same call
+    const std::vector<double> shares = fourier_spectrum(embedding, m.p, width);
     double key_share = 0;
     for (std::size_t k : keys) key_share += shares[k];
     rows.push_back(std::to_string(step));
@@ -203,7 +204,8 @@ class FourierPart {
   static void run(const PartInputs& p, const Options&) {
     const data::DataSource::Modular m = p.in.data.modular();
     std::size_t width = 0;
-    const std::vector<double> shares = fourier_spectrum(token_embedding(p.in.model, m.p, width), m.p, width);
+    const std::vector<double> embedding = token_embedding(p.in.model, m.p, width);  // sets width: not in the same call
+    const std::vector<double> shares = fourier_spectrum(embedding, m.p, width);
     const std::vector<std::size_t> keys = key_frequencies(shares);
     p.result.add({"fourier_embedding", "fourier", "Share of the token embedding's squared norm at each frequency k of Z_p (k and p - k together)",
                   "frequency", "", numbered(shares.size()), {"share"}, shares, false, true, 0});
