@@ -349,6 +349,29 @@ TEST(Analysis, EveryKernelIsAnalysed) {
   }
 }
 
+// Without any norm (model.norm: none, the grokking model) the logits are the components' sum read out:
+// the attributions add up to the logit; a post-norm model's do not, and the analysis says so.
+TEST(Analysis, ANormlessModelIsAttributedAndAPostNormOneIsNot) {
+  PreviousTokenSource data;
+  for (NormPlacement norm : {NormPlacement::none, NormPlacement::post}) {
+    ModelConfig config;
+    config.kind.name = "causal_lm";
+    config.encoder.d_model = 16, config.encoder.n_heads = 2, config.encoder.n_layers = 2, config.encoder.norm = norm;
+    DataShape shape = data.shape();
+    shape.num_classes = kVocab;
+    Generator gen(5);
+    std::shared_ptr<Model> model = make_model(config, shape, gen);
+    AnalysisResult r;
+    logit_attribution(AnalysisInputs{*model, data, held_out_examples(data, 32, 16, 1)}, 1, r);
+    if (norm == NormPlacement::none) {
+      EXPECT_NEAR(r.facts.at("attribution.unexplained"), 0.0, 1e-4 * std::max(1.0, std::fabs(r.facts.at("attribution.answer_logit"))));
+    } else {
+      EXPECT_EQ(r.facts.count("attribution.unexplained"), 0u);
+      ASSERT_EQ(r.notes.size(), 1u);
+    }
+  }
+}
+
 // Blocks of attention alone (model.feed_forward: false) have no MLP to ablate or attribute: the layer
 // table has only the attention column, and the attributions still add up to the logit.
 TEST(Analysis, AttentionOnlyModelsHaveNoMlpComponents) {

@@ -168,7 +168,10 @@ void logit_attribution(const AnalysisInputs& in, std::uint64_t seed, AnalysisRes
   EvalScope scope(in.model);
   const LayerNorm* norm = in.model.final_norm();
   const std::vector<std::string> stack = readout_stack(in.model).blocks;
-  if (!norm || stack.empty()) {
+  const std::map<std::string, Tensor> state = in.model.state_dict();
+  // Without any norm (model.norm: none) the last stream is read out as it is: a sum of the components.
+  const bool normless = std::none_of(state.begin(), state.end(), [](const auto& w) { return w.first.find("norm") != std::string::npos; });
+  if ((!norm && !normless) || stack.empty()) {
     out.notes.push_back("attribution: the model has no final norm (post-norm), so its logits are not a sum of direct effects");
     return;
   }
@@ -182,15 +185,15 @@ void logit_attribution(const AnalysisInputs& in, std::uint64_t seed, AnalysisRes
     const ModelOutput run = in.model.forward(b, o);
     const Tensor& final_stream = run.cache.at(stack.back() + "hook_resid_post");
     const Tensor centred = final_stream - mean(final_stream, -1, true);
-    const Tensor scale = sqrt(mean(centred * centred, -1, true) + norm->eps);  // the norm's own, frozen
+    const Tensor scale = norm ? sqrt(mean(centred * centred, -1, true) + norm->eps) : Tensor();  // the norm's own, frozen
     const std::vector<Tensor> parts = components.split(run.cache);
     for (std::size_t k = 0; k < parts.size(); ++k) {
-      answer_logits(in.model.readout(through_frozen_norm(parts[k], scale, *norm), b, false, false), b.target, sums[k], nullptr,
-                    b.target.dim() == 2 ? &positions[k] : nullptr);
+      const Tensor read = norm ? through_frozen_norm(parts[k], scale, *norm) : parts[k];
+      answer_logits(in.model.readout(read, b, false, false), b.target, sums[k], nullptr, b.target.dim() == 2 ? &positions[k] : nullptr);
     }
     // What no component writes: the norm's shift read out, and the output layer's bias.
-    const Tensor shift = norm->bias.defined() ? zeros(final_stream.shape(), final_stream.dtype()) + norm->bias
-                                              : zeros(final_stream.shape(), final_stream.dtype());
+    const Tensor shift = norm && norm->bias.defined() ? zeros(final_stream.shape(), final_stream.dtype()) + norm->bias
+                                                      : zeros(final_stream.shape(), final_stream.dtype());
     answer_logits(in.model.readout(shift, b, false, true), b.target, constant);
     answer_logits(run.logits, b.target, logits, &counts);
   }
