@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <set>
 
 #include "experiments/analysis/part.hpp"
@@ -37,18 +38,19 @@ class PreviousTokenSource : public data::DataSource {
   }
 };
 
-// Residual dims: [0, 6) the token, [6, 12) the copied previous token, [16, 24) the position.
-std::shared_ptr<Model> previous_token_model() {
+// Residual dims: [0, 6) the token, [6, 12) the copied previous token, [16, 24) the position. Head 0.0
+// copies the previous token there; `extra` sets more weights (of later layers); the output layer reads
+// dims [readout, readout + 6). Every other weight is 0, every norm gain 1.
+using Weights = std::map<std::string, std::vector<double>>;
+std::shared_ptr<Model> hand_built(std::size_t layers, bool feed_forward, std::size_t readout, const std::function<void(Weights&)>& extra) {
   ModelConfig config;
   config.kind.name = "causal_lm";
-  config.encoder.d_model = kWidth;
-  config.encoder.n_heads = 2;
-  config.encoder.n_layers = 1;
-  config.encoder.bias = false;
+  config.encoder.d_model = kWidth, config.encoder.n_heads = 2, config.encoder.n_layers = layers, config.encoder.bias = false;
+  config.encoder.feed_forward = feed_forward;
   Generator gen(0);
   std::shared_ptr<Model> model = make_model(config, PreviousTokenSource().shape(), gen);
   std::map<std::string, Tensor> state = model->state_dict();
-  std::map<std::string, std::vector<double>> w;
+  Weights w;
   for (const auto& [name, t] : state)
     if (t.dtype() != DType::int64) w[name] = std::vector<double>(t.numel(), name.find("norm") != std::string::npos ? 1.0 : 0.0);  // not the dropout generators' states
   const std::size_t c = kWidth;
@@ -59,12 +61,15 @@ std::shared_ptr<Model> previous_token_model() {
   for (std::size_t d = 1; d < kLength; ++d) qkv[(c + d) * c + 16 + d - 1] = 3.0;           // k_j: position j + 1
   for (std::size_t d = 0; d < kVocab; ++d) qkv[(2 * c + d) * c + d] = 1.0;                 // v: the token
   for (std::size_t d = 0; d < kVocab; ++d) w["body.encoder.blocks.0.attn.proj.weight"][(6 + d) * c + d] = 1.0;
-  for (std::size_t v = 0; v < kVocab; ++v) w["head.weight"][v * c + 6 + v] = 5.0;
+  for (std::size_t v = 0; v < kVocab; ++v) w["head.weight"][v * c + readout + v] = 5.0;
+  if (extra) extra(w);
   for (auto& [name, t] : state)
     if (w.count(name)) t = from_vector(w[name], t.shape(), t.dtype());
   model->load_state_dict(state);
   return model;
 }
+
+std::shared_ptr<Model> previous_token_model() { return hand_built(1, true, 6, {}); }
 
 double cell(const AnalysisResult& r, const std::string& table, std::size_t row, std::size_t col) {
   for (const AnalysisTable& t : r.tables)
@@ -164,32 +169,13 @@ TEST_F(HandBuilt, PatchingTheCopyingHeadOrTheChangedPositionRestoresTheAnswer) {
 // queries or keys, and nothing from the idle head 0.1.
 TEST(PathPatching, ThePlantedPathGoesThroughTheReceiversValues) {
   PreviousTokenSource data;
-  ModelConfig config;
-  config.kind.name = "causal_lm";
-  config.encoder.d_model = kWidth, config.encoder.n_heads = 2, config.encoder.n_layers = 2, config.encoder.bias = false;
-  config.encoder.feed_forward = false;
-  Generator gen(0);
-  std::shared_ptr<Model> model = make_model(config, data.shape(), gen);
-  std::map<std::string, Tensor> state = model->state_dict();
-  std::map<std::string, std::vector<double>> w;
-  for (const auto& [name, t] : state)
-    if (t.dtype() != DType::int64) w[name] = std::vector<double>(t.numel(), name.find("norm") != std::string::npos ? 1.0 : 0.0);
   const std::size_t c = kWidth;
-  for (std::size_t v = 0; v < kVocab; ++v) w["body.tok.weight"][v * c + v] = 1.0;
-  for (std::size_t i = 0; i < kLength; ++i) w["body.pos.table"][i * c + 16 + i] = 1.0;
-  auto& qkv0 = w["body.encoder.blocks.0.attn.qkv.weight"];  // head 0.0: the previous token, as previous_token_model
-  for (std::size_t d = 0; d < kLength; ++d) qkv0[d * c + 16 + d] = 3.0;
-  for (std::size_t d = 1; d < kLength; ++d) qkv0[(c + d) * c + 16 + d - 1] = 3.0;
-  for (std::size_t d = 0; d < kVocab; ++d) qkv0[(2 * c + d) * c + d] = 1.0;
-  for (std::size_t d = 0; d < kVocab; ++d) w["body.encoder.blocks.0.attn.proj.weight"][(6 + d) * c + d] = 1.0;
-  auto& qkv1 = w["body.encoder.blocks.1.attn.qkv.weight"];  // head 1.0: its own position; values from dims [6, 12)
-  for (std::size_t d = 0; d < kLength; ++d) qkv1[d * c + 16 + d] = 12.0, qkv1[(c + d) * c + 16 + d] = 12.0;
-  for (std::size_t d = 0; d < kVocab; ++d) qkv1[(2 * c + d) * c + 6 + d] = 1.0;
-  for (std::size_t d = 0; d < kVocab; ++d) w["body.encoder.blocks.1.attn.proj.weight"][(24 + d) * c + d] = 1.0;
-  for (std::size_t v = 0; v < kVocab; ++v) w["head.weight"][v * c + 24 + v] = 5.0;
-  for (auto& [name, t] : state)
-    if (w.count(name)) t = from_vector(w[name], t.shape(), t.dtype());
-  model->load_state_dict(state);
+  const auto model = hand_built(2, false, 24, [&](Weights& w) {
+    auto& qkv1 = w["body.encoder.blocks.1.attn.qkv.weight"];  // head 1.0: its own position; values from dims [6, 12)
+    for (std::size_t d = 0; d < kLength; ++d) qkv1[d * c + 16 + d] = 12.0, qkv1[(c + d) * c + 16 + d] = 12.0;
+    for (std::size_t d = 0; d < kVocab; ++d) qkv1[(2 * c + d) * c + 6 + d] = 1.0;
+    for (std::size_t d = 0; d < kVocab; ++d) w["body.encoder.blocks.1.attn.proj.weight"][(24 + d) * c + d] = 1.0;
+  });
   AnalysisResult r;
   activation_patching(*model, data, changed_at_three(data), 1, r);
   EXPECT_NEAR(cell(r, "patching_heads", 0, 0), 1.0, 1e-3);
