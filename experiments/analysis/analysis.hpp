@@ -57,11 +57,11 @@ double weighted_ratio(const std::vector<double>& num, const std::vector<double>&
 // what the ablation's numbers and their intervals are computed from (as `evaluate` scores: loss per
 // scored token, token accuracy, exact match of the rows).
 struct ExampleScores {
-  std::vector<double> loss, tokens, correct, exact;
+  std::vector<double> loss, tokens, correct, exact, rows;  // rows: 1 per example, exact match's denominator
   void add(const Tensor& logits, const Tensor& target);
   double mean_loss(const std::vector<double>& w = {}) const { return weighted_ratio(loss, tokens, w); }
   double token_accuracy(const std::vector<double>& w = {}) const { return weighted_ratio(correct, tokens, w); }
-  double exact_match(const std::vector<double>& w = {}) const { return weighted_ratio(exact, std::vector<double>(exact.size(), 1.0), w); }
+  double exact_match(const std::vector<double>& w = {}) const { return weighted_ratio(exact, rows, w); }
 };
 ExampleScores score_examples(const AnalysisInputs& in, const HookRequest& hooks);
 

@@ -131,7 +131,7 @@ void ExampleScores::add(const Tensor& logits, const Tensor& target) {
       sum += top + std::log(total) - element(logits, i * classes + static_cast<std::size_t>(t[i]));
       scored += 1, right += best == static_cast<std::size_t>(t[i]);
     }
-    loss.push_back(sum), tokens.push_back(scored), correct.push_back(right), exact.push_back(right == scored ? 1.0 : 0.0);
+    loss.push_back(sum), tokens.push_back(scored), correct.push_back(right), exact.push_back(right == scored ? 1.0 : 0.0), this->rows.push_back(1.0);
   }
 }
 

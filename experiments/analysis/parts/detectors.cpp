@@ -77,18 +77,20 @@ std::vector<double> detect_heads(Model& model, const data::DataSource& data, con
   const ModelOutput run = model.forward(batch, o);
   const std::size_t heads = model.n_heads(), layers = part->pattern_hooks.size(), rows = batch.input.size(0);
   std::vector<double> sum(layers * heads, 0.0), count(layers * heads, 0.0);
+  std::vector<std::vector<double>> patterns;  // per layer, [B, H, T, T]
+  for (const std::string& hook : part->pattern_hooks) {
+    const auto it = run.cache.find(hook);
+    if (it == run.cache.end() || !it->second.defined()) throw std::invalid_argument("this model's kernel has no attention pattern to score");
+    patterns.push_back(it->second.to_vector());
+  }
+  const std::size_t t = batch.input.size(1);
   for (std::size_t r = 0; r < rows; ++r) {
     std::size_t length = 0;
     const std::vector<std::int64_t> tokens = row_tokens(data, batch.input, batch.key_padding_mask, r, length);
     const std::vector<double> d = detection(std::vector<std::int64_t>(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(length)));
     for (std::size_t l = 0; l < layers; ++l) {
-      const auto it = run.cache.find(part->pattern_hooks[l]);
-      if (it == run.cache.end() || !it->second.defined()) throw std::invalid_argument("this model's kernel has no attention pattern to score");
-      const Tensor& pattern = it->second;  // [B, H, T, T]
-      const std::size_t t = pattern.size(2);
-      const std::vector<double> v = slice(pattern, 0, static_cast<std::int64_t>(r), static_cast<std::int64_t>(r) + 1).to_vector();
       for (std::size_t h = 0; h < heads; ++h) {
-        const double score = similarity_score(v.data() + h * t * t, t, t, d, tokens, length, options);
+        const double score = similarity_score(patterns[l].data() + (r * heads + h) * t * t, t, t, d, tokens, length, options);
         if (std::isfinite(score)) sum[l * heads + h] += score, count[l * heads + h] += 1;
       }
     }

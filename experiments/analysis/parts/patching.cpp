@@ -46,8 +46,8 @@ struct Restored {
   const std::vector<double>& clean;
   const std::vector<double>& corrupted;
   const Bootstrap& boot;
+  const std::vector<double> ones = std::vector<double>(clean.size(), 1.0);  // the means' denominators
   double share(const std::vector<double>& patched, const std::vector<double>& w) const {
-    const std::vector<double> ones(clean.size(), 1.0);
     const double c = weighted_ratio(clean, ones, w), k = weighted_ratio(corrupted, ones, w), p = weighted_ratio(patched, ones, w);
     return std::fabs(c - k) > 1e-9 ? (p - k) / (c - k) : NAN;
   }
