@@ -54,6 +54,8 @@ RunFigures figures(const RunRecord& run, const std::string& metric, const std::s
   f.final_metric = run.final_value(metric);
   for (const auto& p : curve)
     f.best_metric = std::isnan(f.best_metric) ? p.second : metric == "loss" ? std::min(f.best_metric, p.second) : std::max(f.best_metric, p.second);
+  if (std::isfinite(f.final_metric))  // the final evaluation counts too: best is the best of every evaluation
+    f.best_metric = std::isnan(f.best_metric) ? f.final_metric : metric == "loss" ? std::min(f.best_metric, f.final_metric) : std::max(f.best_metric, f.final_metric);
   f.final_loss = run.final_value("loss");
   f.by = run.final_value(by);
   if (run.summary) {
@@ -73,6 +75,7 @@ struct Cell {
   bool choosing_ended = true;        // every run of the seeds that choose has finished or diverged
   double peak = NAN, params = NAN, state = NAN;
   std::vector<std::string> run_dirs;  // the finished ones, relative to the comparison folder
+  std::vector<std::uint64_t> seeds;   // theirs
   // Each planned run's row of runs.csv: its status and, when finished, its figures.
   struct Row {
     const PlannedRun* run;
@@ -95,6 +98,7 @@ std::vector<Cell> read_cells(const CompareSpec& spec, const std::vector<PlannedR
     if (c.rows.back().status != "finished") continue;
     const RunFigures f = figures(read_run(p.run_dir), spec.metric, by);
     c.run_dirs.push_back(p.rel);
+    c.seeds.push_back(p.seed);
     c.final_metric.push_back(f.final_metric), c.best_metric.push_back(f.best_metric), c.loss.push_back(f.final_loss);
     c.by.push_back(f.by), c.seconds.push_back(f.seconds), c.rate.push_back(f.tokens_per_s);
     if (spec.choosing_seed(p.seed)) c.by_choosing.push_back(f.by);
@@ -207,7 +211,7 @@ std::string summary_csv(const CompareSpec& spec, const std::vector<const Cell*>&
 // The sentence above the summary table: base, seeds, metric, grid and selection.
 std::string summary_intro(const CompareSpec& spec) {
   std::string intro = "Base: `" + spec.base + "`; seeds: " + std::to_string(spec.seeds.size()) + "; metric: " + spec.metric +
-                      " on the held-out split (final = at the last step).";
+                      " on the held-out split (final: the final evaluation, after the last step; best: the best of every evaluation, those during training and the final one).";
   if (!spec.grid.empty()) {
     intro += " Grid:";
     for (const GridAxis& a : spec.grid) intro += " " + a.key + " (" + std::to_string(a.values.size()) + " values)";
@@ -287,7 +291,7 @@ void write_comparison_summary(const CompareSpec& spec, const std::vector<Planned
     const std::string at = spec.point_label(c->point, skip);
     std::string name = variant.name + (at.empty() ? "" : " " + at);
     if (spec.select) name += " (" + spec.grid[skip].label + "=" + chosen_text(*c) + ")";
-    report_variants.push_back(ComparisonVariant{name, variant.description, c->run_dirs});
+    report_variants.push_back(ComparisonVariant{name, variant.description, c->run_dirs, c->seeds});
   }
   table << "</table>";
   const std::string intro = summary_intro(spec);
@@ -296,7 +300,7 @@ void write_comparison_summary(const CompareSpec& spec, const std::vector<Planned
   write_file_atomically(dir + "/runs.csv", runs_csv(spec, cells, shown));
   write_file_atomically(dir + "/summary.md", "# " + spec.name + "\n\n" + intro + "\n\n" + md.str());
   write_comparison_report(dir, spec.name, m, report_variants,
-                          "<p class=\"note\">" + report::escape(intro) + "</p>" + table.str() + state_plot(spec, shown));
+                          "<p class=\"note\">" + report::inline_code(intro) + "</p>" + table.str() + state_plot(spec, shown));
 }
 
 std::vector<bool> selected_runs(const CompareSpec& spec, const std::vector<PlannedRun>& plan) {

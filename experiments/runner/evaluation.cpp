@@ -1,6 +1,7 @@
 #include "experiments/runner/evaluation.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <functional>
 #include <stdexcept>
@@ -47,6 +48,24 @@ void write_probe_side(const std::string& dir, const std::string& name, const Ten
     for (std::size_t i = 0; i < length; ++i) text += labels[i] + "\n";
     write_file_atomically(labels_file, text);
   }
+}
+
+// An image probe's picture (probe_P_image.png), for the report's image view: grey for one channel, the
+// first three as RGB otherwise, scaled from the image's lowest value to its highest.
+void write_probe_image(const std::string& dir, const Tensor& images, std::size_t p) {
+  const std::string file = dir + "/probe_" + std::to_string(p) + "_image.png";
+  if (fs::exists(file) || !images.defined() || images.dim() != 4) return;
+  const std::size_t channels = images.size(1), height = images.size(2), width = images.size(3), plane = height * width;
+  const std::vector<double> v = slice(images, 0, static_cast<I>(p), static_cast<I>(p) + 1).to_vector();
+  const auto [low, high] = std::minmax_element(v.begin(), v.end());
+  const double span = *high > *low ? *high - *low : 1;
+  std::vector<unsigned char> rgb(plane * 3);
+  for (std::size_t i = 0; i < plane; ++i)
+    for (std::size_t k = 0; k < 3; ++k) {
+      const double x = v[(channels >= 3 ? k : 0) * plane + i];
+      rgb[i * 3 + k] = static_cast<unsigned char>(std::lround((x - *low) / span * 255));
+    }
+  write_file_atomically(file, encode_rgb_png(rgb, width, height));
 }
 
 // Saves probe p's patterns of one part as .npy [L, H, Tq, Tk] and .png, its queries and keys cut to the
@@ -219,6 +238,7 @@ PatternCapture capture_patterns(Model& model, const Probes& probes, std::size_t 
     const std::size_t source = probes.lengths.empty() ? labels.size() : probes.lengths[p];
     const std::size_t target = probes.target_lengths.empty() ? 0 : probes.target_lengths[p];
     write_probe_side(dir, "", probes.tokens.empty() ? Tensor() : probes.batch.input, p, source, labels);
+    if (probes.tokens.empty()) write_probe_image(dir, probes.batch.input, p);
     if (target) write_probe_side(dir, "target_", probes.batch.decoder_input, p, target, probes.target_labels[p]);
     for (std::size_t part = 0; part < parts.size(); ++part) {
       const Model::AttentionPart& a = parts[part];

@@ -6,7 +6,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
+#include <optional>
 #include <set>
 #include <regex>
 #include <sstream>
@@ -15,6 +17,7 @@
 #include "experiments/runner/metrics_log.hpp"
 #include "experiments/runner/report_svg.hpp"
 #include "framework/io/atomic_file.hpp"
+#include "framework/io/image.hpp"
 #include "framework/io/npy.hpp"
 
 namespace attnlab {
@@ -61,27 +64,59 @@ std::vector<std::string> probe_labels(const std::string& run_dir, std::size_t pr
   return labels;
 }
 
-// Every layer's heads of one part for one capture of one probe, a row per layer.
+// A ViT probe's image (patterns/probe_P_image.png, written at capture) with its patch geometry from the
+// run's config.yaml (model.patch_size, and a CLS token before the patches with model.pooling cls); none
+// for token inputs.
+std::optional<PatternImage> probe_image(const std::string& run_dir, std::size_t probe) {
+  const std::string file = run_dir + "/patterns/probe_" + std::to_string(probe) + "_image.png";
+  if (!fs::exists(file)) return std::nullopt;
+  std::ifstream in(file, std::ios::binary);
+  PatternImage image;
+  image.png.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  if (image.png.size() < 24 || image.png.compare(1, 3, "PNG") != 0) throw std::runtime_error(file + ": not a PNG file");
+  const auto u32 = [&](std::size_t at) {  // the IHDR chunk's big-endian width and height
+    std::size_t v = 0;
+    for (std::size_t i = 0; i < 4; ++i) v = (v << 8) | static_cast<unsigned char>(image.png[at + i]);
+    return v;
+  };
+  image.width = u32(16), image.height = u32(20);
+  const YAML::Node model = YAML::LoadFile(run_dir + "/config.yaml")["model"];
+  image.patch = model["patch_size"].as<std::size_t>(0);
+  image.leading = model["pooling"].as<std::string>("") == "cls" ? 1 : 0;
+  if (image.patch == 0 || image.width % image.patch || image.height % image.patch) return std::nullopt;
+  return image;
+}
+
+// Every layer's heads of one part for one capture of one probe, a row per layer, each row followed by its
+// token view (or for images, its image view), with the data report.js reads and the colour bar it needs.
 std::string pattern_grid(const std::string& run_dir, std::size_t step, std::size_t probe, const std::string& part) {
   const std::string file = pattern_file(run_dir, step, probe, part);
   if (!fs::exists(file)) return "<p class=\"note\">no pattern file " + escape(file) + "</p>";
   const Tensor t = read_npy(file);
   if (t.dim() != 4) throw std::runtime_error(file + ": expected [layers, heads, queries, keys], got " + shape_str(t.shape()));
-  const std::size_t layers = t.size(0), heads = t.size(1), tq = t.size(2), tk = t.size(3);
-  const std::vector<double> v = t.to_vector();
+  PatternGrid grid;
+  grid.layers = t.size(0), grid.heads = t.size(1), grid.tq = t.size(2), grid.tk = t.size(3);
+  grid.values = t.to_vector();
+  grid.title = "probe " + std::to_string(probe) + ", step " + std::to_string(step) + (part.empty() ? "" : ", " + part);
   const bool target_queries = part == "decoder" || part == "cross";
-  const std::vector<std::string> keys = probe_labels(run_dir, probe, tk, part == "decoder");
-  const std::vector<std::string> queries =
-      target_queries ? probe_labels(run_dir, probe, tq, true) : tq == tk ? keys : probe_labels("", probe, tq);
+  grid.keys = probe_labels(run_dir, probe, grid.tk, part == "decoder");
+  grid.queries = target_queries ? probe_labels(run_dir, probe, grid.tq, true) : grid.tq == grid.tk ? grid.keys : probe_labels("", probe, grid.tq);
+  if (part.empty() || part == "encoder") grid.image = probe_image(run_dir, probe);
+  const std::size_t cells = grid.tq * grid.tk;
+  bool signed_values = false;
+  for (std::size_t h = 0; h < grid.layers * grid.heads; ++h) signed_values |= pattern_scale(grid.values.data() + h * cells, cells).signed_values;
   std::ostringstream html;
-  for (std::size_t l = 0; l < layers; ++l) {
+  const std::string relative = "patterns/" + fs::path(file).filename().string();
+  html << "<div class=\"attn\" data-file=\"" << escape(relative) << "\">" << pattern_data(grid) << colour_bar(signed_values);
+  for (std::size_t l = 0; l < grid.layers; ++l) {
     html << "<div class=\"heads\">";
-    for (std::size_t h = 0; h < heads; ++h) {
-      html << heatmap_panel(v.data() + (l * heads + h) * tq * tk, tq, tk, queries, keys,
-                            (part.empty() ? "" : part + " ") + "layer " + std::to_string(l) + " head " + std::to_string(h));
+    for (std::size_t h = 0; h < grid.heads; ++h) {
+      html << heatmap_panel(grid.values.data() + (l * grid.heads + h) * cells, grid.tq, grid.tk, grid.queries, grid.keys,
+                            {l, h, (part.empty() ? "" : part + " ") + "layer " + std::to_string(l) + " head " + std::to_string(h)});
     }
-    html << "</div>";
+    html << "</div><div class=\"" << (grid.image ? "imageview" : "tokenview") << "\" data-layer=\"" << l << "\"></div>";
   }
+  html << "</div>";
   return html.str();
 }
 
@@ -136,7 +171,7 @@ std::string head_metric_charts(const RunRecord& run) {
       std::vector<Series> series;
       for (auto& [key, s] : by_head) {
         s.colour = colour(key.second);
-        s.dashed = key.first % 2 == 1;  // layers alternate solid and dashed; heads share colours across layers
+        s.dash = dash(key.first);  // a line style per layer; heads share colours across layers
         series.push_back(s);
       }
       const std::string name = metric;
@@ -208,7 +243,7 @@ std::string comparison_head_metrics(const std::string& dir, const std::vector<Co
     }
     for (const std::string& part : kParts) {
       if (!sums.count(part)) continue;
-      rows << "<tr><td>" << escape(variant.name) << "</td><td>" << escape(part.empty() ? "self" : part) << "</td>";
+      rows << "<tr data-variant=\"" << (&variant - variants.data()) << "\"><td>" << escape(variant.name) << "</td><td>" << escape(part.empty() ? "self" : part) << "</td>";
       for (const auto& [metric, member] : head_metric_fields()) {
         const auto it = sums[part].find(metric);
         rows << "<td>" << (it == sums[part].end() ? "&ndash;" : fmt("%.3f", it->second.first / static_cast<double>(it->second.second))) << "</td>";
@@ -269,10 +304,11 @@ std::string evaluation_table(const RunRecord& run) {
   for (const auto& p : loss) best_loss = std::min(best_loss, p.second);
   for (const auto& p : accuracy) best_acc = std::max(best_acc, p.second);
   std::ostringstream html;
-  html << "<table><tr><th></th><th>held-out loss</th><th>token accuracy</th><th>exact match</th></tr><tr><td>final (step "
-       << loss.back().first << ")</td><td>" << fmt("%.4f", loss.back().second) << "</td><td>" << fmt("%.2f%%", 100 * accuracy.back().second)
-       << "</td><td>" << fmt("%.2f%%", 100 * exact.back().second) << "</td></tr><tr><td>best</td><td>" << fmt("%.4f", best_loss)
-       << "</td><td>" << fmt("%.2f%%", 100 * best_acc) << "</td><td></td></tr>";
+  html << "<table><tr><th></th><th>held-out loss</th><th>token accuracy</th><th>exact match</th></tr><tr><td>last evaluation "
+       << "during training (step " << loss.back().first << ")</td><td>" << fmt("%.4f", loss.back().second) << "</td><td>"
+       << fmt("%.2f%%", 100 * accuracy.back().second) << "</td><td>" << fmt("%.2f%%", 100 * exact.back().second) << "</td></tr><tr><td>best "
+       << "evaluation during training (each column at its own step)</td><td>" << fmt("%.4f", best_loss) << "</td><td>"
+       << fmt("%.2f%%", 100 * best_acc) << "</td><td></td></tr>";
   for (const MetricRow& r : run.rows)
     if (r.split == "final") {
       html << "<tr><td>final evaluation (" << (run.summary ? std::to_string(run.summary->final_scored_tokens) : "?")
@@ -303,7 +339,9 @@ std::string pattern_section(const std::string& run_dir) {
   if (steps.empty()) return html.str() + "<p class=\"note\">No patterns captured (log.patterns is off, or the kernel has none).</p>";
   const std::size_t last = steps.back(), probes = probe_count(run_dir, last);
   html << "<p class=\"note\">Each panel: queries down, keys across, colour by sqrt(weight) so that small weights stay "
-       << "visible. Probes are fixed held-out examples; axes carry their tokens.</p>" << colour_bar();
+       << "visible. Probes are fixed held-out examples; axes carry their tokens. Hover a cell for its tokens and weight, "
+       << "a token under a layer's heads for where it attends in each head" << (probe_image(run_dir, 0) ? " (for images: a patch)" : "")
+       << "; click a head to enlarge it.</p>";
   for (std::size_t p = 0; p < probes; ++p) html << "<h3>Probe " << p << " at step " << last << "</h3>" << probe_patterns(run_dir, last, p);
   if (steps.size() > 1) html << "<h3>Probe 0 at the first capture, step " << steps.front() << "</h3>" << probe_patterns(run_dir, steps.front(), 0);
   const std::string first_part = part_suffix(pattern_parts(run_dir, last).front());
@@ -332,6 +370,18 @@ std::string evaluations_and_config(const RunRecord& run) {
 }  // namespace
 
 void write_run_report(const std::string& run_dir) {
+  if (!fs::exists(run_dir + "/config.yaml") && fs::exists(run_dir + "/compare.yaml")) {
+    // A comparison's folder: its first line names the file and overrides `attnlab compare` ran.
+    std::ifstream in(run_dir + "/compare.yaml");
+    std::string first;
+    std::getline(in, first);
+    const std::string ran = first.rfind("# ", 0) == 0 ? first.substr(2) : "FILE";
+    const std::size_t with = ran.find(" with ");
+    throw std::runtime_error(run_dir + " is a comparison's folder, not a run's: `attnlab compare " +
+                             (with == std::string::npos ? ran : ran.substr(0, with) + ran.substr(with + 5)) +
+                             "`, run again from the folder it was run from, rewrites its summary and report.html (finished runs are "
+                             "kept, not trained again); `attnlab report` rewrites one run's report (" + run_dir + "/runs/VARIANT/seed_S)");
+  }
   const RunRecord run = read_run(run_dir);
   const YAML::Node config = YAML::Load(run.config_text);
   const std::string name = config["name"] ? config["name"].as<std::string>() : fs::path(run_dir).filename().string();
@@ -341,60 +391,107 @@ void write_run_report(const std::string& run_dir) {
        << line_chart("loss", {{"train (mean since last row)", run.train_loss_curve(), colour(0)}, {"held-out", run.eval_curve("loss"), colour(1)}},
                      YScale::log)
        << line_chart("held-out accuracy", {{"token accuracy", run.eval_curve("token_accuracy"), colour(2)},
-                                          {"exact match", run.eval_curve("exact_match"), colour(3), true}},
+                                          {"exact match", run.eval_curve("exact_match"), colour(3), dash(1)}},
                      YScale::unit)
        << "</div>\n";
   html << pattern_section(run_dir);
   html << "<h2>Pattern metrics per head</h2><p class=\"note\">Averaged over the probes at each capture; solid lines "
-       << "are even layers, dashed odd ones; colour is the head. See experiments/runner/patterns.hpp for the "
+       << "are layer 0, dashed layer 1, dotted layer 2, dash-dot layer 3 (then again); colour is the head. See experiments/runner/patterns.hpp for the "
        << "definitions.</p>" << head_metric_charts(run) << head_metric_table(run);
-  html << analysis_section(run_dir) << evaluations_and_config(run) << "</body></html>\n";
+  html << analysis_section(run_dir) << evaluations_and_config(run) << page_end();
   write_file_atomically(run_dir + "/report.html", html.str());
 }
+
+namespace {
+
+// data-* attributes the page's script filters on: a variant's index and a seed (none: the mean over seeds).
+std::string data_of(std::size_t variant, std::optional<std::uint64_t> seed) {
+  return " data-variant=\"" + std::to_string(variant) + "\"" + (seed ? " data-seed=\"" + std::to_string(*seed) + "\"" : "");
+}
+
+// Check boxes for the variants and seeds the charts, patterns and lists show, and for the mean and each
+// seed's curve (report.js hides what is unchecked).
+std::string series_picker(const std::vector<ComparisonVariant>& variants) {
+  std::set<std::uint64_t> seeds;
+  for (const ComparisonVariant& v : variants) seeds.insert(v.seeds.begin(), v.seeds.end());
+  std::ostringstream html;
+  html << "<form class=\"series\"><b>Show</b> variants:";
+  for (std::size_t v = 0; v < variants.size(); ++v)
+    html << " <label><input type=\"checkbox\" name=\"variant\" value=\"" << v << "\" checked>" << escape(variants[v].name) << "</label>";
+  html << "<br>seeds:";
+  for (std::uint64_t s : seeds) html << " <label><input type=\"checkbox\" name=\"seed\" value=\"" << s << "\" checked>" << s << "</label>";
+  html << " &middot; curves: <label><input type=\"checkbox\" name=\"curves\" value=\"mean\" checked>mean over seeds</label>"
+       << "<label><input type=\"checkbox\" name=\"curves\" value=\"seeds\">each seed</label></form>";
+  return html.str();
+}
+
+// The training loss and held-out metric of every variant: the mean over its seeds, and each seed thin.
+std::string comparison_curves(const std::string& dir, const std::string& metric, const std::vector<ComparisonVariant>& variants) {
+  std::vector<Series> loss, score;
+  for (std::size_t v = 0; v < variants.size(); ++v) {
+    std::vector<std::vector<std::pair<double, double>>> losses, scores;
+    for (std::size_t r = 0; r < variants[v].run_dirs.size(); ++r) {
+      const RunRecord run = read_run(dir + "/" + variants[v].run_dirs[r]);
+      losses.push_back(run.train_loss_curve());
+      scores.push_back(run.eval_curve(metric));
+      const std::string name = variants[v].name + " seed " + std::to_string(variants[v].seeds[r]);
+      Series l{name, losses.back()}, m{name, scores.back()};
+      for (Series* s : {&l, &m}) style(*s, v), s->data = data_of(v, variants[v].seeds[r]) + " data-curve=\"seeds\" style=\"display:none\" opacity=\"0.55\"";
+      loss.push_back(l), score.push_back(m);
+    }
+    const std::string label = variants[v].name + " (" + std::to_string(variants[v].run_dirs.size()) + " seeds)";
+    Series l{label, mean_curve(losses)}, m{label, mean_curve(scores)};
+    for (Series* s : {&l, &m}) style(*s, v), s->data = data_of(v, std::nullopt) + " data-curve=\"mean\"";
+    loss.push_back(l), score.push_back(m);
+  }
+  return "<div class=\"charts\">" + line_chart("training loss", loss, YScale::log, 560, 300) +
+         line_chart("held-out " + metric, score, metric == "loss" ? YScale::log : YScale::unit, 560, 300) + "</div>";
+}
+
+// Probe 0's final patterns of each variant's first seed that has any, side by side; the rest named once.
+std::string comparison_patterns(const std::string& dir, const std::vector<ComparisonVariant>& variants) {
+  std::ostringstream html, boxes;
+  std::vector<std::string> without;
+  for (std::size_t v = 0; v < variants.size(); ++v) {
+    const std::string first = variants[v].run_dirs.empty() ? "" : dir + "/" + variants[v].run_dirs[0];
+    const std::vector<std::size_t> steps = first.empty() ? std::vector<std::size_t>{} : captured_steps(first);
+    if (steps.empty()) {
+      without.push_back(variants[v].name);
+      continue;
+    }
+    const std::vector<std::string> parts = pattern_parts(first, steps.back());
+    const std::string part = std::find(parts.begin(), parts.end(), "cross") != parts.end() ? "cross" : parts.front();
+    boxes << "<div class=\"variant\"" << data_of(v, variants[v].seeds[0]) << "><h3>" << escape(variants[v].name) << "</h3><p class=\"note\">step "
+          << steps.back() << (part.empty() ? "" : ", " + escape(part_title(part))) << ", <a href=\"" << escape(variants[v].run_dirs[0])
+          << "/report.html\">" << escape(variants[v].run_dirs[0]) << "</a></p>" << pattern_grid(first, steps.back(), 0, part) << "</div>";
+  }
+  html << "<h2>Attention patterns side by side</h2><p class=\"note\">Probe 0 of the first seed of each variant at its last "
+       << "capture: the same held-out example in every variant. Queries down, keys across; hover a cell for its tokens and "
+       << "weight, click a head to enlarge it.</p>";
+  if (!without.empty()) {
+    html << "<p class=\"note\">No patterns from ";
+    for (std::size_t i = 0; i < without.size(); ++i) html << (i ? ", " : "") << escape(without[i]);
+    html << ": their kernels form no attention matrix to draw (recurrent and state-space ones), or log.patterns was off.</p>";
+  }
+  return html.str() + "<div class=\"variants\">" + boxes.str() + "</div>";
+}
+
+}  // namespace
 
 void write_comparison_report(const std::string& dir, const std::string& title, const std::string& metric,
                              const std::vector<ComparisonVariant>& variants, const std::string& summary_table_html) {
   std::ostringstream html;
   html << page_start("attnlab comparison: " + title) << "<h2>Summary</h2>" << summary_table_html
        << "<p class=\"note\"><a href=\"summary.csv\">summary.csv</a> &middot; <a href=\"summary.md\">summary.md</a> &middot; "
-       << "<a href=\"runs.csv\">runs.csv</a> (one row per run) &middot; <a href=\"compare.yaml\">compare.yaml</a></p>";
-  std::vector<Series> loss, score;
-  std::vector<std::string> first_runs;  // each variant's first finished run ("" when none)
-  for (std::size_t v = 0; v < variants.size(); ++v) {
-    std::vector<std::vector<std::pair<double, double>>> losses, scores;
-    for (const std::string& r : variants[v].run_dirs) {
-      const RunRecord run = read_run(dir + "/" + r);
-      losses.push_back(run.train_loss_curve());
-      scores.push_back(run.eval_curve(metric));
-    }
-    first_runs.push_back(variants[v].run_dirs.empty() ? "" : dir + "/" + variants[v].run_dirs[0]);
-    const std::string label = variants[v].name + " (" + std::to_string(variants[v].run_dirs.size()) + " seeds)";
-    loss.push_back({label, mean_curve(losses), colour(v)});
-    score.push_back({label, mean_curve(scores), colour(v)});
-  }
-  html << "<h2>Curves (mean over seeds)</h2><div class=\"charts\">" << line_chart("training loss", loss, YScale::log, 560, 300)
-       << line_chart("held-out " + metric, score, metric == "loss" ? YScale::log : YScale::unit, 560, 300) << "</div>";
-  html << comparison_head_metrics(dir, variants) << comparison_analysis_section(dir, variants);
-  html << "<h2>Attention patterns side by side</h2><p class=\"note\">Probe 0 of the first seed of each variant at its last "
-       << "capture: the same held-out example in every variant. Queries down, keys across, colour by sqrt(weight).</p>"
-       << colour_bar() << "<div class=\"variants\">";
-  for (std::size_t v = 0; v < variants.size(); ++v) {
-    html << "<div class=\"variant\"><h3>" << escape(variants[v].name) << "</h3>";
-    const std::vector<std::size_t> steps = first_runs[v].empty() ? std::vector<std::size_t>{} : captured_steps(first_runs[v]);
-    if (steps.empty()) {
-      html << "<p class=\"note\">no patterns</p></div>";
-      continue;
-    }
-    const std::vector<std::string> parts = pattern_parts(first_runs[v], steps.back());
-    const std::string part = std::find(parts.begin(), parts.end(), "cross") != parts.end() ? "cross" : parts.front();
-    html << "<p class=\"note\">step " << steps.back() << (part.empty() ? "" : ", " + escape(part_title(part))) << ", <a href=\""
-         << escape(variants[v].run_dirs[0]) << "/report.html\">" << escape(variants[v].run_dirs[0]) << "</a></p>"
-         << pattern_grid(first_runs[v], steps.back(), 0, part) << "</div>";
-  }
-  html << "</div><h2>Runs</h2><ul>";
-  for (const ComparisonVariant& v : variants)
-    for (const std::string& r : v.run_dirs) html << "<li><a href=\"" << escape(r) << "/report.html\">" << escape(r) << "</a></li>";
-  html << "</ul>\n</body></html>\n";
+       << "<a href=\"runs.csv\">runs.csv</a> (one row per run) &middot; <a href=\"compare.yaml\">compare.yaml</a></p>"
+       << series_picker(variants) << "<h2>Curves</h2>" << comparison_curves(dir, metric, variants)
+       << comparison_head_metrics(dir, variants) << comparison_analysis_section(dir, variants) << comparison_patterns(dir, variants)
+       << "<h2>Runs</h2><ul>";
+  for (std::size_t v = 0; v < variants.size(); ++v)
+    for (std::size_t r = 0; r < variants[v].run_dirs.size(); ++r)
+      html << "<li" << data_of(v, variants[v].seeds[r]) << "><a href=\"" << escape(variants[v].run_dirs[r]) << "/report.html\">"
+           << escape(variants[v].run_dirs[r]) << "</a></li>";
+  html << "</ul>\n" << page_end();
   write_file_atomically(dir + "/report.html", html.str());
 }
 

@@ -7,6 +7,7 @@
 // summary.json, patterns/), so they can be rebuilt at any time: `attnlab report RUN`.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -22,11 +23,13 @@ struct ComparisonVariant {
   std::string name;
   std::string overrides;              // as the user wrote them, for the table
   std::vector<std::string> run_dirs;  // relative to the comparison folder
+  std::vector<std::uint64_t> seeds;   // of each run
 };
 
 // Writes dir/report.html: the summary table (summary_table_html), every variant's curves on shared charts
-// (mean over seeds), and each variant's final attention patterns side by side for probe 0 of its first
-// seed (the same probe in every variant: probes are drawn from the seed).
+// (the mean over seeds, and each seed's, picked with check boxes), and the final attention patterns side
+// by side for probe 0 of each variant's first seed (the same probe in every variant: probes are drawn
+// from the seed), of the variants that have patterns.
 void write_comparison_report(const std::string& dir, const std::string& title, const std::string& metric,
                              const std::vector<ComparisonVariant>& variants, const std::string& summary_table_html);
 // The comparison report's side-by-side analysis (facts as mean and spread over seeds, key tables

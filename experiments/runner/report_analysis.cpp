@@ -22,22 +22,31 @@ using report::fmt;
 // "layer 1" for a cell's tooltip; the label alone when the axis has no name.
 std::string axis_label(const std::string& axis, const std::string& label) { return axis.empty() ? label : axis + " " + label; }
 
-// One table as an SVG grid: the row labels down the left, the column labels across the top, each cell
-// coloured (diverging around 0 for signed values, viridis otherwise, scaled to the largest magnitude)
-// and, when the grid is small, its value written in it.
+// One table as an SVG grid: the column axis's name and labels across the top, the row axis's name and
+// labels down the left, each cell coloured (diverging around 0 for signed values, viridis otherwise,
+// scaled to the largest magnitude) and, when the grid is small, its value written in it. Hovering a cell
+// shows the table's title, the cell's row and column, its value and its interval (report.js).
 std::string table_heatmap(const AnalysisTable& t) {
   const std::size_t rows = t.rows.size(), cols = t.cols.size();
   const bool numbers = cols <= 16;
   const double cw = numbers ? 54 : std::clamp(640.0 / static_cast<double>(cols), 6.0, 20.0), ch = numbers ? 20 : std::max(cw, 12.0);
-  std::size_t longest = 1;
+  std::size_t longest = 1, top = 1;
   for (const auto& l : t.rows) longest = std::max(longest, l.size());
-  std::size_t top = 1;
   for (const auto& l : t.cols) top = std::max(top, l.size());
-  const double left = 8 + 6.5 * static_cast<double>(std::min<std::size_t>(longest, 24)), head = 8 + 6.0 * static_cast<double>(std::min<std::size_t>(top, 16));
+  const bool row_name = !t.row_axis.empty(), col_name = !t.col_axis.empty();
+  const double left = 8 + 6.2 * static_cast<double>(longest) + (row_name ? 16 : 0);
+  const double head = 8 + 6.2 * static_cast<double>(top) + (col_name ? 16 : 0);
+  const double width = left + cw * static_cast<double>(cols) + 8, height = head + ch * static_cast<double>(rows) + 8;
   const double m = table_scale(t.values);
   std::ostringstream svg;
-  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << left + cw * static_cast<double>(cols) + 8 << "\" height=\""
-      << head + ch * static_cast<double>(rows) + 8 << "\" font-family=\"monospace\" font-size=\"10\">";
+  svg << "<svg class=\"table\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
+      << "\" font-family=\"monospace\" font-size=\"10\">";
+  if (col_name)
+    svg << "<text x=\"" << left + cw * static_cast<double>(cols) / 2 << "\" y=\"12\" text-anchor=\"middle\" font-family=\"sans-serif\" "
+        << "font-size=\"11\" fill=\"#555\">" << escape(t.col_axis) << " &#8594;</text>";
+  if (row_name)
+    svg << "<text transform=\"translate(12," << head + ch * static_cast<double>(rows) / 2 << ") rotate(-90)\" text-anchor=\"middle\" "
+        << "font-family=\"sans-serif\" font-size=\"11\" fill=\"#555\">" << escape(t.row_axis) << " &#8594;</text>";
   for (std::size_t c = 0; c < cols; ++c) {
     const double x = left + (static_cast<double>(c) + 0.5) * cw;
     svg << "<text transform=\"translate(" << x + 3 << "," << head - 3 << ") rotate(-90)\">" << escape(t.cols[c]) << "</text>";
@@ -50,19 +59,49 @@ std::string table_heatmap(const AnalysisTable& t) {
       unsigned char rgb[3];
       table_colour(v, m, t.signed_values, rgb);
       const double x = left + static_cast<double>(c) * cw;
+      const std::string tip = t.title + "\n" + axis_label(t.row_axis, t.rows[r]) + ", " + axis_label(t.col_axis, t.cols[c]) + ": " +
+                              fmt("%.4g", v) +
+                              (t.low.empty() ? "" : "\n95% interval " + fmt("%.4g", t.low[r * cols + c]) + " to " + fmt("%.4g", t.high[r * cols + c]));
       svg << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"" << cw << "\" height=\"" << ch << "\" fill=\"rgb(" << int(rgb[0]) << ","
-          << int(rgb[1]) << "," << int(rgb[2]) << ")\"><title>" << escape(axis_label(t.row_axis, t.rows[r]) + ", " + axis_label(t.col_axis, t.cols[c])) << ": "
-          << fmt("%.4g", v) << (t.low.empty() ? "" : " (95% interval " + fmt("%.4g", t.low[r * cols + c]) + " to " + fmt("%.4g", t.high[r * cols + c]) + ")")
-          << "</title></rect>";
+          << int(rgb[1]) << "," << int(rgb[2]) << ")\" data-tip=\"" << escape(tip) << "\"/>";
       if (numbers) {
         const bool dark = (0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]) < 110;
-        svg << "<text x=\"" << x + cw / 2 << "\" y=\"" << y + ch / 2 + 3 << "\" text-anchor=\"middle\" fill=\"" << (dark ? "#fff" : "#000")
-            << "\">" << fmt("%.3g", v) << "</text>";
+        svg << "<text x=\"" << x + cw / 2 << "\" y=\"" << y + ch / 2 + 3 << "\" text-anchor=\"middle\" pointer-events=\"none\" fill=\""
+            << (dark ? "#fff" : "#000") << "\">" << short_number(v) << "</text>";
       }
     }
   }
   svg << "</svg>";
   return svg.str();
+}
+
+// "baseline.exact_match" as people read it: "baseline exact match".
+std::string fact_words(const std::string& key) {
+  std::string out = key;
+  for (char& ch : out)
+    if (ch == '.' || ch == '_') ch = ' ';
+  return out;
+}
+
+// The facts grouped under their parts' headings (the key's first word names the part), each with its
+// value; hovering one shows its key in summary.json and Python's Run.analysis().facts.
+std::string facts_table(const AnalysisResult& r) {
+  std::ostringstream html;
+  html << "<h3>Facts</h3><p class=\"note\">Single numbers the parts found (docs/analysis.md defines each); hover a fact for "
+       << "its key in analysis/summary.json.</p><table class=\"facts\">";
+  std::string group = "\x01";
+  for (const auto& [key, value] : r.facts) {
+    const std::size_t dot = key.find('.');
+    const std::string part = dot == std::string::npos ? "" : key.substr(0, dot), rest = dot == std::string::npos ? key : key.substr(dot + 1);
+    if (part != group) {
+      group = part;
+      const auto title = r.titles.find(part);
+      html << "<tr><th colspan=\"2\">" << escape(part.empty() ? "The analysis" : title != r.titles.end() ? title->second : fact_words(part)) << "</th></tr>";
+    }
+    html << "<tr data-tip=\"" << escape(key) << "\"><td>" << escape(fact_words(rest)) << "</td><td>" << short_number(value) << "</td></tr>";
+  }
+  html << "</table>\n";
+  return html.str();
 }
 
 }  // namespace
@@ -111,10 +150,7 @@ std::string analysis_section(const std::string& run_dir) {
       if (image_section(image) == section) images += "<img src=\"analysis/" + escape(image) + "\" alt=\"" + escape(image) + "\">";
     if (!images.empty()) html << "<div class=\"charts\">" << images << "</div>";
   }
-  html << "<h3>Facts</h3><table><tr><th>name</th><th>value</th></tr>";
-  for (const auto& [name, value] : r.facts) html << "<tr><td>" << escape(name) << "</td><td>" << fmt("%.5g", value) << "</td></tr>";
-  html << "</table>\n";
-  return html.str();
+  return html.str() + facts_table(r);
 }
 
 namespace {
@@ -177,12 +213,12 @@ std::string comparison_analysis_section(const std::string& dir, const std::vecto
   for (const ComparisonVariant& v : variants) html << "<th>" << escape(v.name) << "</th>";
   html << "</tr>";
   for (const std::string& fact : facts) {
-    html << "<tr><td>" << escape(fact) << "</td>";
+    html << "<tr data-tip=\"" << escape(fact) << "\"><td>" << escape(fact_words(fact)) << "</td>";
     for (std::size_t v = 0; v < variants.size(); ++v) {
       std::vector<double> values;
       for (const AnalysisResult& r : results[v]) values.push_back(r.facts.count(fact) ? r.facts.at(fact) : NAN);
       const Spread s = spread(values);
-      html << "<td>" << fmt("%.4g", s.mean) << (s.n > 1 ? " &plusmn; " + fmt("%.2g", s.std) : "") << (s.n < values.size() && s.n ? "*" : "") << "</td>";
+      html << "<td>" << (std::isnan(s.mean) ? "-" : short_number(s.mean)) << (s.n > 1 ? " &plusmn; " + short_number(s.std) : "") << (s.n < values.size() && s.n ? "*" : "") << "</td>";
       csv << csv_field(fact) << "," << csv_field(variants[v].name) << "," << csv_number(s.mean) << "," << csv_number(s.std) << "," << s.n << "\n";
     }
     html << "</tr>";
@@ -200,7 +236,7 @@ std::string comparison_analysis_section(const std::string& dir, const std::vecto
     for (std::size_t v = 0; v < variants.size(); ++v) {
       AnalysisTable mean;
       const AnalysisTable* t = mean_table(results[v], name, mean);
-      row << "<div class=\"variant\"><h3>" << escape(variants[v].name) << "</h3>" << (t ? table_heatmap(*t) : "<p class=\"note\">none</p>") << "</div>";
+      row << "<div class=\"variant\" data-variant=\"" << v << "\"><h3>" << escape(variants[v].name) << "</h3>" << (t ? table_heatmap(*t) : "<p class=\"note\">none</p>") << "</div>";
       if (t && !any) html << "<h3>" << escape(t->title) << "</h3>", any = true;
     }
     if (any) html << "<div class=\"variants\">" << row.str() << "</div>";

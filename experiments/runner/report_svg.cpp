@@ -5,6 +5,9 @@
 #include <cstdio>
 #include <limits>
 #include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
 
 #include "framework/io/image.hpp"
 
@@ -21,15 +24,7 @@ std::vector<double> ticks(double low, double high) {
   return out;
 }
 
-std::string tick_label(double v) {
-  char buffer[32];
-  if (v != 0 && (std::abs(v) >= 1e5 || std::abs(v) < 1e-3)) {
-    std::snprintf(buffer, sizeof buffer, "%.0e", v);
-  } else {
-    std::snprintf(buffer, sizeof buffer, "%g", v);
-  }
-  return buffer;
-}
+std::string tick_label(double v) { return short_number(v); }
 
 // Where a chart's data falls on the canvas.
 struct Frame {
@@ -88,6 +83,11 @@ std::vector<std::pair<double, double>> axis_ticks(double low, double high, bool 
       const double v = std::log10(m) + e;
       if (v >= low && v <= high) out.emplace_back(v, m * std::pow(10, e));
     }
+  if (out.size() < 2) {  // a range within a factor of about two: round values between its ends, placed on the log scale
+    out.clear();
+    for (double t : ticks(std::pow(10, low), std::pow(10, high)))
+      if (t > 0) out.emplace_back(std::log10(t), t);
+  }
   return out;
 }
 
@@ -96,9 +96,13 @@ void draw_axes(std::ostringstream& svg, const Frame& f, int height, const std::s
       << "\" fill=\"none\" stroke=\"#999\"/>";
   for (const auto& [at, value] : axis_ticks(f.x0, f.x1, f.log_x)) {
     const double x = f.left + (at - f.x0) / (f.x1 - f.x0) * f.plot_w;
+    // A label that would cross the frame's edge is anchored at its tick instead of centred on it.
+    const std::string label = tick_label(value);
+    const double half = 3.2 * static_cast<double>(label.size());
+    const char* anchor = x + half > f.left + f.plot_w + 10 ? "end" : x - half < f.left - 10 ? "start" : "middle";
     svg << "<line x1=\"" << x << "\" x2=\"" << x << "\" y1=\"" << f.top + f.plot_h << "\" y2=\"" << f.top + f.plot_h + 4
-        << "\" stroke=\"#999\"/><text x=\"" << x << "\" y=\"" << f.top + f.plot_h + 15 << "\" text-anchor=\"middle\">"
-        << tick_label(value) << "</text>";
+        << "\" stroke=\"#999\"/><text x=\"" << x << "\" y=\"" << f.top + f.plot_h + 15 << "\" text-anchor=\"" << anchor << "\">"
+        << label << "</text>";
   }
   svg << "<text x=\"" << f.left + f.plot_w / 2 << "\" y=\"" << height - 4 << "\" text-anchor=\"middle\" fill=\"#555\">"
       << escape(x_label) << "</text>";
@@ -115,18 +119,19 @@ void draw_series(std::ostringstream& svg, const Frame& f, const Series& s) {
     dots << "<circle cx=\"" << f.px(x) << "\" cy=\"" << f.py(y) << "\" r=\"2.5\" fill=\"" << s.colour << "\"/>";
   }
   if (drawn == 0) return;
-  svg << "<path d=\"" << path.str() << "\" fill=\"none\" stroke=\"" << s.colour << "\" stroke-width=\"1.6\""
-      << (s.dashed ? " stroke-dasharray=\"5 3\"" : "") << "><title>" << escape(s.name) << "</title></path>";
+  svg << "<g" << s.data << "><path d=\"" << path.str() << "\" fill=\"none\" stroke=\"" << s.colour << "\" stroke-width=\"1.6\""
+      << (s.dash.empty() ? "" : " stroke-dasharray=\"" + s.dash + "\"") << "><title>" << escape(s.name) << "</title></path>";
   if (drawn == 1 || s.markers) svg << dots.str();
+  svg << "</g>";
 }
 
 void draw_legend(std::ostringstream& svg, const std::vector<Series>& series, int width, int height, std::size_t columns) {
   for (std::size_t i = 0; i < series.size(); ++i) {
     const double x = 10 + static_cast<double>(i % columns) * (width - 20) / static_cast<double>(columns);
     const double y = height + static_cast<double>(i / columns) * 16 + 4;
-    svg << "<line x1=\"" << x << "\" x2=\"" << x + 18 << "\" y1=\"" << y << "\" y2=\"" << y << "\" stroke=\"" << series[i].colour
-        << "\" stroke-width=\"2\"" << (series[i].dashed ? " stroke-dasharray=\"5 3\"" : "") << "/><text x=\"" << x + 22
-        << "\" y=\"" << y + 4 << "\">" << escape(series[i].name) << "</text>";
+    svg << "<g" << series[i].data << "><line x1=\"" << x << "\" x2=\"" << x + 18 << "\" y1=\"" << y << "\" y2=\"" << y << "\" stroke=\"" << series[i].colour
+        << "\" stroke-width=\"2\"" << (series[i].dash.empty() ? "" : " stroke-dasharray=\"" + series[i].dash + "\"") << "/><text x=\"" << x + 22
+        << "\" y=\"" << y + 4 << "\">" << escape(series[i].name) << "</text></g>";
   }
 }
 
@@ -139,6 +144,16 @@ pre { background: #f7f7f7; padding: 10px; font-size: 12px; overflow-x: auto; }
 .charts, .heads, .variants { display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-start; }
 .variant { border: 1px solid #ddd; padding: 6px; } .note { color: #666; font-size: 13px; }
 .facts span { display: inline-block; margin-right: 18px; }
+svg.heatmap { cursor: zoom-in; } .colourbar { display: block; margin: 4px 0; }
+#attnlab-tip { position: fixed; display: none; z-index: 20; background: #222; color: #fff; font: 12px monospace;
+  padding: 4px 7px; border-radius: 3px; white-space: pre; pointer-events: none; max-width: 560px; }
+#attnlab-overlay { position: fixed; inset: 0; z-index: 10; background: rgba(255,255,255,0.96); overflow: auto; padding: 16px; }
+.tokenview { margin: 2px 0 14px; font: 12px monospace; } .tokenview .toks { color: #555; }
+.tok { display: inline-block; padding: 1px 3px; margin: 1px; border-radius: 2px; cursor: default; }
+.toks .tok:hover, .toks .tok.on { outline: 1px solid #d62728; } .headname { display: inline-block; width: 60px; color: #555; }
+.imageview { display: flex; gap: 12px; align-items: flex-end; margin: 4px 0 16px; } .imageview canvas { image-rendering: pixelated; border: 1px solid #ccc; } .imageview .pick { cursor: crosshair; margin-right: 12px; }
+.imageview figure { margin: 0; } .imageview figcaption { font-size: 11px; text-align: center; }
+form.series { font-size: 13px; margin: 6px 0; } form.series label { margin-right: 12px; }
 </style>)";
 
 
@@ -148,6 +163,16 @@ const char* colour(std::size_t i) {
   static const char* palette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                                   "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
   return palette[i % 10];
+}
+
+const char* dash(std::size_t i) {
+  static const char* styles[] = {"", "6 3", "2 2", "8 3 2 3"};
+  return styles[i % 4];
+}
+
+void style(Series& series, std::size_t i) {
+  series.colour = colour(i);
+  series.dash = dash(i / 10);
 }
 
 std::string escape(const std::string& s) {
@@ -163,6 +188,18 @@ std::string escape(const std::string& s) {
     }
   }
   return out;
+}
+
+std::string inline_code(const std::string& s) {
+  std::string out;
+  std::size_t at = 0;
+  for (std::size_t open = s.find('`'); open != std::string::npos; open = s.find('`', at)) {
+    const std::size_t close = s.find('`', open + 1);
+    if (close == std::string::npos) break;
+    out += escape(s.substr(at, open - at)) + "<code>" + escape(s.substr(open + 1, close - open - 1)) + "</code>";
+    at = close + 1;
+  }
+  return out + escape(s.substr(at));
 }
 
 std::string fmt(const char* format, double v) {
@@ -214,64 +251,119 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
   return svg.str();
 }
 
-std::string colour_bar() {
+std::string colour_bar(bool signed_values) {
   std::ostringstream svg;
-  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"260\" height=\"34\" font-family=\"sans-serif\" font-size=\"10\">"
-      << "<defs><linearGradient id=\"viridis\">";
+  svg << "<svg class=\"colourbar\" xmlns=\"http://www.w3.org/2000/svg\" width=\"420\" height=\"34\" font-family=\"sans-serif\" "
+      << "font-size=\"10\"><defs><linearGradient id=\"" << (signed_values ? "diverging" : "viridis") << "\">";
   for (int i = 0; i <= 10; ++i) {
     unsigned char rgb[3];
-    viridis(i / 10.0, rgb);
+    if (signed_values) {
+      diverging(i / 5.0 - 1, rgb);
+    } else {
+      viridis(i / 10.0, rgb);
+    }
     char stop[96];
     std::snprintf(stop, sizeof stop, "<stop offset=\"%d%%\" stop-color=\"rgb(%d,%d,%d)\"/>", i * 10, rgb[0], rgb[1], rgb[2]);
     svg << stop;
   }
-  svg << "</linearGradient></defs><rect x=\"10\" y=\"2\" width=\"240\" height=\"12\" fill=\"url(#viridis)\"/>";
-  for (double w : {0.0, 0.01, 0.1, 0.25, 0.5, 1.0}) {
-    const double x = 10 + 240 * std::sqrt(w);
+  svg << "</linearGradient></defs><rect x=\"10\" y=\"2\" width=\"240\" height=\"12\" fill=\"url(#"
+      << (signed_values ? "diverging" : "viridis") << ")\"/>";
+  // Positions on the bar: sqrt(w) for weights; sign(w) sqrt(|w| / m) for signed mixing, m each head's largest |w|.
+  const std::vector<double> marks = signed_values ? std::vector<double>{-1, -0.25, 0, 0.25, 1} : std::vector<double>{0, 0.01, 0.1, 0.25, 0.5, 1};
+  for (double w : marks) {
+    const double x = signed_values ? 130 + 120 * (w < 0 ? -1 : 1) * std::sqrt(std::fabs(w)) : 10 + 240 * std::sqrt(w);
     svg << "<line x1=\"" << x << "\" x2=\"" << x << "\" y1=\"14\" y2=\"18\" stroke=\"#333\"/><text x=\"" << x
-        << "\" y=\"29\" text-anchor=\"middle\">" << tick_label(w) << "</text>";
+        << "\" y=\"29\" text-anchor=\"middle\">" << (signed_values && w != 0 ? short_number(w) + "m" : tick_label(w)) << "</text>";
+  }
+  svg << "<text x=\"258\" y=\"12\">" << (signed_values ? "signed mixing; m: the head's largest |weight|" : "attention weight")
+      << "</text></svg>";
+  return svg.str();
+}
+
+std::string heatmap_panel(const double* pattern, std::size_t tq, std::size_t tk, const std::vector<std::string>& query_labels,
+                          const std::vector<std::string>& key_labels, const PanelPlace& place) {
+  // Small sequences get big cells. Labels are at least kFont px: when the cells are smaller, only every
+  // step-th is written (every cell names its tokens on hover, and a click enlarges the head).
+  constexpr double kFont = 8;
+  const double cell = std::clamp(260.0 / static_cast<double>(std::max(tq, tk)), 3.0, 16.0);
+  const double font = std::clamp(cell * 0.95, kFont, 10.0);
+  const std::size_t step = static_cast<std::size_t>(std::ceil((font + 1) / cell));
+  std::size_t longest = 1;
+  for (const auto& l : key_labels) longest = std::max(longest, l.size());
+  for (const auto& l : query_labels) longest = std::max(longest, l.size());
+  const double margin = 6 + font * 0.65 * static_cast<double>(std::min<std::size_t>(longest, 8));
+  const double w = margin + cell * static_cast<double>(tk) + 4, h = 16 + margin + cell * static_cast<double>(tq) + 4;
+  std::ostringstream svg;
+  svg << "<svg class=\"heatmap\" data-layer=\"" << place.layer << "\" data-head=\"" << place.head << "\" xmlns=\"http://www.w3.org/2000/svg\" width=\""
+      << w << "\" height=\"" << h << "\" font-family=\"monospace\"><text x=\"" << w / 2
+      << "\" y=\"11\" text-anchor=\"middle\" font-family=\"sans-serif\" font-size=\"11\">" << escape(place.title) << "</text>";
+  const double x0 = margin, y0 = 16 + margin;
+  svg << "<image class=\"cells\" x=\"" << x0 << "\" y=\"" << y0 << "\" width=\"" << cell * static_cast<double>(tk) << "\" height=\""
+      << cell * static_cast<double>(tq) << "\" preserveAspectRatio=\"none\" style=\"image-rendering:pixelated\" href=\"data:image/png;base64,"
+      << base64(encode_pattern_png(pattern, tq, tk)) << "\"/>";
+  for (std::size_t j = 0; j < tk; j += step) {
+    const double x = x0 + (static_cast<double>(j) + 0.5) * cell;
+    svg << "<text font-size=\"" << font << "\" text-anchor=\"start\" transform=\"translate(" << x + font * 0.35 << "," << y0 - 2
+        << ") rotate(-90)\">" << escape(key_labels[j].substr(0, 8)) << "</text>";
+  }
+  for (std::size_t i = 0; i < tq; i += step) {
+    svg << "<text font-size=\"" << font << "\" text-anchor=\"end\" x=\"" << x0 - 2 << "\" y=\""
+        << y0 + (static_cast<double>(i) + 0.5) * cell + font * 0.35 << "\">" << escape(query_labels[i].substr(0, 8)) << "</text>";
   }
   svg << "</svg>";
   return svg.str();
 }
 
-std::string heatmap_panel(const double* pattern, std::size_t tq, std::size_t tk, const std::vector<std::string>& query_labels,
-                          const std::vector<std::string>& key_labels, const std::string& title) {
-  // Small sequences get big cells; long ones stay readable by zooming (the labels are vector text).
-  const double cell = std::clamp(260.0 / static_cast<double>(std::max(tq, tk)), 3.0, 16.0);
-  const bool labelled = std::max(tq, tk) <= 128;
-  const double font = std::min(10.0, cell * 0.95);
-  std::size_t longest = 1;
-  for (const auto& l : key_labels) longest = std::max(longest, l.size());
-  for (const auto& l : query_labels) longest = std::max(longest, l.size());
-  const double margin = labelled ? 6 + font * 0.65 * static_cast<double>(std::min<std::size_t>(longest, 8)) : 4;
-  const double w = margin + cell * static_cast<double>(tk) + 4, h = 16 + margin + cell * static_cast<double>(tq) + 4;
-  std::ostringstream svg;
-  svg << "<svg class=\"heatmap\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << w << "\" height=\"" << h
-      << "\" font-family=\"monospace\"><text x=\"" << w / 2 << "\" y=\"11\" text-anchor=\"middle\" font-family=\"sans-serif\" "
-      << "font-size=\"11\">" << escape(title) << "</text>";
-  const double x0 = margin, y0 = 16 + margin;
-  svg << "<image x=\"" << x0 << "\" y=\"" << y0 << "\" width=\"" << cell * static_cast<double>(tk) << "\" height=\""
-      << cell * static_cast<double>(tq) << "\" preserveAspectRatio=\"none\" style=\"image-rendering:pixelated\" href=\"data:image/png;base64,"
-      << base64(encode_pattern_png(pattern, tq, tk)) << "\"/>";
-  if (labelled) {
-    for (std::size_t j = 0; j < tk; ++j) {
-      const double x = x0 + (static_cast<double>(j) + 0.5) * cell;
-      svg << "<text font-size=\"" << font << "\" text-anchor=\"start\" transform=\"translate(" << x + font * 0.35 << ","
-          << y0 - 2 << ") rotate(-90)\">" << escape(key_labels[j]) << "</text>";
-    }
-    for (std::size_t i = 0; i < tq; ++i) {
-      svg << "<text font-size=\"" << font << "\" text-anchor=\"end\" x=\"" << x0 - 2 << "\" y=\""
-          << y0 + (static_cast<double>(i) + 0.5) * cell + font * 0.35 << "\">" << escape(query_labels[i]) << "</text>";
+std::string pattern_data(const PatternGrid& grid) {
+  const std::size_t heads = grid.layers * grid.heads, cells = grid.tq * grid.tk;
+  if (grid.values.size() != heads * cells) throw std::invalid_argument("pattern_data: values do not fill layers x heads x queries x keys");
+  nlohmann::json j{{"title", grid.title}, {"layers", grid.layers}, {"heads", grid.heads}, {"tq", grid.tq}, {"tk", grid.tk},
+                   {"queries", grid.queries}, {"keys", grid.keys}};
+  std::vector<double> magnitude;
+  std::vector<bool> signed_values;
+  std::string bytes;
+  bytes.reserve(2 * heads * cells);
+  for (std::size_t h = 0; h < heads; ++h) {
+    const double* p = grid.values.data() + h * cells;
+    const PatternScale scale = pattern_scale(p, cells);
+    magnitude.push_back(scale.magnitude);
+    signed_values.push_back(scale.signed_values);
+    for (std::size_t i = 0; i < cells; ++i) {  // w / m, or (w / m + 1) / 2 when signed, in 65535ths
+      const double t = std::isfinite(p[i]) ? p[i] / scale.magnitude : 0;
+      const auto q = static_cast<std::uint16_t>(std::lround(std::clamp(scale.signed_values ? (t + 1) / 2 : t, 0.0, 1.0) * 65535));
+      bytes += static_cast<char>(q & 0xff), bytes += static_cast<char>(q >> 8);
     }
   }
-  svg << "</svg>";
-  return svg.str();
+  j["magnitude"] = magnitude;
+  j["signed"] = signed_values;
+  j["w"] = base64(bytes);
+  if (grid.image) {
+    const PatternImage& im = *grid.image;
+    j["image"] = {{"src", "data:image/png;base64," + base64(im.png)}, {"width", im.width}, {"height", im.height},
+                  {"patch", im.patch}, {"leading", im.leading}, {"scale", std::max<std::size_t>(1, 168 / std::max(im.width, im.height))}};
+  }
+  std::string text = j.dump();
+  for (std::size_t at = text.find("</"); at != std::string::npos; at = text.find("</", at)) text.replace(at, 2, "<\\/");
+  return "<script type=\"application/json\" class=\"attn-data\">" + text + "</script>";
 }
 
 std::string page_start(const std::string& title) {
   return "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + escape(title) + "</title>" + kStyle +
          "</head><body>\n<h1>" + escape(title) + "</h1>\n";
+}
+
+std::string page_end() {
+  // The script's colour tables come from image.cpp's scales, so that its colours are the PNGs' colours.
+  nlohmann::json tables{{"viridis", nlohmann::json::array()}, {"diverging", nlohmann::json::array()}};
+  for (int i = 0; i < 256; ++i) {
+    unsigned char v[3], d[3];
+    viridis(i / 255.0, v);
+    diverging(i / 127.5 - 1, d);
+    tables["viridis"].push_back({v[0], v[1], v[2]});
+    tables["diverging"].push_back({d[0], d[1], d[2]});
+  }
+  return "<script type=\"application/json\" id=\"attnlab-colours\">" + tables.dump() + "</script>\n<script>\n" + kReportScript +
+         "</script>\n</body></html>\n";
 }
 
 }  // namespace attnlab::report
