@@ -21,6 +21,7 @@ packages=(
   python3-matplotlib python3-numpy    # scripts/plot_run.py figures, the Python module's arrays
   python3-dev pybind11-dev            # the Python module (build/python/attnlab*.so)
   python3-pytest                      # the Python module's tests
+  python3-torch                       # the PyTorch side of scripts/bench/compare.py
   libopenmpi-dev openmpi-bin          # data-parallel training, distributed comparisons (mpirun)
 )
 
