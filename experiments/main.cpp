@@ -208,7 +208,7 @@ void add_tool_commands(CLI::App& app, Commands& c) {
   c.gradcheck = app.add_subcommand("gradcheck", "float64 gradient check of attention kernels in every mode they support (all: and the modules)");
   c.gradcheck->add_option("--kernel", c.check_kernel, "a kernel name, or all")->capture_default_str();
 
-  CLI::App* bench = app.add_subcommand("bench", "benchmarks against the PyTorch references in shared/bench");
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks against the PyTorch references in scripts/bench");
   bench->require_subcommand(1);
   attnlab::bench::GptBenchOptions& g = c.gpt_options;
   c.gpt = bench->add_subcommand("gpt", "train the reference GPT on random tokens; prints one JSON line");

@@ -22,6 +22,7 @@ packages=(
   python3-dev pybind11-dev            # the Python module (build/python/attnlab*.so)
   python3-pytest                      # the Python module's tests
   chromium chromium-driver python3-selenium  # the reports opened in a real browser (tests/report)
+  python3-torch                       # the PyTorch side of scripts/bench/compare.py
   libopenmpi-dev openmpi-bin          # data-parallel training, distributed comparisons (mpirun)
 )
 

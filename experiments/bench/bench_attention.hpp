@@ -1,6 +1,6 @@
 // `attnlab bench attention`: forward + backward of one attention kernel alone on q, k, v [B, H, n, D]
 // (the sum of the outputs as the loss), one JSON line per (variant, n) with the keys of
-// ../shared/bench/torch_attention.py: impl, variant, n, ms, peak_rss_mb, base_rss_mb.
+// scripts/bench/torch_attention.py: impl, variant, n, ms, peak_rss_mb, base_rss_mb.
 #pragma once
 
 #include <cstddef>

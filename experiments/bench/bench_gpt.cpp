@@ -45,7 +45,7 @@ double flops_per_token(const Model& model, const GptBenchOptions& o) {
   return 6.0 * n + 12.0 * static_cast<double>(o.layers * o.dim * o.block);  // H Q = dim
 }
 
-// The model of ../shared/bench/torch_gpt.py at the options' sizes.
+// The model of scripts/bench/torch_gpt.py at the options' sizes.
 ModelConfig gpt_config(const GptBenchOptions& o) {
   ModelConfig config;
   config.kind.name = "causal_lm";  // learned positions, an output layer of its own: the kind's defaults

@@ -1,4 +1,4 @@
-// `attnlab bench gpt`: trains the GPT of ../shared/bench/torch_gpt.py (pre-norm blocks, fused qkv Linear
+// `attnlab bench gpt`: trains the GPT of scripts/bench/torch_gpt.py (pre-norm blocks, fused qkv Linear
 // with bias, GELU MLP 4x, learned token and position embeddings, head without bias, AdamW, random
 // tokens) and prints one JSON line with the reference's keys.
 #pragma once

@@ -44,7 +44,7 @@ Spec shakespeare_sizes() {
 }
 
 TEST(CausalLM, ParameterCountMatchesTheGptReference) {
-  // The model of shared/bench/torch_gpt.py: V*C + T*C + L*(12 C^2 + 13 C) + 2C + C*V.
+  // The model of scripts/bench/torch_gpt.py: V*C + T*C + L*(12 C^2 + 13 C) + 2C + C*V.
   const Spec spec = shakespeare_sizes();
   Generator gen(0);
   CausalLM model(spec.config, spec.shape, gen);

@@ -1,0 +1,182 @@
+#!/usr/bin/python3
+"""attnlab beside PyTorch on the same work, on the same machine, in one run.
+
+  /usr/bin/python3 scripts/bench/compare.py gpt [--threads 1] [--reps 3] [--layers ...] [--heads ...] [--dim ...]
+      [--block ...] [--batch ...] [--vocab ...] [--steps ...] [--warmup ...]
+  /usr/bin/python3 scripts/bench/compare.py attention [--threads 1] [--reps 3] [--variants softmax,causal,linear,linformer]
+      [--lengths 256,1024,4096] [--batch ...] [--heads ...] [--dhead ...] [--proj ...]
+
+gpt trains the reference GPT (`attnlab bench gpt` against torch_gpt.py); attention times one kernel's
+forward and backward alone (`attnlab bench attention` against torch_attention.py) for each length and
+variant. The model flags go to both sides unchanged; a flag left out takes both sides' default. Each side
+runs in a process of its own, attnlab first, alternating (A B A B ...) --reps times, and one JSON line per
+case gives the medians over the reps:
+  gpt        attnlab_tokens_per_s, pytorch_tokens_per_s, speed_ratio (attnlab's tokens/s over PyTorch's),
+             attnlab_peak_rss_mb, pytorch_peak_rss_mb, and params (the same on both sides, or it stops)
+  attention  variant, n, attnlab_ms, pytorch_ms, speed_ratio (PyTorch's ms over attnlab's)
+  both       attnlab_work_mb, pytorch_work_mb (peak RSS above the RSS before any work) and
+             work_memory_ratio (attnlab's over PyTorch's)
+so a speed_ratio above 1 means attnlab is faster and a work_memory_ratio below 1 that it needs less.
+
+The attnlab binary is $ATTNLAB, else build/attnlab (scripts/setup.sh builds it); the PyTorch side is
+Debian's python3-torch under /usr/bin/python3.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+PYTHON = "/usr/bin/python3"  # Debian's python3-torch is installed for it
+TIMEOUT_S = 1800             # one side's run of one case
+
+GPT_FLAGS = ["layers", "heads", "dim", "block", "batch", "vocab", "steps", "warmup"]
+ATTENTION_FLAGS = ["batch", "heads", "dhead", "proj"]
+
+
+def fail(message):
+    sys.exit(f"compare.py: {message}")
+
+
+def positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def positive_ints(text):
+    return [positive_int(part) for part in text.split(",")]
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    cases = parser.add_subparsers(dest="case", required=True, metavar="{gpt,attention}")
+    gpt = cases.add_parser("gpt", help="train the reference GPT on random tokens")
+    attention = cases.add_parser("attention", help="one attention kernel's forward and backward alone")
+    for sub, flags in ((gpt, GPT_FLAGS), (attention, ATTENTION_FLAGS)):
+        sub.add_argument("--threads", type=positive_int, default=1, help="cores each side may use")
+        sub.add_argument("--reps", type=positive_int, default=3, help="runs of each side, alternated; medians reported")
+        for name in flags:
+            sub.add_argument("--" + name, type=int, help="passed to both sides")
+    attention.add_argument("--variants", default="softmax,causal,linear,linformer", help="comma-separated")
+    attention.add_argument("--lengths", type=positive_ints, default="256,1024,4096", help="comma-separated sequence lengths")
+    return parser.parse_args()
+
+
+def attnlab_binary():
+    path = os.environ.get("ATTNLAB") or os.path.join(ROOT, "build", "attnlab")
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        fail(f"no attnlab binary at {path}: build it (scripts/setup.sh) or set ATTNLAB to its path")
+    return path
+
+
+def check_torch():
+    """Stops with torch_side.py's message (which package to install) when PyTorch cannot be imported."""
+    done = subprocess.run([PYTHON, os.path.join(HERE, "torch_side.py")], capture_output=True, text=True)
+    if done.returncode != 0:
+        fail(done.stderr.strip() or f"{PYTHON} cannot import torch")
+
+
+def side_environments(threads):
+    """The environments of the two sides' processes, each to use `threads` cores its best way.
+
+    attnlab gets --threads N and runs OpenBLAS on one thread inside each of its own N. Debian's PyTorch
+    1.13 hands its matrix products to OpenBLAS, whose threads are OpenBLAS's own, not PyTorch's intra-op
+    pool: so OpenBLAS gets the N threads and PyTorch's pool one, so that the two pools never ask for more
+    than N cores together. On a 2-core machine this was the fastest pairing for the default gpt case
+    (44.8 ms a step, against 57.8 ms with 2 intra-op threads and 1 OpenBLAS thread, and 162 ms with 2 of
+    each); the torch programs are therefore always run with --threads 1.
+    """
+    attnlab_env = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    torch_env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS="1")
+    return attnlab_env, torch_env
+
+
+def run(command, env):
+    """The JSON lines one run of one side prints."""
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        fail(f"no result within {TIMEOUT_S} s: {' '.join(command)}")
+    if done.returncode != 0:
+        fail(f"exit status {done.returncode} from {' '.join(command)}\n{done.stderr[-2000:]}")
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        fail(f"no JSON line from {' '.join(command)}\n{done.stdout[-2000:]}")
+    return lines
+
+
+def alternate(attnlab_command, torch_command, args):
+    """Runs attnlab, then PyTorch, --reps times; returns each side's JSON lines."""
+    attnlab_env, torch_env = side_environments(args.threads)
+    attnlab_lines, torch_lines = [], []
+    for _ in range(args.reps):
+        attnlab_lines += run(attnlab_command + ["--threads", str(args.threads)], attnlab_env)
+        torch_lines += run(torch_command + ["--threads", "1"], torch_env)
+    return attnlab_lines, torch_lines
+
+
+def median(lines, key):
+    return statistics.median(line[key] for line in lines)
+
+
+def work_mb(lines):
+    """Median memory used by the work: peak RSS above the RSS before any work."""
+    return statistics.median(line["peak_rss_mb"] - line["base_rss_mb"] for line in lines)
+
+
+def memory(a, b):
+    return {"attnlab_work_mb": work_mb(a), "pytorch_work_mb": work_mb(b),
+            "work_memory_ratio": work_mb(a) / max(work_mb(b), 1e-9)}
+
+
+def given_flags(args, names):
+    """The model flags given on the command line, as both sides take them."""
+    flags = []
+    for name in names:
+        if getattr(args, name) is not None:
+            flags += ["--" + name, str(getattr(args, name))]
+    return flags
+
+
+def compare_gpt(attnlab, args):
+    flags = given_flags(args, GPT_FLAGS)
+    a, b = alternate([attnlab, "bench", "gpt"] + flags, [PYTHON, os.path.join(HERE, "torch_gpt.py")] + flags, args)
+    params = {line["params"] for line in a + b}
+    if len(params) != 1:
+        fail(f"the two sides built different models (parameter counts {sorted(params)}) for {' '.join(flags) or 'the defaults'}")
+    print(json.dumps({"case": "gpt", "args": flags, "threads": args.threads, "params": params.pop(),
+                      "attnlab_tokens_per_s": median(a, "tokens_per_s"), "pytorch_tokens_per_s": median(b, "tokens_per_s"),
+                      "speed_ratio": median(a, "tokens_per_s") / median(b, "tokens_per_s"),
+                      "attnlab_peak_rss_mb": median(a, "peak_rss_mb"), "pytorch_peak_rss_mb": median(b, "peak_rss_mb"),
+                      **memory(a, b)}), flush=True)
+
+
+def compare_attention(attnlab, args):
+    shape = given_flags(args, ATTENTION_FLAGS)
+    for n in args.lengths:
+        for variant in args.variants.split(","):
+            case = ["--variants", variant, "--lengths", str(n)] + shape
+            a, b = alternate([attnlab, "bench", "attention"] + case,
+                             [PYTHON, os.path.join(HERE, "torch_attention.py")] + case, args)
+            print(json.dumps({"case": "attention", "variant": variant, "n": n, "threads": args.threads,
+                              "attnlab_ms": median(a, "ms"), "pytorch_ms": median(b, "ms"),
+                              "speed_ratio": median(b, "ms") / median(a, "ms"), **memory(a, b)}), flush=True)
+
+
+def main():
+    args = parse_args()
+    attnlab = attnlab_binary()
+    check_torch()
+    if args.case == "gpt":
+        compare_gpt(attnlab, args)
+    else:
+        compare_attention(attnlab, args)
+
+
+if __name__ == "__main__":
+    main()

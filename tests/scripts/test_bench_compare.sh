@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# End to end: scripts/bench/compare.py against the real binary and Debian's PyTorch, on tiny sizes: a gpt
+# case over two alternated reps and two attention kernels at one length, each JSON line checked for its
+# fields with positive values (and the tiny GPT's parameter count, worked out by hand); then a non-zero
+# exit naming the fix for a missing binary, a missing PyTorch and a kernel without a PyTorch reference.
+# PyTorch is required (scripts/setup.sh installs python3-torch): without it the first case fails.
+# Usage: test_bench_compare.sh ATTNLAB_BINARY SOURCE_DIR
+set -uo pipefail
+attnlab=$1 source=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+compare=(/usr/bin/python3 "$source/scripts/bench/compare.py")
+failures=0
+fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
+check() {  # name, then the command; its output goes to $work/name.log
+  local name=$1; shift
+  if "$@" > "$work/$name.log" 2>&1; then echo "ok: $name"; else fail "$name"; cat "$work/$name.log"; fi
+}
+refused() {  # name, text the error must contain, then the command
+  local name=$1 text=$2; shift 2
+  if "$@" > "$work/$name.log" 2>&1; then
+    fail "$name should exit non-zero"
+  elif ! grep -qF -- "$text" "$work/$name.log"; then
+    fail "$name: error does not say '$text'"; cat "$work/$name.log"
+  else
+    echo "ok: $name"
+  fi
+}
+fields() {  # name, then the JSON lines expected in $work/name.log, one argument each: key=value or key>0 ...
+  local name=$1; shift
+  /usr/bin/python3 - "$work/$name.log" "$@" <<'PY' || fail "$name: $(cat "$work/$name.log")"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+expected = sys.argv[2:]
+if len(lines) != len(expected):
+    sys.exit(f"{len(lines)} JSON lines, expected {len(expected)}")
+for line, spec in zip(lines, expected):
+    for term in spec.split():
+        key, op, value = (term.partition(">0") if term.endswith(">0") else term.partition("="))
+        if key not in line:
+            sys.exit(f"no {key} in {line}")
+        if op == ">0" and not (isinstance(line[key], (int, float)) and line[key] > 0):
+            sys.exit(f"{key} is not a positive number in {line}")
+        if op == "=" and str(line[key]) != value:
+            sys.exit(f"{key} is {line[key]}, expected {value}")
+PY
+}
+export ATTNLAB=$attnlab
+speed_and_memory="speed_ratio>0 attnlab_work_mb>0 pytorch_work_mb>0 work_memory_ratio>0"
+
+# V C + T C + L (12 C^2 + 13 C) + 2 C + C V with V 65, C 32, T 16, L 1: 2080 + 512 + 12704 + 64 + 2080.
+check gpt "${compare[@]}" gpt --threads 1 --reps 2 --layers 1 --heads 2 --dim 32 --block 16 --batch 2 --steps 2 --warmup 1
+fields gpt "case=gpt params=17440 attnlab_tokens_per_s>0 pytorch_tokens_per_s>0 attnlab_peak_rss_mb>0 pytorch_peak_rss_mb>0 $speed_and_memory"
+
+check attention "${compare[@]}" attention --threads 1 --reps 1 --variants softmax,linear --lengths 64
+fields attention "variant=softmax n=64 attnlab_ms>0 pytorch_ms>0 $speed_and_memory" \
+                 "variant=linear n=64 attnlab_ms>0 pytorch_ms>0 $speed_and_memory"
+
+refused no_binary "set ATTNLAB to its path" env ATTNLAB="$work/nothing" "${compare[@]}" gpt
+mkdir "$work/no_torch" && echo 'raise ImportError("hidden by the test")' > "$work/no_torch/torch.py"
+refused no_torch "apt-get install python3-torch" env PYTHONPATH="$work/no_torch" "${compare[@]}" gpt
+refused no_reference "'performer' has no PyTorch reference" "${compare[@]}" attention --reps 1 --variants performer --lengths 16
+
+echo "$failures failures"
+[ $failures -eq 0 ]
