@@ -111,9 +111,10 @@ void check_applicable(const AnalyzeOptions& o, const Model& model, const data::D
 }
 
 // Runs one part, its tables put in its section and its heading recorded for the report.
-void run_part(const AnalysisPartInfo& part, const PartInputs& p, const ComponentOptions& options) {
+// `index` of `count`: its place among the parts this analysis runs, for the progress line.
+void run_part(const AnalysisPartInfo& part, const PartInputs& p, const ComponentOptions& options, std::size_t index, std::size_t count) {
   const auto started = std::chrono::steady_clock::now();
-  std::printf("attnlab analyze: %s ...", part.name.c_str());
+  std::printf("attnlab analyze: [%zu/%zu] %s ...", index, count, part.name.c_str());
   std::fflush(stdout);
   const std::size_t before = p.result.tables.size();
   part.run(p, options);
@@ -146,15 +147,22 @@ AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& o) 
   create_folders(fresh, "the analysis folder");
   // Ctrl-C or SIGTERM stops it after the part under way; the earlier analysis stays as it was.
   const StopSignals stop;
+  std::vector<const AnalysisPartInfo*> parts;
+  for (const AnalysisPartInfo* part : analysis_parts_in_order())
+    if (wanted(o, part->name) && part->needs(*x.model, *x.data).empty()) parts.push_back(part);
+  std::string names;
+  for (const AnalysisPartInfo* part : parts) names += (names.empty() ? "" : ", ") + part->name;
+  std::printf("attnlab analyze: %s, %zu held-out examples; %zu part%s: %s\n", run_dir.c_str(), example_count(in.batches), parts.size(),
+              parts.size() == 1 ? "" : "s", names.c_str());
   try {
-    for (const AnalysisPartInfo* part : analysis_parts_in_order()) {
-      if (!wanted(o, part->name) || !part->needs(*x.model, *x.data).empty()) continue;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      const AnalysisPartInfo* part = parts[i];
       test_stop_point("part:" + part->name);
       if (stop.requested()) {
         throw StoppedBySignal("attnlab analyze: stopped by " + std::string(stop.name()) + " before " + part->name + "; " + dir + " is as it was",
                               stop.signal());
       }
-      run_part(*part, {in, run, fresh, result}, options_of(o, part->name));
+      run_part(*part, {in, run, fresh, result}, options_of(o, part->name), i + 1, parts.size());
     }
     if (stop.requested()) throw StoppedBySignal("attnlab analyze: stopped by " + std::string(stop.name()) + "; " + dir + " is as it was", stop.signal());
     result.facts["examples"] = static_cast<double>(example_count(in.batches));

@@ -22,6 +22,7 @@
 
 #include "experiments/runner/analysis_summary.hpp"
 #include "experiments/runner/compare_plan.hpp"
+#include "experiments/runner/compare_progress.hpp"
 #include "experiments/runner/metrics_log.hpp"
 #include "experiments/runner/run_folder.hpp"
 #include "experiments/runner/stop_signals.hpp"
@@ -127,8 +128,11 @@ pid_t spawn_run(const Job& job, int threads) {
 class RunPool {
  public:
   // `tag` starts each line (which rank's runs they are, under mpirun).
-  RunPool(const CompareSpec& spec, std::size_t planned, int jobs, int threads, std::string tag)
-      : spec_(spec), planned_(planned), jobs_(jobs), threads_(threads), tag_(std::move(tag)) {}
+  RunPool(const CompareSpec& spec, const std::vector<Job>& queue, std::size_t planned, int jobs, int threads, std::string tag)
+      : spec_(spec), planned_(planned), jobs_(jobs), threads_(threads), tag_(std::move(tag)), progress_(tag_.empty()) {
+    for (const Job& job : queue)
+      if (!job.analyze) progress_.add(*job.run);
+  }
   // Starts jobs until `jobs` run; a run whose folder another process writes is counted into `failed`.
   void start(const std::vector<Job>& queue, std::size_t& next, std::vector<std::string>& failed) {
     while (next < queue.size() && static_cast<int>(running_.size()) < jobs_) {
@@ -140,8 +144,8 @@ class RunPool {
       }
       const pid_t pid = spawn_run(job, threads_);
       running_[pid] = {job, std::chrono::steady_clock::now()};
-      std::printf("  %s%s %s (log: %s.log)\n", tag_.c_str(), job.analyze ? "analysing" : "started  ", job.run->rel.c_str(), job.run->rel.c_str());
-      std::fflush(stdout);
+      if (!job.analyze) progress_.started(*job.run);
+      say(std::string(job.analyze ? "analysing" : "started  ") + " " + shown(*job.run) + " (log: " + shown(*job.run) + ".log)");
       test_stop_point("start:" + std::to_string(++started_));  // right after it started its Nth job
     }
   }
@@ -153,15 +157,19 @@ class RunPool {
   // Reports a run that cannot start, here and in its .log.
   void refuse(const PlannedRun& p, const std::string& why, std::vector<std::string>& failed) {
     failed.push_back(p.rel);
-    std::printf("  %sFAILED   %s: %s\n", tag_.c_str(), p.rel.c_str(), why.c_str());
-    std::fflush(stdout);
+    say("FAILED   " + shown(p) + ": " + why);
     std::ofstream(p.log_file(), std::ios::app) << "attnlab compare: not started: " << why << "\n";
   }
   // Waits a moment for a run to end and reports it (nothing when none ended in that time or a signal
   // cut the wait short: the caller looks at the stop flag and comes back).
   void reap(std::size_t& done, std::vector<std::string>& failed, bool stopping, std::vector<Job>& queue);
+  // Between waits: the status line of the runs under way (compare_progress.hpp).
+  void tick() { progress_.tick(); }
 
  private:
+  // A run's folder as a path from where the command runs.
+  std::string shown(const PlannedRun& p) const { return (fs::path(spec_.folder()) / p.rel).lexically_normal().string(); }
+  void say(const std::string& text) { progress_.say("  " + tag_ + text); }
   struct Running {
     Job job;
     std::chrono::steady_clock::time_point started;
@@ -172,6 +180,7 @@ class RunPool {
   std::string tag_;
   std::map<pid_t, Running> running_;
   std::size_t started_ = 0, reported_ = 0;  // jobs started and ended so far
+  CompareProgress progress_;
 };
 
 void RunPool::reap(std::size_t& done, std::vector<std::string>& failed, bool stopping, std::vector<Job>& queue) {
@@ -193,28 +202,31 @@ void RunPool::reap(std::size_t& done, std::vector<std::string>& failed, bool sto
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.started).count();
   running_.erase(it);
   const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  const std::string state = run_status(*p);
+  const std::string state = run_status(*p), where = shown(*p);
+  if (!job.analyze) progress_.ended(*p);
+  char took[32];
+  std::snprintf(took, sizeof took, "%.1f s", seconds);
   if (job.analyze) {
-    if (code == 0) std::printf("  %sanalysed %s in %.1f s\n", tag_.c_str(), p->rel.c_str(), seconds);
+    if (code == 0) say("analysed " + where + " in " + took);
     else if (!stopping)
-      failed.push_back(p->rel + " (analysis)"),
-          std::printf("  %sFAILED   analysis of %s (exit %d); see %s.log\n", tag_.c_str(), p->rel.c_str(), code, p->rel.c_str());
+      failed.push_back(p->rel + " (analysis)"), say("FAILED   analysis of " + where + " (exit " + std::to_string(code) + "); see " + where + ".log");
   } else if (state == "finished") {
     ++done;
     const double value = read_run(p->run_dir).final_value(spec_.metric);
-    std::printf("  %sfinished %s in %.1f s: %s %s  [%zu/%zu]\n", tag_.c_str(), p->rel.c_str(), seconds, spec_.metric.c_str(),
-                std::isnan(value) ? "-" : std::to_string(value).c_str(), done, planned_);
+    char shown_value[32];
+    std::snprintf(shown_value, sizeof shown_value, spec_.metric == "loss" ? "%.4f" : "%.2f%%", spec_.metric == "loss" ? value : 100 * value);
+    say("finished " + where + " in " + took + ": " + spec_.metric + " " + (std::isnan(value) ? "-" : shown_value) + "  [" +
+        std::to_string(done) + "/" + std::to_string(planned_) + "]" + (done < planned_ ? "  " + progress_.eta() : ""));
     if (needs_analysis(spec_, *p) && !stopping) queue.push_back({p, true});
   } else if (state == "diverged") {
     failed.push_back(p->rel);
-    std::printf("  %sDIVERGED %s (its loss went non-finite; see %s.log)\n", tag_.c_str(), p->rel.c_str(), p->rel.c_str());
+    say("DIVERGED " + where + " (its loss went non-finite; see " + where + ".log)");
   } else if (code == 128 + SIGINT || code == 128 + SIGTERM || code == 128 + SIGUSR1 || stopping) {
-    std::printf("  %sstopped  %s (it continues from its last.ckpt when resumed)\n", tag_.c_str(), p->rel.c_str());
+    say("stopped  " + where + " (it continues from its last.ckpt when resumed)");
   } else {
     failed.push_back(p->rel);
-    std::printf("  %sFAILED   %s (exit %d); see %s.log\n", tag_.c_str(), p->rel.c_str(), code, p->rel.c_str());
+    say("FAILED   " + where + " (exit " + std::to_string(code) + "); see " + where + ".log");
   }
-  std::fflush(stdout);
   test_stop_point("report:" + std::to_string(++reported_));  // right after it reported the end of its Nth job
 }
 
@@ -313,7 +325,7 @@ void run_jobs(const CompareSpec& spec, const std::vector<PlannedRun>& plan, cons
   std::vector<Job> queue = jobs_of(spec, plan, included, comm, training);
   const std::string tag = comm.distributed() ? "[rank " + std::to_string(comm.rank()) + "] " : "";
   // The pool counts finished runs against the whole comparison, or under mpirun against this rank's share.
-  RunPool pool(spec, comm.distributed() ? queue.size() : expected, jobs, threads, tag);
+  RunPool pool(spec, queue, comm.distributed() ? queue.size() : expected, jobs, threads, tag);
   std::size_t next = 0;
   bool forwarded = false;
   while (next < queue.size() || !pool.empty()) {
@@ -325,6 +337,7 @@ void run_jobs(const CompareSpec& spec, const std::vector<PlannedRun>& plan, cons
       pool.stop_all(stop.signal());
       forwarded = true;
     }
+    pool.tick();
     pool.reap(done, failed, stop.requested(), queue);
   }
 }

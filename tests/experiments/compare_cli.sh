@@ -70,6 +70,21 @@ check_references "$out/report.html"
 [ "$(grep -c -E '^(softmax|linear),2,' "$out/summary.csv")" = 2 ] || { cat "$out/summary.csv"; fail "summary.csv lacks a row per variant over 2 seeds"; }
 grep -q '^| softmax | 2/2 |' "$out/summary.md" || { cat "$out/summary.md"; fail "summary.md lacks the softmax row"; }
 grep -q 'heatmap' "$out/report.html" || fail "the comparison report shows no heatmaps"
+# The runs and logs it names are paths from where it ran: here, with a relative dir, from the work folder.
+sed -e 's/name: tiny/name: relative/' -e "s|^dir: .*|dir: out|" -e 's/^analyze: true/analyze: false/' "$work/tiny.yaml" > "$work/relative.yaml"
+(cd "$work" && "$attnlab" compare relative.yaml train.steps=4 > "$work/relative.log" 2>&1) || { cat "$work/relative.log"; fail "the relative comparison failed"; }
+named=$(grep -o -E '(started  |finished) [^ ]*|log: [^)]*' "$work/relative.log" | sed -E 's/^(started  |finished|log:) //')
+[ "$(echo "$named" | grep -c .)" = 12 ] || { cat "$work/relative.log"; fail "expected 4 runs started, 4 logs and 4 finished"; }
+while IFS= read -r path; do
+  case $path in out/relative/runs/*) ;; *) fail "$path is not a path from the work folder";; esac
+  [ -e "$work/$path" ] || fail "$path, named by compare, does not exist from where it ran"
+done <<< "$named"
+grep -q "finished out/relative/runs/softmax/seed_0 in [0-9.]* s: exact_match [0-9.]*%  \[1/4\]  eta " "$work/relative.log" \
+  || { cat "$work/relative.log"; fail "a finished run's line lacks its metric in percent, the count or the time left"; }
+# `attnlab report` on the comparison's folder says which command rewrites it.
+if "$attnlab" report "$work/out/relative" > "$work/report-folder.log" 2>&1; then fail "report on a comparison folder should fail"; fi
+grep -q "is a comparison's folder, not a run's: \`attnlab compare relative.yaml train.steps=4\`, run again" "$work/report-folder.log" \
+  || { cat "$work/report-folder.log"; fail "report on a comparison folder does not say to rerun compare"; }
 for v in softmax linear; do
   for s in 0 1; do [ -s "$out/runs/$v/seed_$s/analysis/summary.json" ] || fail "run $v/seed_$s was not analysed"; done
 done
@@ -135,14 +150,14 @@ grep -q "resuming seed_0" "$work/out/stop/runs/softmax/seed_0.log" || fail "the 
 sed -e 's/name: tiny/name: between/' -e 's/^seeds: \[0, 1\]/seeds: [0, 1, 2]/' -e 's/^analyze: true/analyze: false/' "$work/tiny.yaml" > "$work/between.yaml"
 ATTNLAB_TEST_STOP_AT=report:1 "$attnlab" compare "$work/between.yaml" train.steps=200 --jobs 1 --threads 1 > "$work/between.log" 2>&1
 code=$?
-{ [ $code = 143 ] && grep -q "\[1/6\]" "$work/between.log" && [ "$(grep -c "started  *runs/" "$work/between.log")" = 1 ] \
+{ [ $code = 143 ] && grep -q "\[1/6\]" "$work/between.log" && [ "$(grep -c "started  *$work/out/between/runs/" "$work/between.log")" = 1 ] \
     && grep -q "stopped by SIGTERM. Resume" "$work/between.log"; } \
   || { cat "$work/between.log"; fail "SIGTERM between runs: another run started, or the stop was not reported (exit $code)"; }
 rm -rf "$work/out/between"
 ATTNLAB_TEST_STOP_AT=start:2 "$attnlab" compare "$work/between.yaml" train.steps=200 --jobs 1 --threads 1 > "$work/between.log" 2>&1
 code=$?
-second=$(grep -o "started  *runs/[^ ]*" "$work/between.log" | sed -n '2s/started  *//p')
-{ [ $code = 143 ] && [ -n "$second" ] && grep -q "stopped  $second " "$work/between.log" && [ -s "$work/out/between/$second/last.ckpt" ] \
+second=$(grep -o "started  *[^ ]*" "$work/between.log" | sed -n '2s/started  *//p')
+{ [ $code = 143 ] && [ -n "$second" ] && grep -q "stopped  $second " "$work/between.log" && [ -s "$second/last.ckpt" ] \
     && ! grep -q "\[2/6\]" "$work/between.log"; } \
   || { cat "$work/between.log"; fail "SIGTERM as the second run started did not stop it with a checkpoint (exit $code)"; }
 
@@ -175,7 +190,7 @@ holder=$!
 if wait_for "step 50/" "$work/holder.log"; then
   "$attnlab" compare "$work/held.yaml" > "$work/held.log" 2>&1
   code=$?
-  { [ $code = 1 ] && grep -q "FAILED   runs/softmax/seed_0: $work/out/held/runs/softmax/seed_0 is in use by attnlab train (pid $holder), so attnlab compare cannot write it; wait for it to end or stop it (kill $holder)" "$work/held.log" \
+  { [ $code = 1 ] && grep -q "FAILED   $work/out/held/runs/softmax/seed_0: $work/out/held/runs/softmax/seed_0 is in use by attnlab train (pid $holder), so attnlab compare cannot write it; wait for it to end or stop it (kill $holder)" "$work/held.log" \
       && grep -q "attnlab compare: 3 of 4 runs done" "$work/held.log" && grep -q "steps: 100000000" "$work/out/held/runs/softmax/seed_0/config.yaml" \
       && grep -q "in use by attnlab train (pid $holder)" "$work/out/held/runs/softmax/seed_0.log"; } \
     || { cat "$work/held.log"; fail "a run folder another process writes was not left alone (exit $code)"; }
@@ -188,7 +203,7 @@ sed -e 's/name: tiny/name: diverge/' -e 's/model.attention.name: linear/train.op
   "$work/tiny.yaml" > "$work/diverge.yaml"
 "$attnlab" compare "$work/diverge.yaml" > "$work/diverge.log" 2>&1
 [ $? = 1 ] || fail "a comparison with a diverged run should exit 1"
-grep -q "DIVERGED runs/linear/seed_0" "$work/diverge.log" || { cat "$work/diverge.log"; fail "the diverged run is not reported"; }
+grep -q "DIVERGED $work/out/diverge/runs/linear/seed_0" "$work/diverge.log" || { cat "$work/diverge.log"; fail "the diverged run is not reported"; }
 grep -q "^linear,0,runs/linear/seed_0,diverged" "$work/out/diverge/runs.csv" || fail "runs.csv does not mark the diverged run"
 "$attnlab" compare "$work/diverge.yaml" > "$work/diverge-again.log" 2>&1
 grep -q "4 of 4 runs already done" "$work/diverge-again.log" || fail "a diverged run was retried"
