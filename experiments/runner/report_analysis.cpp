@@ -45,8 +45,9 @@ std::string table_heatmap(const AnalysisTable& t) {
     svg << "<text x=\"" << left + cw * static_cast<double>(cols) / 2 << "\" y=\"12\" text-anchor=\"middle\" font-family=\"sans-serif\" "
         << "font-size=\"11\" fill=\"#555\">" << escape(t.col_axis) << " &#8594;</text>";
   if (row_name)
+    // Turned to read upwards, so the arrow before the name points down the rows.
     svg << "<text transform=\"translate(12," << head + ch * static_cast<double>(rows) / 2 << ") rotate(-90)\" text-anchor=\"middle\" "
-        << "font-family=\"sans-serif\" font-size=\"11\" fill=\"#555\">" << escape(t.row_axis) << " &#8594;</text>";
+        << "font-family=\"sans-serif\" font-size=\"11\" fill=\"#555\">&#8592; " << escape(t.row_axis) << "</text>";
   for (std::size_t c = 0; c < cols; ++c) {
     const double x = left + (static_cast<double>(c) + 0.5) * cw;
     svg << "<text transform=\"translate(" << x + 3 << "," << head - 3 << ") rotate(-90)\">" << escape(t.cols[c]) << "</text>";

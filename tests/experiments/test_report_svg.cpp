@@ -120,3 +120,29 @@ TEST(ReportText, BackticksBecomeCodeAndTheRestIsEscaped) {
 
 }  // namespace
 }  // namespace attnlab
+
+namespace attnlab {
+namespace {
+
+// At 64 to 256 tokens the labels stay at least 8 px tall and never overlap: every step-th is written.
+TEST(ReportHeatmaps, LabelsOfLongProbesAreThinnedNotShrunk) {
+  for (std::size_t n : {8, 64, 256}) {
+    const std::vector<double> pattern(n * n, 1.0 / static_cast<double>(n));
+    std::vector<std::string> labels;
+    for (std::size_t i = 0; i < n; ++i) labels.push_back("t" + std::to_string(i));
+    const std::string svg = report::heatmap_panel(pattern.data(), n, n, labels, labels, {0, 0, "layer 0 head 0"});
+    const std::regex row("<text font-size=\"([0-9.]+)\" text-anchor=\"end\" x=\"[0-9.]+\" y=\"([0-9.]+)\">t([0-9]+)</text>");
+    std::vector<double> ys;
+    for (auto it = std::sregex_iterator(svg.begin(), svg.end(), row); it != std::sregex_iterator(); ++it) {
+      EXPECT_GE(std::stod((*it)[1]), 8.0) << n;
+      ys.push_back(std::stod((*it)[2]));
+    }
+    ASSERT_GE(ys.size(), n / 3) << n;
+    EXPECT_EQ(svg.find(">t0</text>") != std::string::npos, true);
+    for (std::size_t i = 1; i < ys.size(); ++i) EXPECT_GE(ys[i] - ys[i - 1], 8.0) << n << " row label " << i;
+    EXPECT_NE(svg.find("data-layer=\"0\" data-head=\"0\""), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace attnlab

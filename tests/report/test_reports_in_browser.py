@@ -5,9 +5,8 @@ query and key tokens and the weight the run saved (patterns/*.npy); the token vi
 ViT patch view, the analysis tables' tooltips, the comparison's variant and seed picker and the charts'
 ticks are checked the same way, through what the page shows.
 
-Environment: ATTNLAB (the binary), ATTNLAB_SOURCE_DIR (the checkout), ATTNLAB_WORK (a scratch folder), and
-optionally ATTNLAB_SCREENSHOTS (a folder to save a screenshot of each kind of report in:
-scripts/report_screenshots.sh uses it for docs/images).
+Environment: ATTNLAB (the binary), ATTNLAB_SOURCE_DIR (the checkout), ATTNLAB_WORK (a scratch folder).
+scripts/report_screenshots.py takes the pictures of docs/images the same way.
 """
 import json
 import os
@@ -26,7 +25,6 @@ from selenium.webdriver.common.keys import Keys
 ATTNLAB = os.environ["ATTNLAB"]
 SOURCE = os.environ["ATTNLAB_SOURCE_DIR"]
 WORK = os.environ["ATTNLAB_WORK"]
-SHOTS = os.environ.get("ATTNLAB_SCREENSHOTS")
 
 
 def attnlab(*args):
@@ -84,14 +82,11 @@ def browser():
     driver.quit()
 
 
-def open_report(browser, path, shot=None):
+def open_report(browser, path):
     """Loads a report; fails on any JavaScript error or failed load the console saw."""
     browser.get("file://" + path)
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, f"{path}: {errors}"
-    if SHOTS and shot:
-        os.makedirs(SHOTS, exist_ok=True)
-        browser.save_screenshot(os.path.join(SHOTS, shot))
 
 
 def no_new_errors(browser):
@@ -149,7 +144,7 @@ def ticks_inside_charts(browser):
 
 def test_run_report(runs, browser):
     run = os.path.join(runs, "run")
-    open_report(browser, os.path.join(run, "report.html"), "report_run.png")
+    open_report(browser, os.path.join(run, "report.html"))
     grid = browser.find_element(By.CSS_SELECTOR, ".attn")
     keys = labels(run, "probe_0_labels.txt")
     check_cell_tooltip(browser, run, grid, 1, 2, 7, 3, keys, keys)
@@ -173,8 +168,6 @@ def test_run_report(runs, browser):
     panel.click()
     canvas = browser.find_element(By.CSS_SELECTOR, "#attnlab-overlay canvas")
     assert "layer 0 head 1" in browser.find_element(By.ID, "attnlab-overlay").text
-    if SHOTS:
-        browser.save_screenshot(os.path.join(SHOTS, "report_enlarged.png"))
     ActionChains(browser).move_to_element(canvas).perform()  # the centre: somewhere in the grid or its labels
     browser.find_element(By.TAG_NAME, "body").send_keys(Keys.ESCAPE)
     assert not browser.find_elements(By.ID, "attnlab-overlay")
@@ -184,7 +177,7 @@ def test_run_report(runs, browser):
 
 def test_seq2seq_report(runs, browser):
     run = os.path.join(runs, "seq2seq")
-    open_report(browser, os.path.join(run, "report.html"), "report_seq2seq.png")
+    open_report(browser, os.path.join(run, "report.html"))
     cross = [g for g in browser.find_elements(By.CSS_SELECTOR, ".attn") if g.get_attribute("data-file").endswith("_cross.npy")][0]
     source, target = labels(run, "probe_0_labels.txt"), labels(run, "probe_0_target_labels.txt")
     check_cell_tooltip(browser, run, cross, 1, 3, len(target) - 1, 1, target, source)  # target down, source across
@@ -205,8 +198,6 @@ def test_vit_report(runs, browser):
     heads = view.find_elements(By.CSS_SELECTOR, "figure canvas")
     assert len(heads) == pattern.shape[1]
     assert all(c.find_element(By.XPATH, "..").text.endswith("from p6") for c in heads)
-    if SHOTS:
-        browser.save_screenshot(os.path.join(SHOTS, "report_vit.png"))
     hover(browser, heads[3], (3 + 0.5) / 4, (0 + 0.5) / 4)  # head 3 over patch 3 (row 0, column 3): key position 4
     text = tip(browser)
     assert 'query 7 "p6"' in text and 'key 4 "p3"' in text, text
@@ -216,13 +207,13 @@ def test_vit_report(runs, browser):
 
 def test_analysed_report(runs, browser):
     run = os.path.join(runs, "analysed")
-    open_report(browser, os.path.join(run, "report.html"), "report_analysis.png")
+    open_report(browser, os.path.join(run, "report.html"))
     with open(os.path.join(run, "analysis", "summary.json")) as f:
         summary = json.load(f)
     table = next(t for t in summary["tables"] if t["name"] == "ablation_zero_loss")
     figure = [f for f in browser.find_elements(By.CSS_SELECTOR, "figure.analysis") if "ablation_zero_loss.csv" in f.get_attribute("innerHTML")][0]
     svg = figure.find_element(By.CSS_SELECTOR, "svg.table")
-    assert "layer \u2192" in svg.text and "head \u2192" in svg.text  # the axes say what rows and columns are
+    assert "\u2190 layer" in svg.text and "head \u2192" in svg.text  # the axes say what rows (down) and columns (across) are
     cell = svg.find_elements(By.CSS_SELECTOR, "rect")[1 * len(table["cols"]) + 2]  # layer 1, head 2
     hover(browser, cell, 0.5, 0.5)
     text = tip(browser)
@@ -243,7 +234,7 @@ def test_analysed_report(runs, browser):
 
 def test_comparison_report(runs, browser):
     folder = os.path.join(runs, "kernels")
-    open_report(browser, os.path.join(folder, "report.html"), "report_comparison.png")
+    open_report(browser, os.path.join(folder, "report.html"))
     # Means solid in their own colours; each seed's curve hidden until asked for.
     means = browser.find_elements(By.CSS_SELECTOR, "svg.chart g[data-curve='mean'] path")
     styles = {(p.get_attribute("stroke"), p.get_attribute("stroke-dasharray")) for p in means}
