@@ -69,6 +69,12 @@ for f in summary.csv summary.md runs.csv compare.yaml; do [ -s "$out/$f" ] || fa
 check_references "$out/report.html"
 [ "$(grep -c -E '^(softmax|linear),2,' "$out/summary.csv")" = 2 ] || { cat "$out/summary.csv"; fail "summary.csv lacks a row per variant over 2 seeds"; }
 grep -q '^| softmax | 2/2 |' "$out/summary.md" || { cat "$out/summary.md"; fail "summary.md lacks the softmax row"; }
+# best counts the final evaluation too: its mean is never below final's.
+python3 -c '
+import csv, sys
+for r in csv.DictReader(open(sys.argv[1])):
+    assert float(r["best_exact_match_mean"]) >= float(r["final_exact_match_mean"]), r' "$out/summary.csv" \
+  || { cat "$out/summary.csv"; fail "best reads below final in summary.csv"; }
 grep -q 'heatmap' "$out/report.html" || fail "the comparison report shows no heatmaps"
 # The runs and logs it names are paths from where it ran: here, with a relative dir, from the work folder.
 sed -e 's/name: tiny/name: relative/' -e "s|^dir: .*|dir: out|" -e 's/^analyze: true/analyze: false/' "$work/tiny.yaml" > "$work/relative.yaml"

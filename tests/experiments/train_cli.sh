@@ -277,6 +277,11 @@ for run in induction-causal_lm s2s majority-sequence_classifier; do
     || fail "analyze $run wrote no tables"
   grep -q "<h2>Analysis</h2>" "$work/runs/$run/report.html" || fail "the report of $run has no Analysis section"
 done
+# It says what it will run, then numbers each part as it goes.
+log="$work/analyze_induction-causal_lm.log"
+parts=$(sed -n 's/^attnlab analyze: .*, 64 held-out examples; \([0-9]*\) parts: .*/\1/p' "$log")
+[ -n "$parts" ] && grep -q "^attnlab analyze: \[1/$parts\] ablation \.\.\. [0-9.]* s$" "$log" \
+  && grep -q "^attnlab analyze: \[$parts/$parts\] " "$log" || { cat "$log"; fail "analyze does not number its parts"; }
 for table in patching_heads patching_residual ablation_zero_accuracy attribution_heads detector_induction_head probes_accuracy emergence_induction; do
   [ -s "$work/runs/induction-causal_lm/analysis/$table.csv" ] && [ -s "$work/runs/induction-causal_lm/analysis/$table.png" ] || fail "analyze wrote no $table"
 done

@@ -127,18 +127,22 @@ def check_cell_tooltip(browser, run, grid, layer, head, i, j, queries, keys):
 
 
 def ticks_inside_charts(browser):
-    """Every tick label of every chart lies within its chart."""
+    """Every text of every chart and analysis table (tick labels, headers) lies within its picture."""
     outside = browser.execute_script("""
       var bad = [];
-      document.querySelectorAll('svg.chart').forEach(function (svg) {
-        var w = svg.width.baseVal.value;
+      document.querySelectorAll('svg.chart, svg.table').forEach(function (svg) {
+        var w = svg.width.baseVal.value, h = svg.height.baseVal.value;
         svg.querySelectorAll('text').forEach(function (t) {
           if (t.closest('g[style*="none"]')) return;
-          var b = t.getBBox();
-          if (b.x < -0.5 || b.x + b.width > w + 0.5) bad.push(t.textContent + ' in ' + svg.querySelector('text').textContent);
+          var b = t.getBBox(), m = t.getCTM(), r = svg.getCTM().inverse().multiply(m);
+          var xs = [b.x, b.x + b.width], ys = [b.y, b.y + b.height];
+          xs.forEach(function (x) { ys.forEach(function (y) {
+            var p = svg.createSVGPoint(); p.x = x; p.y = y; p = p.matrixTransform(r);
+            if (p.x < -0.5 || p.x > w + 0.5 || p.y < -0.5 || p.y > h + 0.5) bad.push(t.textContent);
+          }); });
         });
       });
-      return bad;""")
+      return Array.from(new Set(bad));""")
     assert not outside, outside
 
 
@@ -226,6 +230,7 @@ def test_analysed_report(runs, browser):
     row = [r for r in facts.find_elements(By.CSS_SELECTOR, "tr") if r.text.startswith("baseline loss")][0]
     hover(browser, row, 0.2, 0.5)
     assert tip(browser) == "ablation.baseline.loss"
+    ticks_inside_charts(browser)  # the tables' column labels too (detector names were cut at 16 characters)
     # Numbers for people: steps and counts whole (1000, not 1e+03); only values below 0.001 take an exponent.
     shown = browser.find_element(By.TAG_NAME, "body").text
     assert not re.search(r"\d[eE]\+\d", shown), re.search(r".{30}\d[eE]\+\d.{10}", shown)
@@ -252,6 +257,16 @@ def test_comparison_report(runs, browser):
     boxes = browser.find_elements(By.CSS_SELECTOR, ".variants > .variant h3")
     assert [b.get_attribute("textContent") for b in boxes] == ["softmax", "linear", "gated_delta"]
     assert "No patterns from quiet" in browser.find_element(By.TAG_NAME, "body").text
+    # gated_delta's signed mixing comes with the diverging colour bar, softmax's weights with viridis.
+    gated = browser.find_element(By.CSS_SELECTOR, ".variants > .variant[data-variant='2']")
+    softmax = browser.find_element(By.CSS_SELECTOR, ".variants > .variant[data-variant='0']")
+    assert gated.find_elements(By.CSS_SELECTOR, "svg.colourbar linearGradient#diverging")
+    assert softmax.find_elements(By.CSS_SELECTOR, "svg.colourbar linearGradient#viridis")
+    # best counts every evaluation, the final one too, so it never reads below final.
+    rows = browser.find_elements(By.CSS_SELECTOR, "table")[0].find_elements(By.CSS_SELECTOR, "tr")[1:]
+    for row in rows:
+        cells = [c.get_attribute("textContent") for c in row.find_elements(By.TAG_NAME, "td")]
+        assert float(cells[3].rstrip("%")) >= float(cells[2].split("%")[0]) - 1e-9, cells
     # The summary's sentence sets code as code, not as Markdown's backticks.
     assert "`" not in browser.find_element(By.TAG_NAME, "body").text
     assert "<code>base.yaml</code>" in browser.page_source
