@@ -43,6 +43,9 @@ class Step:
     python: bool = False
     table_only: bool = False  # write only the output's Markdown table, rendered, without the command
 
+    def label(self):
+        return "the Python code" if self.python else f"`{self.command}`"
+
 
 # What a newcomer opens from Python after the command line's steps (docs/python.md has the rest).
 PYTHON_TOUR = '''\
@@ -63,11 +66,18 @@ for name in ["ablation_zero_accuracy", "patching_heads", "attribution_heads", "e
     found, values = table(name)
     print(f"{found['title']} [layer, head]:\\n{values}")
 
-# How head 1.2 reads layer 0: path patching through its queries, keys or values alone, per sender.
+
+def shares(labels, values):
+    return ", ".join(f"{label} {value:+.3f}" for label, value in zip(labels, values))
+
+
+# How head 1.2 reads layer 0. Patching one activation of layer 1 whole, every head and position:
+found, values = table("patching_layers")
+print("patching layer 1's", shares(found["cols"], values[1]))
+# Path patching: each sender's output reaching head 1.2 through its queries, keys or values alone.
 for part in "qkv":
     found, values = table(f"patching_path_{part}")
-    shares = values[:, found["cols"].index("1.2")]
-    print(f"through 1.2's {part}:", ", ".join(f"{sender} {share:+.3f}" for sender, share in zip(found["rows"], shares)))
+    print(f"through 1.2's {part}:", shares(found["rows"], values[:, found["cols"].index("1.2")]))
 '''
 
 STEPS = [
@@ -90,7 +100,7 @@ DROPPED_LINES = [
     re.compile(r"attnlab: threads:"),                  # the thread tuner's notes: when a probe changes the mode
     re.compile(r"^\s*(started|finished)\s"),           # a comparison's runs start and end in the machine's order
     re.compile(r"\[\d+/\d+\]"),                        # a progress counter of runs or parts
-    re.compile(r"\d{1,3}%\s*[|\[]|[█#=]{4,}"),         # a progress bar
+    re.compile(r"\d%\||\[[#=>.\- ]{5,}\]|[█▏▎▍▌▋▊▉]"),     # a progress bar: tqdm's `45%|███▌ |`, `[====>   ]`
     re.compile(r"(?i)^(?!.*\bstep \d+/\d+\s+loss\b).*\beta\b"),  # an ETA, but for training's step lines
 ]
 
@@ -169,7 +179,7 @@ def run_tour(binary, pythonpath, folder):
             argv = [PYTHON, "tour.py"]
         else:
             argv = ["bash", "-c", step.command]
-        print(f"readme_tour: {step.name}: {step.command.splitlines()[0]}", file=sys.stderr, flush=True)
+        print(f"readme_tour: {step.name}: {step.label()}", file=sys.stderr, flush=True)
         done = subprocess.run(argv, cwd=folder, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         seconds[step.name] = time.monotonic() - start
         if done.returncode != 0:
@@ -213,34 +223,42 @@ def update(readme, outputs, where):
     return MACHINE_NOTE.sub(note, readme)
 
 
+def first_difference(shown, printed):
+    """The index of the first compared line that differs, and the two lines there."""
+    for index in range(max(len(shown), len(printed))):
+        a = shown[index] if index < len(shown) else "(nothing)"
+        b = printed[index] if index < len(printed) else "(nothing)"
+        if a != b:
+            return index, a, b
+    return None
+
+
 def check(readme, outputs, where):
     """Prints each block that differs and returns 1; 77 when another machine made the blocks; else 0."""
     found = blocks(readme)
     made_on = MACHINE_NOTE.search(readme)
     same_machine = made_on is not None and made_on.group(1) == where
-    failures = 0
+    failures, counts = 0, []
     for step in STEPS:
         if step.name not in found:
             print(f"README.md: no block `<!-- tour:{step.name} -->` ... `<!-- /tour -->` for the step "
-                  f"`{step.command.splitlines()[0]}`")
+                  f"{step.label()}")
             failures += 1
             continue
         start, end, line_number = found[step.name]
-        shown = normalise(readme[start:end].rstrip("\n"), numbers=not same_machine)
+        raw = readme[start:end].rstrip("\n").split("\n")
+        shown = normalise("\n".join(raw), numbers=not same_machine)
         printed = normalise(render(step, outputs[step.name]), numbers=not same_machine)
-        if shown == printed:
+        counts.append(f"{step.name} {len(shown)} lines ({len(raw) - len(shown)} left out)")
+        difference = first_difference(shown, printed)
+        if difference is None:
             continue
         failures += 1
-        for index in range(max(len(shown), len(printed))):
-            a = shown[index] if index < len(shown) else "(nothing)"
-            b = printed[index] if index < len(printed) else "(nothing)"
-            if a != b:
-                break
-        # The README line of the index-th compared line (dropped lines are skipped when counting).
-        raw = readme[start:end].split("\n")
+        index, a, b = difference
+        # The README line of the index-th compared line (lines left out are skipped when counting).
         kept = [i for i, line in enumerate(raw) if normalise(line) != []] + [len(raw)]
         print(f"README.md:{line_number + kept[min(index, len(kept) - 1)]}: block tour:{step.name} "
-              f"(`{step.command.splitlines()[0]}`) differs from what the build prints, at the block's "
+              f"({step.label()}) differs from what the build prints, at the block's "
               f"compared line {index + 1}:\n  README: {a}\n  build:  {b}")
     if failures:
         print(f"readme_tour: {failures} block(s) differ (times, rates, ETAs and progress lines aside); "
@@ -251,7 +269,8 @@ def check(readme, outputs, where):
               f"this is {where}: its figures round differently, so only the blocks' shape was compared "
               "(every number masked), and it matches. Skipped; --update here pins this machine's figures.")
         return 77
-    print(f"readme_tour: every block of README.md's tour matches what the build prints ({where})")
+    print(f"readme_tour: every block of README.md's tour matches what the build prints ({where}); compared: "
+          + ", ".join(counts))
     return 0
 
 
