@@ -8,7 +8,7 @@
 // gradients are summed by one allreduce of one flat buffer per step (dist::GradientReducer), so every
 // rank takes the same optimizer step, and each step is the single-process step to float32 rounding
 // (with dropout, in distribution only: ops.hpp's set_dropout_rank). A whole run is not: the rounding
-// differences grow as with any reordering of float32 sums (README.md gives measured figures).
+// differences grow as with any reordering of float32 sums (docs/distributed.md gives measured figures).
 #pragma once
 
 #include <chrono>

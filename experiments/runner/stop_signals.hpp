@@ -2,7 +2,7 @@
 // schedulers, `kill` and `docker stop` send before a kill) and SIGUSR1 only set a flag, which the training
 // loop and `attnlab compare` poll to stop after the current step with a checkpoint written. The previous
 // handlers come back when it goes out of scope. SIGUSR1 is for mpirun: it passes SIGUSR1 on to every rank
-// at once, where it holds SIGTERM back a second and kills the ranks a second later (README.md).
+// at once, where it holds SIGTERM back a second and kills the ranks a second later (docs/distributed.md).
 //
 // `attnlab compare` starts its runs with the stop signals blocked, so that one it forwards while a run is
 // still starting up waits for the run's handler instead of killing it before it can write a checkpoint:

@@ -60,7 +60,7 @@ void Communicator::init(int* argc, char*** argv) {
 #ifdef ATTNLAB_WITH_MPI
   // A rank that waits in a collective polls for its end, and OpenMPI gives the core up between polls
   // (mpi_yield_when_idle) only on a node it sees oversubscribed: on a machine busy with other work the
-  // waiting rank took CPU from the rank it waited for (measured 2026-11-27, README.md: 2-process runs
+  // waiting rank took CPU from the rank it waited for (measured 2026-11-27, docs/distributed.md: 2-process runs
   // 1.2-2.8x the time of one process, 0.8-1.4x when yielding). Set unless the user chose: mpirun's
   // `--mca mpi_yield_when_idle 0` sets this same variable (a choice in an MCA parameter file loses to it).
   setenv(kYieldVariable, "1", 0);

@@ -122,7 +122,7 @@ else
 fi
 
 # 3a. SIGUSR1 to mpirun: passed on to every rank at once (SIGTERM waits a second, and the ranks are
-# killed a second after it: README.md), so the ranks stop after the same step, whatever its length; rank 0
+# killed a second after it: docs/distributed.md), so the ranks stop after the same step, whatever its length; rank 0
 # writes one checkpoint and says how to resume. (SIGUSR1 used to kill the ranks.)
 bash "$here/mpirun.sh" "$mpirun" -np 2 "$attnlab" train "$source/configs/reverse.yaml" log.dir="$work/runs" name=usr1 train.steps=100000 log.interval=1 \
   train.eval_interval=10 model.d_model=16 model.n_heads=2 > "$work/usr1.log" 2>&1 &

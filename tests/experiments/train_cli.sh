@@ -157,7 +157,7 @@ stop_and_resume() {  # signal, expected exit status
 }
 stop_and_resume INT 130
 stop_and_resume TERM 143
-stop_and_resume USR1 138  # what mpirun passes on to the ranks at once (README.md)
+stop_and_resume USR1 138  # what mpirun passes on to the ranks at once (docs/distributed.md)
 
 # Output never holds the stop back: with a stdout nobody reads (a pipe filled to its capacity: the event
 # waited for, not a time), SIGTERM still ends the run with its checkpoint and status 143. (Before, the
