@@ -26,6 +26,23 @@ std::vector<double> ticks(double low, double high) {
 
 std::string tick_label(double v) { return short_number(v); }
 
+// The labels of an axis's ticks: short_number's, or where that rounds two ticks alike (999.5 and 1000
+// both "1000"), plain decimals with as many places as tell them apart.
+std::vector<std::string> tick_labels(const std::vector<std::pair<double, double>>& ticks) {
+  std::vector<std::string> labels;
+  for (const auto& tick : ticks) labels.push_back(tick_label(tick.second));
+  for (int places = 0; places <= 6; ++places) {
+    if (std::adjacent_find(labels.begin(), labels.end()) == labels.end()) break;
+    labels.clear();
+    for (const auto& tick : ticks) {
+      char text[32];
+      std::snprintf(text, sizeof text, "%.*f", places, tick.second);
+      labels.push_back(text);
+    }
+  }
+  return labels;
+}
+
 // Where a chart's data falls on the canvas.
 struct Frame {
   double x0 = std::numeric_limits<double>::infinity(), x1 = -x0, y0 = x0, y1 = -x0;  // in log10 when log_x, log_y
@@ -48,7 +65,10 @@ Frame frame_for(const std::vector<Series>& series, YScale scale, int width, int 
       f.x0 = std::min(f.x0, u), f.x1 = std::max(f.x1, u), f.y0 = std::min(f.y0, v), f.y1 = std::max(f.y1, v);
     }
   if (f.empty()) return f;
-  if (f.x1 == f.x0) f.x0 -= 1, f.x1 += 1;
+  if (f.x1 == f.x0) {  // one x (a single capture): a margin of 5% of it either side, at least 1
+    const double margin = std::max(1.0, std::fabs(f.x0) * 0.05);
+    f.x0 -= margin, f.x1 += margin;
+  }
   if (f.log_x) {
     const double pad = (f.x1 - f.x0) * 0.04;
     f.x0 -= pad, f.x1 += pad;
@@ -94,10 +114,12 @@ std::vector<std::pair<double, double>> axis_ticks(double low, double high, bool 
 void draw_axes(std::ostringstream& svg, const Frame& f, int height, const std::string& x_label) {
   svg << "<rect x=\"" << f.left << "\" y=\"" << f.top << "\" width=\"" << f.plot_w << "\" height=\"" << f.plot_h
       << "\" fill=\"none\" stroke=\"#999\"/>";
-  for (const auto& [at, value] : axis_ticks(f.x0, f.x1, f.log_x)) {
-    const double x = f.left + (at - f.x0) / (f.x1 - f.x0) * f.plot_w;
+  const auto x_ticks = axis_ticks(f.x0, f.x1, f.log_x);
+  const std::vector<std::string> x_labels = tick_labels(x_ticks);
+  for (std::size_t i = 0; i < x_ticks.size(); ++i) {
+    const double x = f.left + (x_ticks[i].first - f.x0) / (f.x1 - f.x0) * f.plot_w;
     // A label that would cross the frame's edge is anchored at its tick instead of centred on it.
-    const std::string label = tick_label(value);
+    const std::string& label = x_labels[i];
     const double half = 3.2 * static_cast<double>(label.size());
     const char* anchor = x + half > f.left + f.plot_w + 10 ? "end" : x - half < f.left - 10 ? "start" : "middle";
     svg << "<line x1=\"" << x << "\" x2=\"" << x << "\" y1=\"" << f.top + f.plot_h << "\" y2=\"" << f.top + f.plot_h + 4
@@ -106,8 +128,9 @@ void draw_axes(std::ostringstream& svg, const Frame& f, int height, const std::s
   }
   svg << "<text x=\"" << f.left + f.plot_w / 2 << "\" y=\"" << height - 4 << "\" text-anchor=\"middle\" fill=\"#555\">"
       << escape(x_label) << "</text>";
-  for (const auto& [at, value] : axis_ticks(f.y0, f.y1, f.log_y))
-    grid_line(svg, f, f.top + (1 - (at - f.y0) / (f.y1 - f.y0)) * f.plot_h, tick_label(value));
+  const auto y_ticks = axis_ticks(f.y0, f.y1, f.log_y);
+  const std::vector<std::string> y_labels = tick_labels(y_ticks);
+  for (std::size_t i = 0; i < y_ticks.size(); ++i) grid_line(svg, f, f.top + (1 - (y_ticks[i].first - f.y0) / (f.y1 - f.y0)) * f.plot_h, y_labels[i]);
 }
 
 void draw_series(std::ostringstream& svg, const Frame& f, const Series& s) {

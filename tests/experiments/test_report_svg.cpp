@@ -146,3 +146,19 @@ TEST(ReportHeatmaps, LabelsOfLongProbesAreThinnedNotShrunk) {
 
 }  // namespace
 }  // namespace attnlab
+
+namespace attnlab {
+namespace {
+
+// One capture at step 1000: the ticks around it are told apart, not all "1000".
+TEST(ReportCharts, TicksAroundASinglePointAreDistinct) {
+  const std::string svg = report::line_chart("entropy", {{"L0H0", {{1000, 0.5}}, report::colour(0)}}, report::YScale::linear);
+  const std::regex label("text-anchor=\"(start|middle|end)\">([^<]*)</text>");
+  std::vector<std::string> x;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), label); it != std::sregex_iterator(); ++it) x.push_back((*it)[2]);
+  ASSERT_GE(x.size(), 3u) << svg;
+  for (std::size_t i = 1; i < x.size(); ++i) EXPECT_NE(x[i], x[i - 1]) << svg;
+}
+
+}  // namespace
+}  // namespace attnlab
