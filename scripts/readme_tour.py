@@ -53,32 +53,22 @@ PYTHON_TOUR = '''\
 import numpy as np
 import attnlab
 
-run = attnlab.Run("runs/induction")
-print("final held-out token accuracy:", run.summary["final_token_accuracy"])
+run = attnlab.Run("runs/induction")  # the run folder: config, metrics, patterns, analysis as Python values
+model = run.model()                  # its best checkpoint, run on numpy arrays
+batch = model.data.held_out(8, seed=1)
+logits, cache = model.run_with_cache(batch["input"], ["blocks.1.attn.hook_pattern"])
+pattern = cache["blocks.1.attn.hook_pattern"]  # [8 sequences, 4 heads, T queries, T keys]
+name = lambda i: model.data.to_string(batch["input"][0][i:i + 1])  # the token at position i of sequence 0
+for query in np.flatnonzero(batch["target"][0] != -100)[:4]:  # the first positions of the repeat
+    key = int(pattern[0, 2, query].argmax())
+    print(f"head 1.2 at {name(query)!r} (position {query}) looks most at {name(key)!r} (position {key}),"
+          f" which came after {name(key - 1)!r}; the model predicts {model.data.to_string(logits[0, query].argmax(keepdims=True))!r}")
 
-
-def table(name):  # one of the tables attnlab analyze wrote, as a [rows, cols] array
-    found = run.analysis["tables"][name]
-    return found, np.reshape(found["values"], (len(found["rows"]), len(found["cols"])))
-
-
-np.set_printoptions(precision=3, suppress=True)
-for name in ["ablation_zero_accuracy", "patching_heads", "attribution_heads", "emergence_induction"]:
-    found, values = table(name)
-    print(f"{found['title']} [layer, head]:\\n{values}")
-
-
-def shares(labels, values):
-    return ", ".join(f"{label} {value:+.3f}" for label, value in zip(labels, values))
-
-
-# How head 1.2 reads layer 0. Patching one activation of layer 1 whole, every head and position:
-found, values = table("patching_layers")
-print("patching layer 1's", shares(found["cols"], values[1]))
-# Path patching: each sender's output reaching head 1.2 through its queries, keys or values alone.
-for part in "qkv":
-    found, values = table(f"patching_path_{part}")
-    print(f"through 1.2's {part}:", shares(found["rows"], values[:, found["cols"].index("1.2")]))
+# What attnlab analyze found, as numpy: each sender's effect on the answer through 1.2's keys, or values, alone.
+for part in "kv":
+    t = run.analysis["tables"][f"patching_path_{part}"]
+    values = np.reshape(t["values"], (len(t["rows"]), len(t["cols"])))[:, t["cols"].index("1.2")]
+    print(f"path patching through 1.2's {part}:", ", ".join(f"{row} {v:+.3f}" for row, v in zip(t["rows"], values)))
 '''
 
 STEPS = [
