@@ -11,21 +11,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 compare=(/usr/bin/python3 "$source/scripts/bench/compare.py")
 failures=0
-fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
-check() {  # name, then the command; its output goes to $work/name.log
-  local name=$1; shift
-  if "$@" > "$work/$name.log" 2>&1; then echo "ok: $name"; else fail "$name"; cat "$work/$name.log"; fi
-}
-refused() {  # name, text the error must contain, then the command
-  local name=$1 text=$2; shift 2
-  if "$@" > "$work/$name.log" 2>&1; then
-    fail "$name should exit non-zero"
-  elif ! grep -qF -- "$text" "$work/$name.log"; then
-    fail "$name: error does not say '$text'"; cat "$work/$name.log"
-  else
-    echo "ok: $name"
-  fi
-}
+source "$(dirname "$0")/checks.sh"  # fail, check, refused
 fields() {  # name, then the JSON lines expected in $work/name.log, one argument each: key=value or key>0 ...
   local name=$1; shift
   /usr/bin/python3 - "$work/$name.log" "$@" <<'PY' || fail "$name: $(cat "$work/$name.log")"

@@ -14,24 +14,10 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 plot=(/usr/bin/python3 "$source/scripts/plot_run.py")
 failures=0
-fail() { echo "FAILED: $*"; failures=$((failures + 1)); }
-check() {  # name, then the command
-  local name=$1; shift
-  if "$@" > "$work/$name.log" 2>&1; then echo "ok: $name"; else fail "$name"; cat "$work/$name.log"; fi
-}
+source "$(dirname "$0")/checks.sh"  # fail, check, refused
 expect_files() {  # folder, then file names that must exist and be non-empty
   local dir=$1; shift
   for f in "$@"; do [ -s "$dir/$f" ] || fail "no $dir/$f"; done
-}
-refused() {  # name, text the error must contain, then the command
-  local name=$1 text=$2; shift 2
-  if "$@" > "$work/$name.log" 2>&1; then
-    fail "$name should exit non-zero"
-  elif ! grep -qF -- "$text" "$work/$name.log"; then
-    fail "$name: error does not say '$text'"; cat "$work/$name.log"
-  else
-    echo "ok: $name"
-  fi
 }
 
 # Two tiny runs with patterns captured at steps 20 and 40; task.length=12 keeps probes short enough
