@@ -297,8 +297,9 @@ def main():
         readme = open(README).read()
         if args.check:
             return check(readme, outputs, where)
-        with open(README, "w") as out:
+        with open(README + ".tmp", "w") as out:  # then renamed: a stopped update never leaves half a README
             out.write(update(readme, outputs, where))
+        os.replace(README + ".tmp", README)
         draw_figures(folder)
         print(f"readme_tour: rewrote README.md's tour blocks ({where})", file=sys.stderr)
         return 0

@@ -50,6 +50,8 @@ void CompareProgress::add(const PlannedRun& run) {
   runs_[&run] = s;
 }
 
+std::size_t CompareProgress::Steps::reached(const PlannedRun& run) const { return std::max(from, std::min(run_step(run.run_dir), last)); }
+
 void CompareProgress::started(const PlannedRun& run) {
   const auto it = runs_.find(&run);
   if (it != runs_.end()) it->second.running = true;
@@ -59,7 +61,7 @@ void CompareProgress::ended(const PlannedRun& run) {
   const auto it = runs_.find(&run);
   if (it == runs_.end()) return;
   it->second.running = false;
-  it->second.now = std::max(it->second.from, std::min(run_step(run.run_dir), it->second.last));
+  it->second.now = it->second.reached(run);
   it->second.last = it->second.now;  // a run that stopped short has nothing left to train in this session
 }
 
@@ -83,7 +85,7 @@ void CompareProgress::tick() {
   const double now = seconds_now();
   if (now - last_shown_ < (terminal_ ? 0.5 : kLineSeconds)) return;
   for (auto& [run, s] : runs_)
-    if (s.running) s.now = std::max(s.from, std::min(run_step(run->run_dir), s.last));
+    if (s.running) s.now = s.reached(*run);
   const std::string text = status();
   last_shown_ = now;
   if (text.empty()) return;

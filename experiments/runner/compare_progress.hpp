@@ -34,6 +34,7 @@ class CompareProgress {
   struct Steps {
     std::size_t last = 0, from = 0, now = 0;  // planned, at the start of this session, latest seen
     bool running = false;
+    std::size_t reached(const PlannedRun& run) const;  // its folder's latest step, within [from, last]
   };
   std::string status() const;
   std::map<const PlannedRun*, Steps> runs_;

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -21,6 +22,10 @@ using report::fmt;
 
 // "layer 1" for a cell's tooltip; the label alone when the axis has no name.
 std::string axis_label(const std::string& axis, const std::string& label) { return axis.empty() ? label : axis + " " + label; }
+
+// A value as the tables and facts show it: short_number's, "-" where there is none (NaN: a detector
+// score that never crossed its threshold, a first step that never came).
+std::string shown(double v) { return std::isnan(v) ? "-" : short_number(v); }
 
 // One table as an SVG grid: the column axis's name and labels across the top, the row axis's name and
 // labels down the left, each cell coloured (diverging around 0 for signed values, viridis otherwise,
@@ -68,7 +73,7 @@ std::string table_heatmap(const AnalysisTable& t) {
       if (numbers) {
         const bool dark = (0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2]) < 110;
         svg << "<text x=\"" << x + cw / 2 << "\" y=\"" << y + ch / 2 + 3 << "\" text-anchor=\"middle\" pointer-events=\"none\" fill=\""
-            << (dark ? "#fff" : "#000") << "\">" << short_number(v) << "</text>";
+            << (dark ? "#fff" : "#000") << "\">" << shown(v) << "</text>";
       }
     }
   }
@@ -90,7 +95,7 @@ std::string facts_table(const AnalysisResult& r) {
   std::ostringstream html;
   html << "<h3>Facts</h3><p class=\"note\">Single numbers the parts found (docs/analysis.md defines each); hover a fact for "
        << "its key in analysis/summary.json.</p><table class=\"facts\">";
-  std::string group = "\x01";
+  std::optional<std::string> group;  // the part whose facts the rows below the last heading hold
   for (const auto& [key, value] : r.facts) {
     const std::size_t dot = key.find('.');
     const std::string part = dot == std::string::npos ? "" : key.substr(0, dot), rest = dot == std::string::npos ? key : key.substr(dot + 1);
@@ -99,7 +104,7 @@ std::string facts_table(const AnalysisResult& r) {
       const auto title = r.titles.find(part);
       html << "<tr><th colspan=\"2\">" << escape(part.empty() ? "The analysis" : title != r.titles.end() ? title->second : fact_words(part)) << "</th></tr>";
     }
-    html << "<tr data-tip=\"" << escape(key) << "\"><td>" << escape(fact_words(rest)) << "</td><td>" << short_number(value) << "</td></tr>";
+    html << "<tr data-tip=\"" << escape(key) << "\"><td>" << escape(fact_words(rest)) << "</td><td>" << shown(value) << "</td></tr>";
   }
   html << "</table>\n";
   return html.str();
@@ -219,7 +224,7 @@ std::string comparison_analysis_section(const std::string& dir, const std::vecto
       std::vector<double> values;
       for (const AnalysisResult& r : results[v]) values.push_back(r.facts.count(fact) ? r.facts.at(fact) : NAN);
       const Spread s = spread(values);
-      html << "<td>" << (std::isnan(s.mean) ? "-" : short_number(s.mean)) << (s.n > 1 ? " &plusmn; " + short_number(s.std) : "") << (s.n < values.size() && s.n ? "*" : "") << "</td>";
+      html << "<td>" << shown(s.mean) << (s.n > 1 ? " &plusmn; " + shown(s.std) : "") << (s.n < values.size() && s.n ? "*" : "") << "</td>";
       csv << csv_field(fact) << "," << csv_field(variants[v].name) << "," << csv_number(s.mean) << "," << csv_number(s.std) << "," << s.n << "\n";
     }
     html << "</tr>";

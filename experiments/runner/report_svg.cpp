@@ -275,22 +275,25 @@ std::string line_chart(const std::string& title, const std::vector<Series>& seri
 }
 
 std::string colour_bar(bool signed_values) {
+  // Drawn as 48 strips rather than a gradient: a gradient needs an element id, and a page holds one bar
+  // per pattern grid, so the ids would repeat.
   std::ostringstream svg;
-  svg << "<svg class=\"colourbar\" xmlns=\"http://www.w3.org/2000/svg\" width=\"420\" height=\"34\" font-family=\"sans-serif\" "
-      << "font-size=\"10\"><defs><linearGradient id=\"" << (signed_values ? "diverging" : "viridis") << "\">";
-  for (int i = 0; i <= 10; ++i) {
+  svg << "<svg class=\"colourbar " << (signed_values ? "diverging" : "viridis") << "\" xmlns=\"http://www.w3.org/2000/svg\" width=\"420\" "
+      << "height=\"34\" font-family=\"sans-serif\" font-size=\"10\">";
+  constexpr int kStrips = 48;
+  for (int i = 0; i < kStrips; ++i) {
+    const double t = (i + 0.5) / kStrips;
     unsigned char rgb[3];
     if (signed_values) {
-      diverging(i / 5.0 - 1, rgb);
+      diverging(2 * t - 1, rgb);
     } else {
-      viridis(i / 10.0, rgb);
+      viridis(t, rgb);
     }
-    char stop[96];
-    std::snprintf(stop, sizeof stop, "<stop offset=\"%d%%\" stop-color=\"rgb(%d,%d,%d)\"/>", i * 10, rgb[0], rgb[1], rgb[2]);
-    svg << stop;
+    char strip[160];
+    std::snprintf(strip, sizeof strip, "<rect x=\"%.2f\" y=\"2\" width=\"%.2f\" height=\"12\" fill=\"rgb(%d,%d,%d)\"/>", 10 + 240.0 * i / kStrips,
+                  240.0 / kStrips + 0.3, rgb[0], rgb[1], rgb[2]);
+    svg << strip;
   }
-  svg << "</linearGradient></defs><rect x=\"10\" y=\"2\" width=\"240\" height=\"12\" fill=\"url(#"
-      << (signed_values ? "diverging" : "viridis") << ")\"/>";
   // Positions on the bar: sqrt(w) for weights; sign(w) sqrt(|w| / m) for signed mixing, m each head's largest |w|.
   const std::vector<double> marks = signed_values ? std::vector<double>{-1, -0.25, 0, 0.25, 1} : std::vector<double>{0, 0.01, 0.1, 0.25, 0.5, 1};
   for (double w : marks) {

@@ -87,6 +87,11 @@ def open_report(browser, path):
     browser.get("file://" + path)
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, f"{path}: {errors}"
+    repeated = browser.execute_script("""
+      var seen = {}, twice = [];
+      document.querySelectorAll('[id]').forEach(function (e) { if (seen[e.id]) twice.push(e.id); seen[e.id] = true; });
+      return twice;""")
+    assert not repeated, f"{path}: element ids used more than once: {repeated}"
 
 
 def no_new_errors(browser):
@@ -260,8 +265,8 @@ def test_comparison_report(runs, browser):
     # gated_delta's signed mixing comes with the diverging colour bar, softmax's weights with viridis.
     gated = browser.find_element(By.CSS_SELECTOR, ".variants > .variant[data-variant='2']")
     softmax = browser.find_element(By.CSS_SELECTOR, ".variants > .variant[data-variant='0']")
-    assert gated.find_elements(By.CSS_SELECTOR, "svg.colourbar linearGradient#diverging")
-    assert softmax.find_elements(By.CSS_SELECTOR, "svg.colourbar linearGradient#viridis")
+    assert gated.find_elements(By.CSS_SELECTOR, "svg.colourbar.diverging")
+    assert softmax.find_elements(By.CSS_SELECTOR, "svg.colourbar.viridis")
     # best counts every evaluation, the final one too, so it never reads below final.
     rows = browser.find_elements(By.CSS_SELECTOR, "table")[0].find_elements(By.CSS_SELECTOR, "tr")[1:]
     for row in rows:
