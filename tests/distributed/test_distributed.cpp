@@ -14,6 +14,7 @@
 
 #include "framework/distributed/communicator.hpp"
 #include "framework/distributed/gradient_reducer.hpp"
+#include "tests/private_temp_dir.hpp"
 
 #ifdef ATTNLAB_WITH_MPI
 #include <mpi.h>
@@ -74,7 +75,9 @@ TEST(GradientReducer, SmallBucketsGiveTheSameSums) {
   dist::GradientReducer reducer(world(), params, 4 * sizeof(double));
   reducer.reduce({1.0});
   expect_hand_computed_sums(params);
-  if (world().distributed()) EXPECT_EQ(reducer.buckets(), 9u);  // 30 + 3 + 1 numbers, 4 per bucket
+  if (world().distributed()) {
+    EXPECT_EQ(reducer.buckets(), 9u);  // 30 + 3 + 1 numbers, 4 per bucket
+  }
 }
 
 // A parameter only rank 0 has a gradient for gets rank 0's gradient everywhere; one that no rank has a
@@ -186,7 +189,8 @@ TEST(Communicator, LauncherVariables) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  testing::InitGoogleTest(&argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  const attnlab::testing::PrivateTempDir temp;  // each process's files its own (private_temp_dir.hpp)
   g_yield_chosen = std::getenv("OMPI_MCA_mpi_yield_when_idle");
   if (g_yield_chosen) g_yield_chosen = strdup(g_yield_chosen);  // init may change the environment
   dist::Communicator::init(&argc, &argv);
