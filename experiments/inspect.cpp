@@ -77,9 +77,10 @@ void list_kernels() {
     const KernelInfo& k = KernelRegistry::instance().find(name);
     const KernelCapabilities& c = k.capabilities;
     std::printf("\n  %s\n    %s\n    causal: %s  bidirectional: %s  padding mask: %s  cross-attention: %s  fixed max length: %s  pattern: %s\n"
-                "    rows sum to one: %s  alibi: %s  reads the layer input: %s\n",
+                "    rows sum to one: %s  alibi: %s  reads the layer input: %s  decodes from its state: %s\n",
                 name.c_str(), k.description.c_str(), yes(c.causal), yes(c.bidirectional), yes(c.padding_mask), yes(c.cross_attention),
-                yes(c.fixed_max_length), yes(c.pattern), yes(c.normalised_pattern), yes(c.alibi), yes(c.reads_input));
+                yes(c.fixed_max_length), yes(c.pattern), yes(c.normalised_pattern), yes(c.alibi), yes(c.reads_input),
+                c.incremental ? "yes" : c.causal ? "no (recomputed over the sequence at each step)" : "no");
     KernelSpec spec{kHeads, kHeadDim, kTokens, c.causal};
     const StateSize state = k.state_size(spec, ComponentOptions());
     std::printf("    state: %.0f numbers (%s%s)\n", state.at(kTokens), state.what.c_str(), state.per_token > 0 ? "; grows with T" : "");

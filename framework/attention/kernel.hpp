@@ -31,6 +31,10 @@
 //   ATTNLAB_REGISTER_KERNEL(MyKernel);
 //
 // state_size is what the kernel must keep per layer and sequence to continue a sequence token by token.
+// A kernel that keeps that state declares `incremental` and overrides start_decoding and decode (below):
+// generation and beam search then cost what the mechanism promises per token (a KV cache for softmax, a
+// D x D matrix for linear attention and the delta rules). Any other kernel is recomputed over the sequence
+// so far by the default decode, with the same outputs.
 // Optional static members: `static void check(const KernelSpec&, const Options&, const ConfigNode&)` for
 // checks across options and the model (fail through the node, at the option's position), and
 // `static double working_bytes(const KernelSpec&, const Options&, std::size_t batch)`, the memory its
@@ -83,6 +87,8 @@ struct KernelCapabilities {
   bool normalised_pattern = true;  // its pattern's rows sum to one (false: signed, unnormalised mixing)
   bool alibi = false;           // adds ALiBi's per-head distance bias to its scores (model.positional: alibi)
   bool reads_input = false;     // computes gates from the layer input (context.input)
+  bool incremental = false;     // continues a causal sequence token by token from a state it keeps (start_decoding,
+                                // decode); false: decoding recomputes the kernel over the sequence so far
 };
 
 // What a kernel keeps per layer and per sequence to continue it token by token (Zoology's "state size"):
@@ -124,9 +130,34 @@ struct KernelInfo {
   std::function<StateSize(const KernelSpec&, const ComponentOptions&)> state_size;
 };
 
+// What a kernel keeps to continue a batch of causal sequences token by token (generation, beam search),
+// made by AttentionKernel::start_decoding and advanced by AttentionKernel::decode. Inference only: it holds
+// no graph. Helpers for kernels: attention/decode_state.hpp.
+class DecodeState {
+ public:
+  virtual ~DecodeState() = default;
+  // Keeps the sequences `rows` of the batch, in that order; a row may repeat or go (beam search's
+  // reordering of its hypotheses).
+  virtual void select_rows(const std::vector<std::size_t>& rows) = 0;
+  // Tokens appended so far (every sequence of the batch has as many).
+  virtual std::size_t tokens() const = 0;
+  // The numbers it holds per sequence: what state_size declares, for a kernel that keeps a state.
+  virtual double numbers_per_sequence() const = 0;
+  // True for the default state, which keeps q, k and v (and the layer input) and recomputes the kernel.
+  virtual bool recomputes() const { return false; }
+};
+
 class AttentionKernel : public Module {
  public:
   virtual AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) = 0;
+  // Continuing causal sequences (inference, under no-grad). start_decoding: the state of `batch` empty
+  // sequences. decode: appends the next n tokens of every sequence, q, k, v [B, H, n, D], with
+  // context.key_padding_mask [B, n] for the new keys (or undefined), context.input [B, n, C] (kernels that
+  // read it) and the ALiBi slopes, and returns their outputs [B, H, n, D]: the rows forward gives over the
+  // whole sequence, causal. The defaults (attention/decode_state.cpp) keep every q, k, v and input and
+  // recompute forward over them; a kernel that declares `incremental` overrides both with its own state.
+  virtual std::unique_ptr<DecodeState> start_decoding(std::size_t batch) const;
+  virtual Tensor decode(DecodeState& state, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context);
   // The registered name and capabilities (set by the registry when it builds the kernel).
   const std::string& name() const { return name_; }
   const KernelCapabilities& capabilities() const { return capabilities_; }

@@ -3,9 +3,11 @@
 // query and key, times a temperature, so no score can blow up with the norms of q and k:
 //   out = softmax(tau * (q / |q|) . (k / |k|)) v
 // Composed from differentiable ops, so its backward comes for free; causal and padding masks come from
-// the fused scaled_masked_softmax. O(T^2 D) like softmax.
+// the fused scaled_masked_softmax. O(T^2 D) like softmax. Decoding keeps the keys and values of every
+// token (a KV cache) and attends each new query over them, O(T D) per new token.
 //
 // Legend: B batch, H heads, Tq query tokens, Tk key tokens, D head dim.
+#include "framework/attention/decode_state.hpp"
 #include "framework/attention/kernel.hpp"
 
 namespace attnlab {
@@ -18,7 +20,11 @@ class CosineKernel : public AttentionKernel {
   static constexpr const char* kName = "cosine";
   static constexpr const char* kDescription =
       "cosine-similarity attention, softmax(tau cos(q, k)) V (the worked example of docs/attention.md); O(n^2 d)";
-  static KernelCapabilities declared_capabilities() { return {}; }  // everything
+  static KernelCapabilities declared_capabilities() {
+    KernelCapabilities c;   // causal, bidirectional, padding masks, cross-attention, a normalised pattern
+    c.incremental = true;   // continues a sequence from a cache of keys and values (5.)
+    return c;
+  }
 
   // 2. Its options with their defaults, and one description of each: the config reads them through it
   //    (unknown keys and bad values are errors with file:line:column), `attnlab list` and the docs show it.
@@ -55,6 +61,16 @@ class CosineKernel : public AttentionKernel {
     return result;
   }
 
+  // 5. How it continues a causal sequence token by token (generation, beam search): the state it keeps, and
+  //    the outputs of the new tokens from it. The new keys and values join a cache of every token's; the
+  //    new queries attend over it through forward (the contract puts query i at key position i + Tk - Tq).
+  std::unique_ptr<DecodeState> start_decoding(std::size_t batch) const override { return std::make_unique<KeyValueCache>(batch); }
+  Tensor decode(DecodeState& state, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
+    KeyValueCache& cache = state_as<KeyValueCache>(state, name());
+    cache.append(k, v, context.key_padding_mask);
+    return forward(q, cache.keys(), cache.values(), cache.context(context)).output;
+  }
+
  private:
   static Tensor unit(const Tensor& x) { return x / sqrt(add(sum(x * x, -1, true), 1e-12)); }  // x / |x|
   Options config_;
@@ -62,7 +78,7 @@ class CosineKernel : public AttentionKernel {
 
 }  // namespace
 
-// 5. One line registers it under its name.
+// 6. One line registers it under its name.
 ATTNLAB_REGISTER_KERNEL(CosineKernel);
 
 }  // namespace attnlab

@@ -2,12 +2,15 @@
 // with causal masking, key padding masks (a query whose keys are all masked gets zeros, never NaN),
 // ALiBi's bias and dropout on the attention weights in training. And `sliding_window`: the same softmax
 // over the w keys before each query (and the w after it, when bidirectional) plus its own, as in
-// Longformer's and Mistral's local attention, O(T w) in the blocked op.
+// Longformer's and Mistral's local attention, O(T w) in the blocked op. Both decode from a cache of keys
+// and values (softmax/cached_attention.hpp): every token's for softmax, O(T D) per new token; the last
+// w tokens' for the window, O(w D).
 //
 // Legend: B batch, H heads, Tq query tokens, Tk key tokens, D head dim.
 #include <cmath>
 
 #include "framework/attention/kernel.hpp"
+#include "framework/attention/softmax/cached_attention.hpp"
 #include "framework/attention/softmax/softmax_attention.hpp"
 
 namespace attnlab {
@@ -49,6 +52,7 @@ class SoftmaxKernel : public AttentionKernel {
   static KernelCapabilities declared_capabilities() {
     KernelCapabilities c;
     c.alibi = true;
+    c.incremental = true;  // a KV cache
     return c;
   }
   struct Options {
@@ -72,6 +76,10 @@ class SoftmaxKernel : public AttentionKernel {
   AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
     return banded_softmax(q, k, v, context, scale_, 0, config_.dropout, is_training(), gen_);
   }
+  std::unique_ptr<DecodeState> start_decoding(std::size_t batch) const override { return std::make_unique<KeyValueCache>(batch); }
+  Tensor decode(DecodeState& state, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
+    return cached_softmax_attention(state_as<KeyValueCache>(state, name()), q, k, v, context, scale_, 0);
+  }
 
  private:
   Options config_;
@@ -89,6 +97,7 @@ class SlidingWindowKernel : public AttentionKernel {
     KernelCapabilities c;
     c.alibi = true;
     c.cross_attention = false;  // a window is a distance within one sequence
+    c.incremental = true;       // the last w keys and values
     return c;
   }
   struct Options {
@@ -114,6 +123,12 @@ class SlidingWindowKernel : public AttentionKernel {
 
   AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
     return banded_softmax(q, k, v, context, scale_, config_.window, config_.dropout, is_training(), gen_);
+  }
+  std::unique_ptr<DecodeState> start_decoding(std::size_t batch) const override {
+    return std::make_unique<KeyValueCache>(batch, config_.window);
+  }
+  Tensor decode(DecodeState& state, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
+    return cached_softmax_attention(state_as<KeyValueCache>(state, name()), q, k, v, context, scale_, config_.window);
   }
 
  private:

@@ -1,0 +1,190 @@
+// The decoding states of decode_state.hpp, and the kernel contract's default decoding (kernel.hpp):
+// recomputing the kernel over every token so far.
+#include "framework/attention/decode_state.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+namespace attnlab {
+namespace {
+
+using I = std::int64_t;
+
+std::uint8_t* bytes(Tensor& t) { return static_cast<std::uint8_t*>(t.storage()->data()); }
+const std::uint8_t* bytes(const Tensor& t) { return static_cast<const std::uint8_t*>(t.storage()->data()); }
+
+// t joined with `more` along `axis` (t undefined: `more` itself).
+Tensor joined(const Tensor& t, const Tensor& more, std::int64_t axis) { return t.defined() ? concat({t, more}, axis) : more; }
+
+void check_step(const Tensor& q, const Tensor& k, const Tensor& v, std::size_t batch) {
+  if (q.dim() != 4 || k.dim() != 4 || k.shape() != v.shape() || q.size(0) != batch || k.size(0) != batch || q.size(2) != k.size(2)) {
+    throw std::invalid_argument("decode: expected q, k, v [B, H, n, D] for the n new tokens of " + std::to_string(batch) +
+                                " sequences, got " + shape_str(q.shape()) + ", " + shape_str(k.shape()) + ", " + shape_str(v.shape()));
+  }
+}
+
+// The padding of n new keys of `batch` sequences: the given mask, or none padded.
+Tensor step_padding(const Tensor& mask, std::size_t batch, std::size_t n) {
+  if (!mask.defined()) return zeros({batch, n}, DType::boolean);
+  check_key_padding_mask(mask, batch, n);
+  return mask;
+}
+
+bool any_true(const bool* flags, std::size_t n) { return std::any_of(flags, flags + n, [](bool b) { return b; }); }
+
+}  // namespace
+
+Tensor select_batch_rows(const Tensor& t, const std::vector<std::size_t>& rows) {
+  if (!t.defined()) return t;
+  const std::size_t width = t.size(0) ? t.numel() / t.size(0) * element_size(t.dtype()) : 0;
+  Shape shape = t.shape();
+  shape[0] = rows.size();
+  Tensor out = empty(shape, t.dtype());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] >= t.size(0)) {
+      throw std::out_of_range("select_rows: row " + std::to_string(rows[i]) + " of a batch of " + std::to_string(t.size(0)));
+    }
+    std::memcpy(bytes(out) + i * width, bytes(t) + rows[i] * width, width);
+  }
+  return out;
+}
+
+// ---- the default: recompute ----
+
+AttentionContext RecomputeState::append(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& step) {
+  check_step(q, k, v, batch_);
+  const Tensor pad = step_padding(step.key_padding_mask, batch_, k.size(2));
+  q_ = joined(q_, q, 2);
+  k_ = joined(k_, k, 2);
+  v_ = joined(v_, v, 2);
+  if (step.input.defined()) input_ = joined(input_, step.input, 1);
+  any_padding_ = any_padding_ || any_true(pad.data<bool>(), pad.numel());
+  padding_ = joined(padding_, pad, 1);
+  AttentionContext all{true, any_padding_ ? padding_ : Tensor(), false};
+  all.input = input_;
+  all.alibi_slopes = step.alibi_slopes;
+  return all;
+}
+
+void RecomputeState::select_rows(const std::vector<std::size_t>& rows) {
+  for (Tensor* t : {&q_, &k_, &v_, &input_, &padding_}) *t = select_batch_rows(*t, rows);
+  batch_ = rows.size();
+}
+
+double RecomputeState::numbers_per_sequence() const {
+  if (!q_.defined()) return 0;
+  const double per_row = static_cast<double>(q_.numel() + k_.numel() + v_.numel() + (input_.defined() ? input_.numel() : 0));
+  return per_row / static_cast<double>(std::max<std::size_t>(batch_, 1));
+}
+
+std::unique_ptr<DecodeState> AttentionKernel::start_decoding(std::size_t batch) const { return std::make_unique<RecomputeState>(batch); }
+
+Tensor AttentionKernel::decode(DecodeState& state, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) {
+  auto* recompute = dynamic_cast<RecomputeState*>(&state);
+  if (!recompute) {
+    throw std::logic_error(name() + ": decode was given a state this kernel did not make; a kernel that declares `incremental` "
+                                    "overrides start_decoding and decode together");
+  }
+  const AttentionContext all = recompute->append(q, k, v, context);
+  const auto t = static_cast<I>(recompute->tokens()), n = static_cast<I>(q.size(2));
+  return slice(forward(recompute->q(), recompute->k(), recompute->v(), all).output, 2, t - n, t);  // the new tokens' rows
+}
+
+// ---- a matrix per head ----
+
+void MatrixState::select_rows(const std::vector<std::size_t>& rows) {
+  const std::size_t size = heads_ * rows_ * cols_;
+  std::vector<double> picked(rows.size() * size);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] >= batch_) throw std::out_of_range("select_rows: row " + std::to_string(rows[i]) + " of a batch of " + std::to_string(batch_));
+    std::copy(values_.begin() + static_cast<std::ptrdiff_t>(rows[i] * size), values_.begin() + static_cast<std::ptrdiff_t>((rows[i] + 1) * size),
+              picked.begin() + static_cast<std::ptrdiff_t>(i * size));
+  }
+  values_ = std::move(picked);
+  batch_ = rows.size();
+}
+
+// ---- keys and values ----
+
+void KeyValueCache::reserve(std::size_t tokens, DType dtype) {
+  if (k_.defined() && tokens <= capacity_) return;
+  const std::size_t capacity = std::max({tokens, 2 * capacity_, std::size_t{16}}), element = element_size(dtype);
+  Tensor k = empty({batch_, heads_, capacity, dim_}, dtype), v = empty({batch_, heads_, capacity, dim_}, dtype);
+  Tensor padding = zeros({batch_, capacity}, DType::boolean);
+  if (k_.defined()) {
+    const std::size_t row = kept_ * dim_ * element;
+    for (std::size_t bh = 0; bh < batch_ * heads_; ++bh) {
+      std::memcpy(bytes(k) + bh * capacity * dim_ * element, bytes(k_) + bh * capacity_ * dim_ * element, row);
+      std::memcpy(bytes(v) + bh * capacity * dim_ * element, bytes(v_) + bh * capacity_ * dim_ * element, row);
+    }
+    for (std::size_t b = 0; b < batch_; ++b) std::memcpy(bytes(padding) + b * capacity, bytes(padding_) + b * capacity_, kept_);
+  }
+  k_ = k, v_ = v, padding_ = padding, capacity_ = capacity;
+}
+
+void KeyValueCache::append(const Tensor& k, const Tensor& v, const Tensor& key_padding_mask) {
+  if (k.dim() != 4 || k.shape() != v.shape() || k.size(0) != batch_ || (k_.defined() && (k.size(1) != heads_ || k.size(3) != dim_ || k.dtype() != k_.dtype()))) {
+    throw std::invalid_argument("KeyValueCache: expected keys and values [" + std::to_string(batch_) + ", H, n, D] like those cached, got " +
+                                shape_str(k.shape()) + " and " + shape_str(v.shape()));
+  }
+  heads_ = k.size(1), dim_ = k.size(3);
+  const std::size_t n = k.size(2), element = element_size(k.dtype());
+  reserve(kept_ + n, k.dtype());
+  for (std::size_t bh = 0; bh < batch_ * heads_; ++bh) {
+    const std::size_t to = (bh * capacity_ + kept_) * dim_ * element, from = bh * n * dim_ * element;
+    std::memcpy(bytes(k_) + to, bytes(k) + from, n * dim_ * element);
+    std::memcpy(bytes(v_) + to, bytes(v) + from, n * dim_ * element);
+  }
+  const Tensor pad = step_padding(key_padding_mask, batch_, n);
+  for (std::size_t b = 0; b < batch_; ++b) std::memcpy(bytes(padding_) + b * capacity_ + kept_, bytes(pad) + b * n, n);
+  any_padding_ = any_padding_ || any_true(pad.data<bool>(), pad.numel());
+  kept_ += n, seen_ += n;
+}
+
+void KeyValueCache::trim() {
+  if (window_ == 0 || kept_ <= window_) return;
+  const std::size_t drop = kept_ - window_, element = element_size(k_.dtype());
+  for (std::size_t bh = 0; bh < batch_ * heads_; ++bh) {
+    for (Tensor* t : {&k_, &v_}) {
+      std::uint8_t* row = bytes(*t) + bh * capacity_ * dim_ * element;
+      std::memmove(row, row + drop * dim_ * element, window_ * dim_ * element);
+    }
+  }
+  any_padding_ = false;
+  for (std::size_t b = 0; b < batch_; ++b) {
+    bool* flags = padding_.data<bool>() + b * capacity_;
+    std::memmove(flags, flags + drop, window_);
+    any_padding_ = any_padding_ || any_true(flags, window_);
+  }
+  kept_ = window_;
+}
+
+Tensor KeyValueCache::kept_rows(const Tensor& buffer) const {
+  if (!buffer.defined()) throw std::logic_error("KeyValueCache: nothing appended yet");
+  const std::size_t element = element_size(buffer.dtype()), row = kept_ * dim_ * element;
+  Tensor out = empty({batch_, heads_, kept_, dim_}, buffer.dtype());
+  for (std::size_t bh = 0; bh < batch_ * heads_; ++bh) std::memcpy(bytes(out) + bh * row, bytes(buffer) + bh * capacity_ * dim_ * element, row);
+  return out;
+}
+
+Tensor KeyValueCache::key_padding_mask() const {
+  if (!any_padding_) return Tensor();
+  Tensor out = empty({batch_, kept_}, DType::boolean);
+  for (std::size_t b = 0; b < batch_; ++b) std::memcpy(bytes(out) + b * kept_, bytes(padding_) + b * capacity_, kept_);
+  return out;
+}
+
+AttentionContext KeyValueCache::context(const AttentionContext& step) const {
+  AttentionContext c{true, key_padding_mask(), false};
+  c.input = step.input;
+  c.alibi_slopes = step.alibi_slopes;
+  return c;
+}
+
+void KeyValueCache::select_rows(const std::vector<std::size_t>& rows) {
+  for (Tensor* t : {&k_, &v_, &padding_}) *t = select_batch_rows(*t, rows);
+  batch_ = rows.size();
+}
+
+}  // namespace attnlab
