@@ -6,7 +6,7 @@
 // linear attention (O(T m D), causal through prefix sums). Stabilisers keep the exponentials in range and
 // cancel exactly in the ratio (see features()).
 // Features come from the kernel's own seeded generator and are redrawn every `redraw_interval` training
-// forwards (0: never).
+// forwards (0: never). Decoding keeps the causal path's sums, [m, D + 1] per head: O(m D) per new token.
 //
 // Legend: B batch, H heads, T tokens, D head dim, m features.
 #include <cmath>
@@ -58,7 +58,11 @@ class PerformerKernel : public AttentionKernel {
   static constexpr const char* kName = "performer";
   static constexpr const char* kDescription =
       "FAVOR+ positive orthogonal random features estimating softmax attention (Choromanski et al. 2020); O(n m d)";
-  static KernelCapabilities declared_capabilities() { return {}; }
+  static KernelCapabilities declared_capabilities() {
+    KernelCapabilities c;
+    c.incremental = true;  // sum phi(k) v^T and sum phi(k) (feature_decode)
+    return c;
+  }
   struct Options {
     std::size_t features = 256;       // m
     std::size_t redraw_interval = 0;  // training forwards between redraws; 0: fixed features
@@ -95,7 +99,7 @@ class PerformerKernel : public AttentionKernel {
     return {static_cast<double>(spec.n_heads) * m * (d + 1), 0, "sum phi(k) v^T and sum phi(k) over m features, per head"};
   }
   PerformerKernel(const KernelSpec& spec, const Options& config, Generator& gen)
-      : config_(config), head_dim_(spec.head_dim), gen_(gen.split()) {
+      : config_(config), heads_(spec.n_heads), head_dim_(spec.head_dim), gen_(gen.split()) {
     draw_features();
     register_generator("rng", &gen_);
     calls_ = register_buffer("calls", zeros({1}, DType::int64));  // training forwards so far (redraw schedule)
@@ -115,6 +119,15 @@ class PerformerKernel : public AttentionKernel {
       return AttentionResult{favor_attention(q, k, v, projection_.to(q.dtype()), context.key_padding_mask, config_.eps, eps, bound), Tensor()};
     }
     return feature_attention(features(q, true, bound), features(k, false, bound), v, context, eps, "performer");
+  }
+  // Decoding: the causal path's prefix sums as a state, [m, D + 1] per head.
+  std::unique_ptr<DecodeState> start_decoding(std::size_t batch) const override {
+    return std::make_unique<MatrixState>(batch, heads_, config_.features, head_dim_ + 1);
+  }
+  Tensor decode(DecodeState& state, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
+    const double bound = key_bound(), eps = kDenominatorEps * std::exp(-bound);
+    return feature_decode(state_as<MatrixState>(state, name()), features(q, true, bound), features(k, false, bound), v,
+                          context.key_padding_mask, eps);
   }
 
  private:
@@ -149,7 +162,7 @@ class PerformerKernel : public AttentionKernel {
   }
 
   Options config_;
-  std::size_t head_dim_;
+  std::size_t heads_, head_dim_;
   Generator gen_;
   Tensor projection_;  // [m, D]
   Tensor calls_;  // int64 [1]
