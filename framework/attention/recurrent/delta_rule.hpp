@@ -16,6 +16,7 @@
 // Legend: B batch, H heads, T tokens, C chunk, Dk key dim, Dv value dim.
 #pragma once
 
+#include "framework/attention/decode_state.hpp"
 #include "framework/ops/ops.hpp"
 
 namespace attnlab {
@@ -25,5 +26,11 @@ namespace attnlab {
 // all five. float32 or float64; `chunk` tokens per chunk (any T; the last chunk may be shorter).
 Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& log_alpha,
                         std::size_t chunk = 64);
+
+// The recurrence itself, continued token by token from `state` (decoding; recurrent/delta_rule_step.cpp):
+// one matrix S [Dk, Dv] per sequence and head, in double, advanced over the n new tokens of q, k [B, H, n, Dk],
+// v [B, H, n, Dv], beta and log_alpha [B, H, n] (or undefined, as above). Returns o [B, H, n, Dv]; no graph.
+// O(Dk Dv) per token and head, whatever the length so far.
+Tensor gated_delta_step(MatrixState& state, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& log_alpha);
 
 }  // namespace attnlab

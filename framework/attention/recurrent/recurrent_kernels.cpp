@@ -12,7 +12,8 @@
 // Each normalises its output per head by its root mean square, x / sqrt(mean(x^2) + eps), eps 1e-6 (option
 // output_norm, on by default, as flash-linear-attention's o_norm, whose eps is 1e-5, and RetNet's group
 // norm), without a gain: one per dimension would be absorbed by the output projection. Padded keys write
-// nothing and decay nothing (tested).
+// nothing and decay nothing (tested). Decoding runs the recurrence token by token from S (gated_delta_step):
+// O(D^2) per head and new token, whatever the length so far.
 //
 // Their pattern is the effective mixing o_i = sum_j A_ij v_j, signed and unnormalised (rows do not sum
 // to one): the output is linear in v for given q, k and gates, so A is the op applied to v = I (columns of
@@ -135,6 +136,7 @@ class RecurrentKernel : public AttentionKernel {
     c.cross_attention = false;
     c.normalised_pattern = false;
     c.reads_input = true;
+    c.incremental = true;  // S, a D x D matrix per head (gated_delta_step)
     return c;
   }
   // The options every one of them reads (decay adds its gate).
@@ -152,7 +154,7 @@ class RecurrentKernel : public AttentionKernel {
   }
 
  protected:
-  explicit RecurrentKernel(const RecurrentOptions& options) : options_(options) {}
+  RecurrentKernel(const KernelSpec& spec, const RecurrentOptions& options) : options_(options), heads_(spec.n_heads), dim_(spec.head_dim) {}
   // q, k as the recurrence reads them, beta [B, H, T] (undefined: no delta correction), log alpha
   // [B, H, T] (undefined: no decay), from the layer input x [B, T, C].
   struct Inputs {
@@ -160,8 +162,13 @@ class RecurrentKernel : public AttentionKernel {
   };
   virtual Inputs prepare(const Tensor& q, const Tensor& k, const Tensor& x) const = 0;
 
- public:
-  AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
+  // What the recurrence reads for q, k, v [B, H, T, D] and the context: prepare's inputs, with padded keys
+  // writing nothing and decaying nothing (k, v and log alpha zero there), the values, and the keep mask.
+  struct Recurrence {
+    Inputs in;
+    Tensor values, keep;
+  };
+  Recurrence recurrence(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) const {
     const std::size_t batch = q.size(0), t = q.size(2);
     if (!context.causal || k.size(2) != t || v.size(2) != t) {
       throw std::invalid_argument(name() + ": a causal recurrence over one sequence (self-attention, causal mask)");
@@ -170,18 +177,37 @@ class RecurrentKernel : public AttentionKernel {
       throw std::invalid_argument(name() + ": needs the layer input [B, T, C] in the attention context, got " +
                                   (context.input.defined() ? shape_str(context.input.shape()) : std::string("none")));
     }
-    Inputs in = prepare(q, k, context.input);
-    Tensor values = v;
-    const Tensor keep = keep_mask(context, batch, t, q.dtype());
-    if (keep.defined()) {  // padded keys write nothing and decay nothing
-      in.k = in.k * keep;
-      values = values * keep;
-      if (in.log_alpha.defined()) in.log_alpha = in.log_alpha * reshape(keep, {static_cast<I>(batch), 1, static_cast<I>(t)});
+    Recurrence r{prepare(q, k, context.input), v, keep_mask(context, batch, t, q.dtype())};
+    if (r.keep.defined()) {
+      r.in.k = r.in.k * r.keep;
+      r.values = r.values * r.keep;
+      if (r.in.log_alpha.defined()) r.in.log_alpha = r.in.log_alpha * reshape(r.keep, {static_cast<I>(batch), 1, static_cast<I>(t)});
     }
-    const Tensor raw = gated_delta_rule(in.q, in.k, values, in.beta, in.log_alpha, options_.chunk);  // [B, H, T, D]
+    return r;
+  }
+  Tensor output_norm(const Tensor& raw, Tensor* factors = nullptr) const {
+    return options_.output_norm ? normalise_rows(raw, static_cast<double>(raw.size(-1)), kNormEps, factors) : raw;
+  }
+
+ public:
+  // Decoding: the recurrence token by token from S, one D x D matrix per head.
+  std::unique_ptr<DecodeState> start_decoding(std::size_t batch) const override {
+    return std::make_unique<MatrixState>(batch, heads_, dim_, dim_);
+  }
+  Tensor decode(DecodeState& state, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
+    const Recurrence r = recurrence(q, k, v, context);
+    return output_norm(gated_delta_step(state_as<MatrixState>(state, name()), r.in.q, r.in.k, r.values, r.in.beta, r.in.log_alpha));
+  }
+
+  AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
+    const std::size_t batch = q.size(0), t = q.size(2);
+    const Recurrence r = recurrence(q, k, v, context);
+    const Inputs& in = r.in;
+    const Tensor& keep = r.keep;
+    const Tensor raw = gated_delta_rule(in.q, in.k, r.values, in.beta, in.log_alpha, options_.chunk);  // [B, H, T, D]
     AttentionResult result;
     Tensor factors;  // the output norm's factor per row
-    result.output = options_.output_norm ? normalise_rows(raw, static_cast<double>(raw.size(-1)), kNormEps, &factors) : raw;
+    result.output = output_norm(raw, &factors);
     if (context.need_pattern) {
       NoGradGuard no_grad;
       Tensor unit = broadcast_to(identity(t, q.dtype()), {batch, q.size(1), t, t});
@@ -195,6 +221,7 @@ class RecurrentKernel : public AttentionKernel {
 
  protected:
   RecurrentOptions options_;
+  std::size_t heads_, dim_;
 };
 
 // beta_t = sigmoid(w_h . x_t + b_h): [B, H, T]
@@ -213,7 +240,7 @@ class DeltaKernel : public RecurrentKernel {
   static constexpr const char* kDescription =
       "DeltaNet's delta rule S_t = S_{t-1} + beta_t k_t (v_t - S_{t-1}^T k_t)^T, L2-normalised q, k, beta from the input "
       "(Yang et al. 2024); chunked, O(n (C + d) d) time, O(n d) memory; causal";
-  DeltaKernel(const KernelSpec& spec, const Options& options, Generator& gen) : RecurrentKernel(options) {
+  DeltaKernel(const KernelSpec& spec, const Options& options, Generator& gen) : RecurrentKernel(spec, options) {
     beta = register_module("beta", std::make_shared<WriteStrength>(spec.width(), spec.n_heads, gen));
   }
   std::shared_ptr<WriteStrength> beta;
@@ -230,7 +257,7 @@ class GatedDeltaKernel : public RecurrentKernel {
   static constexpr const char* kDescription =
       "Gated DeltaNet: the delta rule (L2-normalised q, k; beta = sigmoid(w x + b)) with a decay alpha_t = exp(-e^a softplus(w x + dt)) "
       "of the state (Mamba-2's gate) before each write (Yang et al. 2025); chunked, O(n (C + d) d) time, O(n d) memory; causal";
-  GatedDeltaKernel(const KernelSpec& spec, const Options& options, Generator& gen) : RecurrentKernel(options) {
+  GatedDeltaKernel(const KernelSpec& spec, const Options& options, Generator& gen) : RecurrentKernel(spec, options) {
     beta = register_module("beta", std::make_shared<WriteStrength>(spec.width(), spec.n_heads, gen));
     decay = register_module("decay", std::make_shared<DecayGateModule>(spec.width(), spec.n_heads, gen));
   }
@@ -257,7 +284,7 @@ class DecayKernel : public RecurrentKernel {
     return s;
   }
   DecayKernel(const KernelSpec& spec, const Options& options, Generator& gen)
-      : RecurrentKernel(options), scale_(1.0 / std::sqrt(static_cast<double>(spec.head_dim))) {
+      : RecurrentKernel(spec, options), scale_(1.0 / std::sqrt(static_cast<double>(spec.head_dim))) {
     if (options.gate == DecayGate::data) {
       decay = register_module("decay", std::make_shared<DecayGateModule>(spec.width(), spec.n_heads, gen));
     } else {
