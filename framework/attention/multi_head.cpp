@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "framework/attention/decode_state.hpp"
+
 namespace attnlab {
 namespace {
 
@@ -75,6 +77,66 @@ Tensor MultiHeadAttention::cross_attention(const Tensor& x, const Tensor& memory
   const Tensor q = split_heads(project_rows(*qkv, input_norm_ ? input_norm_->forward(x) : x, 0, c), 1, n_heads_)[0];
   auto kv = split_heads(project_rows(*qkv, memory, c, 3 * c), 2, n_heads_);  // 2 x [B, H, Tk, D]
   return attend(q, kv[0], kv[1], kernel_context(context, x), hooks);
+}
+
+// ---- decoding ----
+
+void SelfAttentionState::select_rows(const std::vector<std::size_t>& rows) {
+  kernel->select_rows(rows);
+  conv_tail = select_batch_rows(conv_tail, rows);
+}
+
+void CrossAttentionState::select_rows(const std::vector<std::size_t>& rows) {
+  for (Tensor* t : {&k, &v, &padding}) *t = select_batch_rows(*t, rows);
+}
+
+SelfAttentionState MultiHeadAttention::start_decoding(std::size_t batch) const {
+  SelfAttentionState state;
+  state.kernel = kernel->start_decoding(batch);
+  // The convolution reads zeros before a sequence's first token.
+  if (short_conv) state.conv_tail = zeros({batch, short_conv->kernel_size() - 1, 3 * d_model_}, qkv->weight.dtype());
+  return state;
+}
+
+Tensor MultiHeadAttention::self_attention_step(const Tensor& x, const Tensor& key_padding_mask, SelfAttentionState& state) {
+  check_input(x, "x");
+  NoGradGuard no_grad;
+  Tensor projected = input_norm_ ? input_norm_->forward_into(x, *qkv) : qkv->forward(x);  // [B, n, 3C]
+  if (short_conv) {
+    const Tensor seen = concat({state.conv_tail, projected}, 1);  // [B, K - 1 + n, 3C]: what the new rows convolve
+    const I rows = static_cast<I>(seen.size(1)), n = static_cast<I>(x.size(1));
+    projected = slice(short_conv->forward(seen), 1, rows - n, rows);
+    state.conv_tail = slice(seen, 1, n, rows);
+  }
+  auto heads = split_heads(projected, 3, n_heads_);  // 3 x [B, H, n, D]
+  if (rotary_) {
+    heads[0] = rotary_->rotate(heads[0], state.position);
+    heads[1] = rotary_->rotate(heads[1], state.position);
+  }
+  const AttentionContext context = kernel_context(AttentionContext{true, key_padding_mask, false}, x);
+  const Tensor z = kernel->decode(*state.kernel, heads[0], heads[1], heads[2], context);  // [B, H, n, D]
+  state.position += x.size(1);
+  return project(z);
+}
+
+CrossAttentionState MultiHeadAttention::start_cross_attention(const Tensor& memory, const Tensor& memory_padding_mask) const {
+  check_input(memory, "memory");
+  if (rotary_) throw std::invalid_argument("MultiHeadAttention: decoding cross-attention with rotary positions is not supported");
+  NoGradGuard no_grad;
+  const I c = static_cast<I>(d_model_);
+  auto kv = split_heads(project_rows(*qkv, memory, c, 3 * c), 2, n_heads_);  // 2 x [B, H, S, D]
+  return CrossAttentionState{kv[0], kv[1], memory_padding_mask};
+}
+
+Tensor MultiHeadAttention::cross_attention_step(const Tensor& x, const CrossAttentionState& state) {
+  check_input(x, "x");
+  if (x.size(0) != state.k.size(0)) {
+    throw std::invalid_argument("MultiHeadAttention: " + std::to_string(x.size(0)) + " sequences against a memory of " +
+                                std::to_string(state.k.size(0)));
+  }
+  NoGradGuard no_grad;
+  const Tensor q = split_heads(project_rows(*qkv, input_norm_ ? input_norm_->forward(x) : x, 0, static_cast<I>(d_model_)), 1, n_heads_)[0];
+  return project(kernel->forward(q, state.k, state.v, kernel_context(AttentionContext{false, state.padding, false}, x)).output);
 }
 
 Tensor MultiHeadAttention::attend(Tensor q, Tensor k, Tensor v, AttentionContext context, const HookScope& hooks) {

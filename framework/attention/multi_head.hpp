@@ -20,6 +20,11 @@
 // declare `alibi` add the bias), and the layer input passed in the context (kernels that declare
 // `reads_input` compute gates from it).
 //
+// Decoding (inference: no graph, no hooks): self_attention_step continues causal sequences from a
+// SelfAttentionState (the kernel's DecodeState, the convolution's last K - 1 rows, the position that
+// rotates the new queries and keys), giving the rows self_attention gives over the whole sequences;
+// cross_attention_step reads the memory's keys and values projected once.
+//
 // Legend: B batch, Tq query tokens, Tk key tokens, C model width, H heads, D = C / H head dim.
 #pragma once
 
@@ -40,6 +45,22 @@ struct AttentionSetup {
   bool alibi = false;          // pass ALiBi's per-head slopes to the kernel
 };
 
+// What self-attention keeps to continue a batch of causal sequences token by token.
+struct SelfAttentionState {
+  std::unique_ptr<DecodeState> kernel;  // the kernel's (kernel.hpp)
+  Tensor conv_tail;                     // [B, K - 1, 3C]: the projected rows the short convolution still reads; undefined without it
+  std::size_t position = 0;             // tokens seen: the position of the next one
+  // Keeps the sequences `rows`, in that order (beam search).
+  void select_rows(const std::vector<std::size_t>& rows);
+};
+
+// What cross-attention reads at every step: the memory's keys and values, projected once, and its padding.
+struct CrossAttentionState {
+  Tensor k, v;      // [B, H, S, D]
+  Tensor padding;   // [B, S] bool, or undefined
+  void select_rows(const std::vector<std::size_t>& rows);
+};
+
 class MultiHeadAttention : public Module {
  public:
   // n_heads must divide d_model. `kernel` comes from make_kernel (its parameters become "kernel.*").
@@ -55,6 +76,14 @@ class MultiHeadAttention : public Module {
   Tensor self_attention(const Tensor& x, const AttentionContext& context, const HookScope& hooks = {});
   // Queries from x [B, Tq, C], keys and values from memory [B, Tk, C] (not normalised here) -> [B, Tq, C].
   Tensor cross_attention(const Tensor& x, const Tensor& memory, const AttentionContext& context, const HookScope& hooks = {});
+
+  // Decoding. start_decoding: the state of `batch` empty causal sequences. self_attention_step: x [B, n, C]
+  // the next n tokens of each, their key padding [B, n] (or undefined) -> [B, n, C].
+  SelfAttentionState start_decoding(std::size_t batch) const;
+  Tensor self_attention_step(const Tensor& x, const Tensor& key_padding_mask, SelfAttentionState& state);
+  // memory [B, S, C] and its padding [B, S] (or undefined) -> what cross_attention_step reads; x [B, n, C].
+  CrossAttentionState start_cross_attention(const Tensor& memory, const Tensor& memory_padding_mask) const;
+  Tensor cross_attention_step(const Tensor& x, const CrossAttentionState& state);
 
   std::size_t n_heads() const { return n_heads_; }
   std::size_t head_dim() const { return head_dim_; }

@@ -28,6 +28,16 @@
 
 namespace attnlab {
 
+// What a decoder keeps to continue a batch of target sequences token by token (inference): each layer's
+// self-attention state and its cross-attention's projected memory, and the tokens seen.
+struct DecoderState {
+  std::vector<SelfAttentionState> self;
+  std::vector<CrossAttentionState> cross;
+  std::size_t position = 0;
+  // Keeps the sequences `rows`, in that order, with their memories (beam search's reordering).
+  void select_rows(const std::vector<std::size_t>& rows);
+};
+
 class DecoderLayer : public Module {
  public:
   // `self` sizes the layer and its causal self-attention (self.causal must be true); `cross` names the
@@ -39,6 +49,9 @@ class DecoderLayer : public Module {
   // x [B, T, C] target, memory [B, S, C] the encoder's output -> [B, T, C].
   Tensor forward(const Tensor& x, const Tensor& memory, const AttentionContext& self_context, const AttentionContext& cross_context,
                  const HookScope& hooks = {});
+  // The next n target tokens x [B, n, C] (padding [B, n] or undefined) -> [B, n, C], as forward gives them
+  // (decoding: no graph, no hooks).
+  Tensor forward_step(const Tensor& x, const Tensor& padding_mask, SelfAttentionState& self, const CrossAttentionState& cross);
 
   std::shared_ptr<LayerNorm> norm1, norm2, norm3;
   std::shared_ptr<MultiHeadAttention> attn, cross_attn;
@@ -46,6 +59,9 @@ class DecoderLayer : public Module {
   std::shared_ptr<Dropout> drop;
 
  private:
+  // The residual blocks around self-attention, cross-attention (each a function of its input) and the MLP.
+  Tensor blocks_around(const Tensor& x, const std::function<Tensor(const Tensor&)>& self_attention,
+                       const std::function<Tensor(const Tensor&)>& cross_attention, const HookScope& hooks);
   NormPlacement placement_;
 };
 
@@ -57,6 +73,11 @@ class Decoder : public Module {
   // [B, S, C] and its padding mask [B, S] (or undefined).
   Tensor forward(const Tensor& x, const Tensor& padding_mask, const Tensor& memory, const Tensor& memory_padding_mask,
                  const HookScope& hooks = {});
+  // Decoding: the state of empty targets over memory [B, S, C] (padding [B, S] or undefined), and the output
+  // [B, n, C] of their next n tokens x [B, n, C] (positions added; padding [B, n] or undefined), as forward
+  // gives it over the whole targets. No graph, no hooks.
+  DecoderState start_decoding(const Tensor& memory, const Tensor& memory_padding_mask) const;
+  Tensor forward_step(const Tensor& x, const Tensor& padding_mask, DecoderState& state);
 
   std::vector<std::shared_ptr<DecoderLayer>> blocks;
   std::shared_ptr<LayerNorm> final_norm;  // pre-norm only

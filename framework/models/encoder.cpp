@@ -45,8 +45,16 @@ EncoderLayer::EncoderLayer(const EncoderConfig& config, Generator& gen, std::sha
 }
 
 Tensor EncoderLayer::forward(const Tensor& input, const AttentionContext& context, const HookScope& hooks) {
+  return blocks_around(input, [&](const Tensor& x) { return attn->self_attention(x, context, hooks.child("attn")); }, hooks);
+}
+
+Tensor EncoderLayer::forward_step(const Tensor& x, const Tensor& key_padding_mask, SelfAttentionState& state) {
+  return blocks_around(x, [&](const Tensor& h) { return attn->self_attention_step(h, key_padding_mask, state); }, HookScope());
+}
+
+Tensor EncoderLayer::blocks_around(const Tensor& input, const std::function<Tensor(const Tensor&)>& attention, const HookScope& hooks) {
   const Tensor x = hooks("hook_resid_pre", input);
-  const Tensor a = hooks("hook_attn_out", drop->forward(attn->self_attention(x, context, hooks.child("attn"))));
+  const Tensor a = hooks("hook_attn_out", drop->forward(attention(x)));
   const bool residual_first = placement_ != NormPlacement::post;  // pre-norm, or no norm at all
   if (!ff) return hooks("hook_resid_post", residual_first ? x + a : norm1->forward(x + a));
   if (residual_first) {
@@ -69,6 +77,32 @@ Encoder::Encoder(const EncoderConfig& config, Generator& gen, std::shared_ptr<co
   if (config.norm == NormPlacement::pre) {
     final_norm = register_module("final_norm", std::make_shared<LayerNorm>(config.d_model, 1e-5, true, config.bias));
   }
+}
+
+void StackState::select_rows(const std::vector<std::size_t>& rows) {
+  for (SelfAttentionState& layer : layers) layer.select_rows(rows);
+}
+
+StackState Encoder::start_decoding(std::size_t batch) const {
+  if (!config_.causal) throw std::invalid_argument("Encoder: only a causal stack continues sequences token by token");
+  StackState state;
+  for (const auto& block : blocks) state.layers.push_back(block->attn->start_decoding(batch));
+  return state;
+}
+
+Tensor Encoder::forward_step(const Tensor& x, const Tensor& key_padding_mask, StackState& state) {
+  if (x.dim() != 3 || x.size(2) != config_.d_model || state.layers.size() != blocks.size()) {
+    throw std::invalid_argument("Encoder: expected [B, n, " + std::to_string(config_.d_model) + "] and a state from start_decoding, got " +
+                                shape_str(x.shape()));
+  }
+  if (state.position + x.size(1) > config_.max_len) {
+    throw std::invalid_argument("Encoder: " + std::to_string(state.position + x.size(1)) + " tokens exceed max_len " + std::to_string(config_.max_len));
+  }
+  NoGradGuard no_grad;
+  Tensor h = x;
+  for (std::size_t i = 0; i < blocks.size(); ++i) h = blocks[i]->forward_step(h, key_padding_mask, state.layers[i]);
+  state.position += x.size(1);
+  return final_norm ? final_norm->forward(h) : h;
 }
 
 Tensor Encoder::forward(const Tensor& x, const Tensor& key_padding_mask, const HookScope& hooks) {

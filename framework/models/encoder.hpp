@@ -17,6 +17,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,12 +76,24 @@ struct EncoderConfig {
   void validate() const;
 };
 
+// What a causal stack keeps to continue a batch of sequences token by token (inference): each layer's
+// self-attention state, and the tokens seen.
+struct StackState {
+  std::vector<SelfAttentionState> layers;
+  std::size_t position = 0;
+  // Keeps the sequences `rows`, in that order (beam search's reordering).
+  void select_rows(const std::vector<std::size_t>& rows);
+};
+
 class EncoderLayer : public Module {
  public:
   // `rotary` (optional) rotates queries and keys by their positions.
   EncoderLayer(const EncoderConfig& config, Generator& gen, std::shared_ptr<const PositionalEncoding> rotary = nullptr);
   // x [B, T, C] -> [B, T, C].
   Tensor forward(const Tensor& x, const AttentionContext& context, const HookScope& hooks = {});
+  // The next n tokens x [B, n, C] of causal sequences, their padding [B, n] (or undefined) -> [B, n, C]:
+  // the rows forward gives over the whole sequences (decoding: no graph, no hooks).
+  Tensor forward_step(const Tensor& x, const Tensor& key_padding_mask, SelfAttentionState& state);
 
   std::shared_ptr<LayerNorm> norm1, norm2;
   std::shared_ptr<MultiHeadAttention> attn;
@@ -88,6 +101,8 @@ class EncoderLayer : public Module {
   std::shared_ptr<Dropout> drop;
 
  private:
+  // The residual blocks around attention (given as a function of the attention's input) and the MLP.
+  Tensor blocks_around(const Tensor& x, const std::function<Tensor(const Tensor&)>& attention, const HookScope& hooks);
   NormPlacement placement_;
 };
 
@@ -98,6 +113,11 @@ class Encoder : public Module {
   // x [B, T, C] (embeddings with positions added); key_padding_mask [B, T] bool or undefined. Returns the
   // last block's output, through the final norm when there is one.
   Tensor forward(const Tensor& x, const Tensor& key_padding_mask = Tensor(), const HookScope& hooks = {});
+  // Decoding a causal stack: the state of `batch` empty sequences, and the output [B, n, C] of their next n
+  // tokens x [B, n, C] (positions added) with their padding [B, n] (or undefined), as forward gives it
+  // over the whole sequences. No graph, no hooks.
+  StackState start_decoding(std::size_t batch) const;
+  Tensor forward_step(const Tensor& x, const Tensor& key_padding_mask, StackState& state);
   const EncoderConfig& config() const { return config_; }
 
   std::vector<std::shared_ptr<EncoderLayer>> blocks;

@@ -86,6 +86,11 @@ struct KernelUse {
   std::size_t layers = 0;
 };
 
+// How generation and decoding get each new token's logits: `cached`, continuing every sequence from the
+// state its layers keep (each kernel's DecodeState, attention/kernel.hpp), or `recomputed`, a forward over
+// the whole window each time (what generation did before the cache; kept to compare against).
+enum class Decoding { cached, recomputed };
+
 struct ForwardOptions {
   HookRequest hooks;  // named activations to cache or replace (nn/hooks.hpp); empty: none
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 
 #include "framework/attention/kernel.hpp"
@@ -35,6 +36,39 @@ Tensor rows_of(const Tensor& t, const std::vector<std::size_t>& rows) {
   }
   std::vector<std::int64_t> index(rows.begin(), rows.end());
   return index_select(t, 0, from_indices(index, {rows.size()}));
+}
+
+// One prefix of beam search.
+struct Hypothesis {
+  std::vector<std::int64_t> tokens;  // BOS first
+  double score = 0;                  // log-probability
+  std::size_t row = 0;               // its row in the decoder's state (cached decoding)
+};
+
+// One example's next beam from its live hypotheses, whose next-token log-probabilities are rows
+// [first, first + live.size()) of lp [N, vocab]: the best 2K continuations in score order, kept while
+// they do not end; an end among the best K finishes a sequence (fairseq's rule). A continuation's row is
+// its hypothesis's, first + h.
+void advance_beam(std::vector<Hypothesis>& live, std::vector<Hypothesis>& finished, const std::vector<double>& lp, std::size_t first,
+                  std::size_t vocab, std::size_t beam, std::int64_t eos) {
+  std::vector<std::pair<double, std::size_t>> candidates;
+  for (std::size_t h = 0; h < live.size(); ++h)
+    for (std::size_t v = 0; v < vocab; ++v) candidates.emplace_back(live[h].score + lp[(first + h) * vocab + v], h * vocab + v);
+  const std::size_t keep = std::min(candidates.size(), 2 * beam);
+  std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(keep), candidates.end(),
+                    [](const auto& x, const auto& y) { return x.first > y.first || (x.first == y.first && x.second < y.second); });
+  std::vector<Hypothesis> next;
+  for (std::size_t rank = 0; rank < keep && next.size() < beam; ++rank) {
+    const auto [score, index] = candidates[rank];
+    Hypothesis h{live[index / vocab].tokens, score, first + index / vocab};
+    h.tokens.push_back(static_cast<std::int64_t>(index % vocab));
+    if (h.tokens.back() != eos) {
+      next.push_back(std::move(h));
+    } else if (rank < beam) {
+      finished.push_back(std::move(h));
+    }
+  }
+  live = finished.size() >= beam ? std::vector<Hypothesis>{} : std::move(next);
 }
 
 Schema<AttentionChoice> attention_part_schema() {
@@ -85,6 +119,10 @@ Tensor TokenDecoder::forward(const Tensor& ids, const Tensor& padding_mask, cons
                              const HookScope& hooks) {
   const Tensor x = pos->add_to(hooks("hook_embed", tok->forward(ids)));
   return decoder->forward(x, padding_mask, memory, memory_padding_mask, hooks);
+}
+
+Tensor TokenDecoder::forward_step(const Tensor& ids, const Tensor& padding_mask, DecoderState& state) {
+  return decoder->forward_step(pos->add_to(tok->forward(ids), state.position), padding_mask, state);
 }
 
 // ---- Seq2Seq ----
@@ -208,25 +246,42 @@ std::size_t Seq2Seq::limit(std::size_t max_length) const {
   return max_length ? max_length : decoder_config_.max_len;
 }
 
-std::vector<double> Seq2Seq::next_log_probs(const Tensor& memory, const Tensor& source_mask,
-                                            const std::vector<std::vector<std::int64_t>>& prefixes) {
-  const std::size_t n = prefixes.size(), t = prefixes[0].size();
-  std::vector<std::int64_t> ids;
-  for (const auto& p : prefixes) ids.insert(ids.end(), p.begin(), p.end());
-  const Tensor logits = decode(memory, source_mask, from_indices(ids, {n, t}), Tensor());      // [N, t, V]
-  return log_softmax(reshape(slice(logits, 1, static_cast<I>(t) - 1, static_cast<I>(t)), {static_cast<I>(n), static_cast<I>(vocab_)}))
-      .to_vector();
+Tensor Seq2Seq::decode_step(const Tensor& decoder_input, DecoderState& state) {
+  if (decoder_input.dtype() != DType::int64 || decoder_input.dim() != 2) {
+    throw std::invalid_argument("Seq2Seq: expected decoder inputs as an int64 tensor [B, n], got " + shape_str(decoder_input.shape()));
+  }
+  NoGradGuard no_grad;
+  return head->forward(decoder->forward_step(decoder_input, Tensor(), state));  // [B, n, V]
 }
 
-std::vector<Decoded> Seq2Seq::greedy_decode(const Tensor& source, const Tensor& source_mask, std::size_t max_length) {
+std::vector<double> Seq2Seq::next_log_probs(const Tensor& memory, const Tensor& source_mask,
+                                            const std::vector<std::vector<std::int64_t>>& prefixes, DecoderState* state) {
+  const std::size_t n = prefixes.size(), t = prefixes[0].size();
+  std::vector<std::int64_t> ids;
+  for (const auto& p : prefixes) {
+    if (state) {
+      ids.push_back(p.back());  // the state has read the rest
+    } else {
+      ids.insert(ids.end(), p.begin(), p.end());
+    }
+  }
+  const Tensor logits = state ? decode_step(from_indices(ids, {n, 1}), *state)                        // [N, 1, V]
+                              : decode(memory, source_mask, from_indices(ids, {n, t}), Tensor());     // [N, t, V]
+  const I last = static_cast<I>(logits.size(1));
+  return log_softmax(reshape(slice(logits, 1, last - 1, last), {static_cast<I>(n), static_cast<I>(vocab_)})).to_vector();
+}
+
+std::vector<Decoded> Seq2Seq::greedy_decode(const Tensor& source, const Tensor& source_mask, std::size_t max_length, Decoding decoding) {
   EvalScope scope(*this);
   const std::size_t steps = limit(max_length), b = source.size(0);
   const Tensor memory = encode(source, source_mask);
+  std::optional<DecoderState> state;
+  if (decoding == Decoding::cached) state = start_decoding(memory, source_mask);
   std::vector<std::vector<std::int64_t>> prefixes(b, std::vector<std::int64_t>{bos_});
   std::vector<Decoded> out(b);
   std::vector<bool> done(b, false);
   for (std::size_t step = 0; step < steps && std::count(done.begin(), done.end(), false) > 0; ++step) {
-    const std::vector<double> lp = next_log_probs(memory, source_mask, prefixes);
+    const std::vector<double> lp = next_log_probs(memory, source_mask, prefixes, state ? &*state : nullptr);
     for (std::size_t r = 0; r < b; ++r) {
       const auto row = lp.begin() + static_cast<std::ptrdiff_t>(r * vocab_);
       const auto best = std::max_element(row, row + static_cast<std::ptrdiff_t>(vocab_));  // first maximum on ties
@@ -242,50 +297,33 @@ std::vector<Decoded> Seq2Seq::greedy_decode(const Tensor& source, const Tensor& 
 }
 
 std::vector<Decoded> Seq2Seq::beam_decode(const Tensor& source, const Tensor& source_mask, std::size_t beam, std::size_t max_length,
-                                          double length_penalty) {
+                                          double length_penalty, Decoding decoding) {
   if (beam == 0) throw std::invalid_argument("beam search: the beam must hold at least one prefix");
   if (!(length_penalty >= 0) || !std::isfinite(length_penalty)) throw std::invalid_argument("beam search: the length penalty must be a finite number >= 0");
   EvalScope scope(*this);
   const std::size_t steps = limit(max_length), b = source.size(0);
   const Tensor memory = encode(source, source_mask);
-  struct Hypothesis {
-    std::vector<std::int64_t> tokens;  // BOS first
-    double score = 0;                  // log-probability
-  };
-  std::vector<std::vector<Hypothesis>> live(b, {Hypothesis{{bos_}, 0.0}}), finished(b);
+  std::optional<DecoderState> state;  // cached: a row per live hypothesis, reordered as they are kept
+  if (decoding == Decoding::cached) state = start_decoding(memory, source_mask);
+  std::vector<std::vector<Hypothesis>> live(b), finished(b);
+  for (std::size_t r = 0; r < b; ++r) live[r].push_back(Hypothesis{{bos_}, 0.0, r});
   const auto normalised = [&](const Hypothesis& h) {
     return h.score / std::pow(static_cast<double>(h.tokens.size() - 1), length_penalty);
   };
   for (std::size_t step = 0; step < steps; ++step) {
-    std::vector<std::size_t> owner;
+    std::vector<std::size_t> owner, rows;
     std::vector<std::vector<std::int64_t>> prefixes;
     for (std::size_t r = 0; r < b; ++r)
-      for (const Hypothesis& h : live[r]) owner.push_back(r), prefixes.push_back(h.tokens);
+      for (const Hypothesis& h : live[r]) owner.push_back(r), rows.push_back(h.row), prefixes.push_back(h.tokens);
     if (prefixes.empty()) break;
-    const std::vector<double> lp = next_log_probs(rows_of(memory, owner), rows_of(source_mask, owner), prefixes);
+    if (state) state->select_rows(rows);
+    const std::vector<double> lp = state ? next_log_probs(memory, source_mask, prefixes, &*state)
+                                         : next_log_probs(rows_of(memory, owner), rows_of(source_mask, owner), prefixes, nullptr);
     std::size_t first = 0;  // the first hypothesis of example r in `prefixes`
     for (std::size_t r = 0; r < b; ++r) {
       const std::size_t count = live[r].size();
-      // Every (hypothesis, token) continuation; the best 2K of them in score order.
-      std::vector<std::pair<double, std::size_t>> candidates;
-      for (std::size_t h = 0; h < count; ++h)
-        for (std::size_t v = 0; v < vocab_; ++v) candidates.emplace_back(live[r][h].score + lp[(first + h) * vocab_ + v], h * vocab_ + v);
-      const std::size_t keep = std::min(candidates.size(), 2 * beam);
-      std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(keep), candidates.end(),
-                        [](const auto& x, const auto& y) { return x.first > y.first || (x.first == y.first && x.second < y.second); });
-      std::vector<Hypothesis> next;
-      for (std::size_t rank = 0; rank < keep && next.size() < beam; ++rank) {
-        const auto [score, index] = candidates[rank];
-        Hypothesis h{live[r][index / vocab_].tokens, score};
-        h.tokens.push_back(static_cast<std::int64_t>(index % vocab_));
-        if (h.tokens.back() != eos_) {
-          next.push_back(std::move(h));
-        } else if (rank < beam) {  // an end among the best K finishes a sequence (fairseq's rule)
-          finished[r].push_back(std::move(h));
-        }
-      }
+      advance_beam(live[r], finished[r], lp, first, vocab_, beam, eos_);
       first += count;
-      live[r] = finished[r].size() >= beam ? std::vector<Hypothesis>{} : std::move(next);
     }
   }
   std::vector<Decoded> out(b);

@@ -58,6 +58,8 @@ class TokenDecoder : public Module {
   // ids [B, T] -> [B, T, C].
   Tensor forward(const Tensor& ids, const Tensor& padding_mask, const Tensor& memory, const Tensor& memory_padding_mask,
                  const HookScope& hooks);
+  // Decoding: the next n target tokens ids [B, n] of the targets of `state` -> [B, n, C].
+  Tensor forward_step(const Tensor& ids, const Tensor& padding_mask, DecoderState& state);
 
   std::shared_ptr<Embedding> tok;
   std::shared_ptr<PositionalEncoding> pos;
@@ -95,10 +97,20 @@ class Seq2Seq : public Model {
   // model was built for), stopping at EOS. Greedy takes the most likely token at each step; beam search
   // keeps the `beam` best prefixes and returns the finished sequence of the best score, its
   // log-probability divided by length^length_penalty (fairseq's normalisation; 0 ranks by the raw sum).
-  // Both run in eval mode under no-grad and restore the mode after.
-  std::vector<Decoded> greedy_decode(const Tensor& source, const Tensor& source_mask, std::size_t max_length = 0);
+  // Both run in eval mode under no-grad and restore the mode after. Cached, each step feeds one token per
+  // prefix to the decoder's state (beam search reorders it by the prefixes it keeps); recomputed, each
+  // step runs the decoder over every prefix. Both give the same outputs (to float rounding).
+  std::vector<Decoded> greedy_decode(const Tensor& source, const Tensor& source_mask, std::size_t max_length = 0,
+                                     Decoding decoding = Decoding::cached);
   std::vector<Decoded> beam_decode(const Tensor& source, const Tensor& source_mask, std::size_t beam, std::size_t max_length = 0,
-                                   double length_penalty = 1.0);
+                                   double length_penalty = 1.0, Decoding decoding = Decoding::cached);
+  // Decoding (inference: no graph, no hooks): the state of empty targets over the encoder's output
+  // memory [B, S, C] and its padding, and the logits [B, n, V] of their next n tokens decoder_input [B, n]
+  // (the rows decode gives over the whole targets). Run it in eval mode.
+  DecoderState start_decoding(const Tensor& memory, const Tensor& source_mask) const {
+    return decoder->decoder->start_decoding(memory, source_mask);
+  }
+  Tensor decode_step(const Tensor& decoder_input, DecoderState& state);
 
   std::size_t n_layers() const override { return encoder_config_.n_layers; }
   bool feed_forward() const override { return encoder_config_.feed_forward; }
@@ -120,8 +132,10 @@ class Seq2Seq : public Model {
   const Linear& output_layer() const override { return *head; }
 
  private:
-  // Log-probabilities [N, V] of the next token after each prefix [N, t].
-  std::vector<double> next_log_probs(const Tensor& memory, const Tensor& source_mask, const std::vector<std::vector<std::int64_t>>& prefixes);
+  // Log-probabilities [N, V] of the next token after each prefix [N, t]: from `state` fed each prefix's
+  // last token when there is one (its rows are the prefixes'), else by the decoder over the prefixes.
+  std::vector<double> next_log_probs(const Tensor& memory, const Tensor& source_mask, const std::vector<std::vector<std::int64_t>>& prefixes,
+                                     DecoderState* state);
   std::size_t limit(std::size_t max_length) const;
   EncoderConfig encoder_config_, decoder_config_;
   std::int64_t bos_, eos_;

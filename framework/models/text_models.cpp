@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 
 namespace attnlab {
@@ -49,6 +50,26 @@ ModelSize token_size(const EncoderConfig& e, const DataShape& shape, std::size_t
   return s;
 }
 
+// The token sampled from one position's logits: the most likely at temperature 0, else drawn from
+// softmax(logits / temperature) over the top_k most likely (0: all).
+std::size_t pick_token(const std::vector<double>& logits, double temperature, std::size_t top_k, Generator& gen) {
+  if (temperature == 0.0) return static_cast<std::size_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  const std::size_t vocab = logits.size(), k = top_k == 0 ? vocab : std::min(top_k, vocab);
+  std::vector<std::size_t> order(vocab);
+  std::iota(order.begin(), order.end(), 0);
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
+                    [&](std::size_t a, std::size_t b) { return logits[a] > logits[b]; });
+  std::vector<double> probs(k);
+  double total = 0;  // exp((l_i - l_max) / T): no inf - inf however small T is
+  for (std::size_t i = 0; i < k; ++i) total += (probs[i] = std::exp((logits[order[i]] - logits[order[0]]) / temperature));
+  double u = gen.next_double() * total;
+  for (std::size_t i = 0; i < k; ++i) {
+    if (u < probs[i]) return order[i];
+    u -= probs[i];
+  }
+  return order[k - 1];
+}
+
 std::size_t token_sequence_length(const DataShape& shape, bool classes) {
   if (shape.images()) throw OptionError("kind", "this model kind reads token sequences, and the task is made of images; use vit");
   if (shape.vocab_size == 0) throw std::invalid_argument("the data has no vocabulary (vocab_size 0)");
@@ -76,6 +97,10 @@ Tensor TokenEncoder::forward(const Tensor& ids, const Tensor& key_padding_mask, 
   if (prefix.defined()) x = concat({prefix, x}, 1);
   x = pos->add_to(hooks("hook_embed", x));
   return encoder->forward(x, key_padding_mask, hooks);
+}
+
+Tensor TokenEncoder::forward_step(const Tensor& ids, const Tensor& key_padding_mask, StackState& state) {
+  return encoder->forward_step(pos->add_to(tok->forward(ids), state.position), key_padding_mask, state);
 }
 
 // ---- CausalLM ----
@@ -115,8 +140,14 @@ Tensor CausalLM::logits(const Tensor& ids) { return forward(Batch{ids, Tensor(),
 
 Tensor CausalLM::loss(const Tensor& ids, const Tensor& targets) { return cross_entropy(logits(ids), targets); }
 
+Tensor CausalLM::logits_step(const Tensor& ids, const Tensor& key_padding_mask, StackState& state) {
+  check_ids(ids, "CausalLM");
+  NoGradGuard no_grad;
+  return head->forward(body->forward_step(ids, key_padding_mask, state));  // [B, n, V]
+}
+
 std::vector<std::int64_t> CausalLM::generate(const std::vector<std::int64_t>& prompt, std::size_t n_tokens,
-                                             double temperature, std::size_t top_k, Generator& gen) {
+                                             double temperature, std::size_t top_k, Generator& gen, Decoding decoding) {
   if (prompt.empty()) throw std::invalid_argument("generate: the prompt needs at least one token");
   if (!(temperature >= 0) || !std::isfinite(temperature)) throw std::invalid_argument("generate: temperature must be a finite number >= 0");
   const std::size_t vocab = vocab_size(), max_len = encoder_config_.max_len;
@@ -125,34 +156,22 @@ std::vector<std::int64_t> CausalLM::generate(const std::vector<std::int64_t>& pr
       throw std::invalid_argument("generate: prompt token " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(vocab));
   EvalScope scope(*this);
   std::vector<std::int64_t> tokens = prompt;
-  std::vector<double> probs(vocab);
-  std::vector<std::size_t> order(vocab);
+  std::optional<StackState> state;
+  if (decoding == Decoding::cached) state = start_decoding(1);
   for (std::size_t step = 0; step < n_tokens; ++step) {
-    const std::size_t context = std::min(tokens.size(), max_len);
-    const std::vector<std::int64_t> window(tokens.end() - static_cast<std::ptrdiff_t>(context), tokens.end());
-    const Tensor out = logits(from_indices(window, {1, context}));  // [1, T, V]
-    const std::vector<double> all = slice(out, 1, static_cast<I>(context) - 1, static_cast<I>(context)).to_vector();
-    std::size_t chosen = 0;
-    if (temperature == 0.0) {
-      chosen = static_cast<std::size_t>(std::max_element(all.begin(), all.end()) - all.begin());
+    Tensor out;  // [1, n, V]: the logits of the tokens fed
+    if (state && tokens.size() <= max_len) {
+      // The tokens the state has not seen yet: the prompt first, then the last token picked.
+      const std::vector<std::int64_t> fresh(tokens.begin() + static_cast<std::ptrdiff_t>(state->position), tokens.end());
+      out = logits_step(from_indices(fresh, {1, fresh.size()}), Tensor(), *state);
     } else {
-      std::iota(order.begin(), order.end(), 0);
-      const std::size_t k = top_k == 0 ? vocab : std::min(top_k, vocab);
-      std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(k), order.end(),
-                        [&](std::size_t a, std::size_t b) { return all[a] > all[b]; });
-      double total = 0;  // exp((l_i - l_max) / T): no inf - inf however small T is
-      for (std::size_t i = 0; i < k; ++i) total += (probs[i] = std::exp((all[order[i]] - all[order[0]]) / temperature));
-      double u = gen.next_double() * total;
-      chosen = order[k - 1];
-      for (std::size_t i = 0; i < k; ++i) {
-        if (u < probs[i]) {
-          chosen = order[i];
-          break;
-        }
-        u -= probs[i];
-      }
+      // Past max_len the window slides: every position moves, so it is recomputed.
+      state.reset();
+      const std::size_t context = std::min(tokens.size(), max_len);
+      out = logits(from_indices(std::vector<std::int64_t>(tokens.end() - static_cast<std::ptrdiff_t>(context), tokens.end()), {1, context}));
     }
-    tokens.push_back(static_cast<std::int64_t>(chosen));
+    const I last = static_cast<I>(out.size(1));
+    tokens.push_back(static_cast<std::int64_t>(pick_token(slice(out, 1, last - 1, last).to_vector(), temperature, top_k, gen)));
   }
   return std::vector<std::int64_t>(tokens.begin() + static_cast<std::ptrdiff_t>(prompt.size()), tokens.end());
 }

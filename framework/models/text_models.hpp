@@ -19,6 +19,10 @@ class TokenEncoder : public Module {
   // ids [B, T] int64 -> hidden [B, T, C]. `prefix` (optional, [B, P, C]) is prepended after the token
   // embedding, before positions (a CLS token).
   Tensor forward(const Tensor& ids, const Tensor& key_padding_mask, const HookScope& hooks, const Tensor& prefix = Tensor());
+  // Decoding a causal stack: the next n tokens ids [B, n] of the sequences of `state` (from
+  // encoder->start_decoding), their padding [B, n] or undefined -> hidden [B, n, C], at positions
+  // state.position onwards.
+  Tensor forward_step(const Tensor& ids, const Tensor& key_padding_mask, StackState& state);
   std::size_t vocab_size() const { return tok->weight.size(0); }
 
   std::shared_ptr<Embedding> tok;
@@ -45,9 +49,16 @@ class CausalLM : public Model {
   Tensor loss(const Tensor& ids, const Tensor& targets);  // mean cross-entropy
   // Samples `n_tokens` continuations of `prompt` (ids), feeding at most max_len tokens of context.
   // temperature 0 picks the most likely token; top_k 0 samples from the whole vocabulary. Runs in eval
-  // mode under no-grad and restores the mode after.
+  // mode under no-grad and restores the mode after. Cached, each token costs what its kernels' states
+  // cost while the sequence fits in max_len; beyond it the window slides and is recomputed, as
+  // `recomputed` does from the start. Both pick the same tokens (to float rounding of the logits).
   std::vector<std::int64_t> generate(const std::vector<std::int64_t>& prompt, std::size_t n_tokens, double temperature,
-                                     std::size_t top_k, Generator& gen);
+                                     std::size_t top_k, Generator& gen, Decoding decoding = Decoding::cached);
+  // Decoding (inference: no graph, no hooks): the state of `batch` empty sequences, and the logits
+  // [B, n, V] of their next n tokens ids [B, n] (padding [B, n] or undefined): the rows forward gives
+  // over the whole sequences. Run it in eval mode.
+  StackState start_decoding(std::size_t batch) const { return body->encoder->start_decoding(batch); }
+  Tensor logits_step(const Tensor& ids, const Tensor& key_padding_mask, StackState& state);
   std::size_t n_layers() const override { return encoder_config_.n_layers; }
   bool feed_forward() const override { return encoder_config_.feed_forward; }
   std::size_t n_heads() const override { return encoder_config_.n_heads; }
