@@ -1,5 +1,5 @@
 // The attnlab command: `train`, `compare`, `report`, `eval`, `sample`, `translate`, `export`, `analyze`, `list`, `gradcheck`,
-// `bench gpt`, `bench attention`. Exit status: 0 done, 1 a run diverged or a check failed, 2 bad input
+// `bench gpt`, `bench attention`, `bench generate`. Exit status: 0 done, 1 a run diverged or a check failed, 2 bad input
 // (config errors say file:line:column or the override), 130 / 143 / 138 stopped by SIGINT / SIGTERM /
 // SIGUSR1 after writing a checkpoint.
 #include <CLI/CLI.hpp>
@@ -16,8 +16,9 @@
 
 #include "experiments/analysis/part.hpp"
 #include "experiments/bench/bench_attention.hpp"
-#include "experiments/cli_numbers.hpp"
+#include "experiments/bench/bench_generate.hpp"
 #include "experiments/bench/bench_gpt.hpp"
+#include "experiments/cli_numbers.hpp"
 #include "experiments/inspect.hpp"
 #include "experiments/runner/compare.hpp"
 #include "experiments/runner/report.hpp"
@@ -84,6 +85,8 @@ struct Commands {
   attnlab::bench::GptBenchOptions gpt_options;
   CLI::App* attention = nullptr;
   attnlab::bench::AttentionBenchOptions attention_options;
+  CLI::App* generate = nullptr;
+  attnlab::bench::GenerateBenchOptions generate_options;
 };
 
 // --threads, the same for every command. The default, 0, is every core this process may use (as
@@ -202,6 +205,24 @@ void add_run_commands(CLI::App& app, Commands& c) {
   c.report->add_option("run", c.report_dir, "the run folder")->required()->check(CLI::ExistingDirectory);
 }
 
+void add_generate_bench(CLI::App* bench, Commands& c) {
+  attnlab::bench::GenerateBenchOptions& g = c.generate_options;
+  c.generate = bench->add_subcommand("generate", "time per generated token against the context's length, with each kernel's decoding state "
+                                                 "and recomputing; one JSON line per (kernel, mode, context)");
+  c.generate->add_option("--kernels", g.kernels, "kernels; default: every registered one that supports causal attention")->delimiter(',');
+  c.generate->add_option("--modes", g.modes, "cached (each kernel's decoding state), recomputed (a forward per token), or both")
+      ->delimiter(',')
+      ->capture_default_str();
+  cli::add_number(c.generate, "--contexts", g.contexts, "context lengths (tokens before the generated ones)", Range::at_least(1));
+  cli::add_number(c.generate, "--layers", g.layers, "transformer blocks", Range::at_least(1));
+  cli::add_number(c.generate, "--heads", g.heads, "attention heads", Range::at_least(1));
+  cli::add_number(c.generate, "--dim", g.dim, "model width", Range::at_least(1));
+  cli::add_number(c.generate, "--vocab", g.vocab, "vocabulary size", Range::at_least(1));
+  cli::add_number(c.generate, "--tokens", g.tokens, "tokens timed per cached case", Range::at_least(1));
+  cli::add_number(c.generate, "--recomputed-tokens", g.recomputed_tokens, "tokens timed per recomputed case", Range::at_least(1));
+  add_threads_option(c.generate, c.threads);
+}
+
 void add_tool_commands(CLI::App& app, Commands& c) {
   c.list = app.add_subcommand("list", "tasks, model kinds, and attention kernels with their capabilities and options");
   c.list->add_flag("--config-keys", c.config_keys, "instead: the tables of every config key, as docs/configs.md holds them");
@@ -233,6 +254,7 @@ void add_tool_commands(CLI::App& app, Commands& c) {
   cli::add_number(c.attention, "--proj", a.proj, "projected length of kernels with a fixed maximum length (linformer's k)", Range::at_least(1));
   add_threads_option(c.attention, c.threads);
   cli::add_number(c.attention, "--min-seconds", a.min_seconds, "time each case at least this long", Range::at_least(0));
+  add_generate_bench(bench, c);
 }
 
 int run_analyze(Commands& c) {
@@ -290,6 +312,10 @@ int dispatch(Commands& c) {
   if (*c.attention) {
     c.attention_options.threads = resolve_threads(c.threads);
     return attnlab::bench::run_attention_bench(c.attention_options);
+  }
+  if (*c.generate) {
+    c.generate_options.threads = resolve_threads(c.threads);
+    return attnlab::bench::run_generate_bench(c.generate_options);
   }
   return 0;
 }

@@ -5,18 +5,29 @@
       [--block ...] [--batch ...] [--vocab ...] [--steps ...] [--warmup ...]
   /usr/bin/python3 scripts/bench/compare.py attention [--threads 1] [--reps 3] [--variants softmax,causal,linear,linformer]
       [--lengths 256,1024,4096] [--batch ...] [--heads ...] [--dhead ...] [--proj ...]
+  /usr/bin/python3 scripts/bench/compare.py generate [--threads 1] [--reps 3] [--kernels softmax,linear,...]
+      [--contexts 256,1024,4096] [--layers ...] [--heads ...] [--dim ...] [--vocab ...] [--tokens ...] [--recomputed-tokens ...]
 
 gpt trains the reference GPT (`attnlab bench gpt` against torch_gpt.py); attention times one kernel's
 forward and backward alone (`attnlab bench attention` against torch_attention.py) for each length and
-variant. The model flags go to both sides unchanged; a flag left out takes both sides' default. Each side
+variant; generate times one generated token after a context of each length (`attnlab bench generate`,
+every kernel with its decoding state and recomputing, against torch_generate.py, softmax with a KV cache
+and recomputing as nanoGPT's generate does). The model flags go to both sides unchanged; a flag left out takes both sides' default. Each side
 runs in a process of its own, attnlab first, alternating (A B A B ...) --reps times, and one JSON line per
 case gives the medians over the reps:
   gpt        attnlab_tokens_per_s, pytorch_tokens_per_s, speed_ratio (attnlab's tokens/s over PyTorch's),
              attnlab_peak_rss_mb, pytorch_peak_rss_mb, and params (the same on both sides, or it stops)
   attention  variant, n, attnlab_ms, pytorch_ms, speed_ratio (PyTorch's ms over attnlab's)
-  both       attnlab_work_mb, pytorch_work_mb (peak RSS above the RSS before any work) and
+  gpt, attention
+             attnlab_work_mb, pytorch_work_mb (peak RSS above the RSS before any work) and
              work_memory_ratio (attnlab's over PyTorch's)
 so a speed_ratio above 1 means attnlab is faster and a work_memory_ratio below 1 that it needs less.
+  generate   one line per (kernel, context): attnlab_cached_ms and attnlab_recomputed_ms (ms per token,
+             each the median over the reps of each run's median token), cache_speedup (recomputed over
+             cached), flatness (cached ms over cached ms at the shortest context), decodes_from_state
+             (false: the kernel is recomputed over its q, k, v under the cache); for softmax also
+             pytorch_kv_cache_ms, pytorch_recompute_ms, kv_cache_speed_ratio (PyTorch's KV-cache loop
+             over attnlab's cache) and recompute_speed_ratio (nanoGPT's generate over attnlab's recomputing)
 
 The attnlab binary is $ATTNLAB, else build/attnlab (scripts/setup.sh builds it); the PyTorch side is
 Debian's python3-torch under /usr/bin/python3.
@@ -35,6 +46,8 @@ TIMEOUT_S = 1800             # one side's run of one case
 
 GPT_FLAGS = ["layers", "heads", "dim", "block", "batch", "vocab", "steps", "warmup"]
 ATTENTION_FLAGS = ["batch", "heads", "dhead", "proj"]
+GENERATE_FLAGS = ["layers", "heads", "dim", "vocab", "tokens", "recomputed-tokens"]
+GENERATE_KERNELS = "softmax,sliding_window,linear,performer,decay,delta,gated_delta,cosine,sparse"
 
 
 def fail(message):
@@ -54,16 +67,19 @@ def positive_ints(text):
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    cases = parser.add_subparsers(dest="case", required=True, metavar="{gpt,attention}")
+    cases = parser.add_subparsers(dest="case", required=True, metavar="{gpt,attention,generate}")
     gpt = cases.add_parser("gpt", help="train the reference GPT on random tokens")
     attention = cases.add_parser("attention", help="one attention kernel's forward and backward alone")
-    for sub, flags in ((gpt, GPT_FLAGS), (attention, ATTENTION_FLAGS)):
+    generate = cases.add_parser("generate", help="time per generated token against the context's length")
+    for sub, flags in ((gpt, GPT_FLAGS), (attention, ATTENTION_FLAGS), (generate, GENERATE_FLAGS)):
         sub.add_argument("--threads", type=positive_int, default=1, help="cores each side may use")
         sub.add_argument("--reps", type=positive_int, default=3, help="runs of each side, alternated; medians reported")
         for name in flags:
             sub.add_argument("--" + name, type=int, help="passed to both sides")
     attention.add_argument("--variants", default="softmax,causal,linear,linformer", help="comma-separated")
     attention.add_argument("--lengths", type=positive_ints, default="256,1024,4096", help="comma-separated sequence lengths")
+    generate.add_argument("--kernels", default=GENERATE_KERNELS, help="comma-separated attnlab kernels (PyTorch's side: softmax)")
+    generate.add_argument("--contexts", type=positive_ints, default="256,512,1024,2048,4096,8192", help="comma-separated context lengths")
     return parser.parse_args()
 
 
@@ -138,8 +154,9 @@ def given_flags(args, names):
     """The model flags given on the command line, as both sides take them."""
     flags = []
     for name in names:
-        if getattr(args, name) is not None:
-            flags += ["--" + name, str(getattr(args, name))]
+        value = getattr(args, name.replace("-", "_"))
+        if value is not None:
+            flags += ["--" + name, str(value)]
     return flags
 
 
@@ -168,14 +185,48 @@ def compare_attention(attnlab, args):
                               "speed_ratio": median(b, "ms") / median(a, "ms"), **memory(a, b)}), flush=True)
 
 
+def by_case(lines):
+    """Each (kernel, mode, context)'s lines."""
+    cases = {}
+    for line in lines:
+        cases.setdefault((line["kernel"], line["mode"], line["context"]), []).append(line)
+    return cases
+
+
+def compare_generate(attnlab, args):
+    flags = given_flags(args, GENERATE_FLAGS) + ["--contexts", ",".join(str(n) for n in args.contexts)]
+    kernels = args.kernels.split(",")
+    a, b = alternate([attnlab, "bench", "generate", "--kernels", args.kernels] + flags,
+                     [PYTHON, os.path.join(HERE, "torch_generate.py")] + flags, args)
+    params = {line["params"] for line in a if line["kernel"] == "softmax"} | {line["params"] for line in b}
+    if len(params) > 1:
+        fail(f"the two sides built different models (parameter counts {sorted(params)}) for {' '.join(flags)}")
+    ours, theirs = by_case(a), by_case(b)
+    shortest = min(args.contexts)
+    for kernel in kernels:
+        for n in args.contexts:
+            cached, recomputed = median(ours[(kernel, "cached", n)], "ms_per_token"), median(ours[(kernel, "recomputed", n)], "ms_per_token")
+            line = {"case": "generate", "kernel": kernel, "context": n, "threads": args.threads,
+                    "attnlab_cached_ms": cached, "attnlab_recomputed_ms": recomputed, "cache_speedup": recomputed / cached,
+                    "flatness": cached / median(ours[(kernel, "cached", shortest)], "ms_per_token"),
+                    "decodes_from_state": ours[(kernel, "cached", n)][0]["decodes_from_state"]}
+            if kernel == "softmax":
+                kv_cache, recompute = median(theirs[("softmax", "kv_cache", n)], "ms_per_token"), median(theirs[("softmax", "recompute", n)], "ms_per_token")
+                line.update({"pytorch_kv_cache_ms": kv_cache, "pytorch_recompute_ms": recompute,
+                             "kv_cache_speed_ratio": kv_cache / cached, "recompute_speed_ratio": recompute / recomputed})
+            print(json.dumps(line), flush=True)
+
+
 def main():
     args = parse_args()
     attnlab = attnlab_binary()
     check_torch()
     if args.case == "gpt":
         compare_gpt(attnlab, args)
-    else:
+    elif args.case == "attention":
         compare_attention(attnlab, args)
+    else:
+        compare_generate(attnlab, args)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End to end: scripts/bench/compare.py against the real binary and Debian's PyTorch, on tiny sizes: a gpt
-# case over two alternated reps and two attention kernels at one length, each JSON line checked for its
-# fields with positive values (and the tiny GPT's parameter count, worked out by hand); then a non-zero
+# case over two alternated reps, two attention kernels at one length and generation by two kernels after
+# two context lengths, each JSON line checked for its fields with positive values (and the tiny GPT's
+# parameter count, worked out by hand); then a non-zero
 # exit naming the fix for a missing binary, a missing PyTorch and a kernel without a PyTorch reference.
 # PyTorch is required (scripts/setup.sh installs python3-torch): without it the first case fails.
 # Usage: test_bench_compare.sh ATTNLAB_BINARY SOURCE_DIR
@@ -41,6 +42,16 @@ fields gpt "case=gpt params=17440 attnlab_tokens_per_s>0 pytorch_tokens_per_s>0 
 check attention "${compare[@]}" attention --threads 1 --reps 1 --variants softmax,linear --lengths 64
 fields attention "variant=softmax n=64 attnlab_ms>0 pytorch_ms>0 $speed_and_memory" \
                  "variant=linear n=64 attnlab_ms>0 pytorch_ms>0 $speed_and_memory"
+
+# generate: two kernels, two contexts; softmax beside PyTorch's KV-cache loop and nanoGPT's recomputing generate,
+# with the same parameter count on both sides (a mismatch stops compare.py); sparse, which keeps no state, says so.
+generate_fields="attnlab_cached_ms>0 attnlab_recomputed_ms>0 cache_speedup>0 flatness>0"
+check generate "${compare[@]}" generate --threads 1 --reps 1 --kernels softmax,sparse --contexts 16,32 --layers 1 --heads 2 --dim 32 \
+  --tokens 3 --recomputed-tokens 1
+fields generate "kernel=softmax context=16 flatness=1.0 decodes_from_state=True $generate_fields pytorch_kv_cache_ms>0 pytorch_recompute_ms>0 kv_cache_speed_ratio>0 recompute_speed_ratio>0" \
+                "kernel=softmax context=32 decodes_from_state=True $generate_fields pytorch_kv_cache_ms>0 kv_cache_speed_ratio>0" \
+                "kernel=sparse context=16 decodes_from_state=False $generate_fields" \
+                "kernel=sparse context=32 decodes_from_state=False $generate_fields"
 
 refused no_binary "set ATTNLAB to its path" env ATTNLAB="$work/nothing" "${compare[@]}" gpt
 mkdir "$work/no_torch" && echo 'raise ImportError("hidden by the test")' > "$work/no_torch/torch.py"
