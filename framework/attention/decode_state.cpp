@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <utility>
 
 namespace attnlab {
 namespace {
@@ -110,13 +111,12 @@ void MatrixState::select_rows(const std::vector<std::size_t>& rows) {
 void KeyValueCache::reserve(std::size_t tokens, DType dtype) {
   if (k_.defined() && tokens <= capacity_) return;
   const std::size_t capacity = std::max({tokens, 2 * capacity_, std::size_t{16}}), element = element_size(dtype);
-  Tensor k = empty({batch_, heads_, capacity, dim_}, dtype), v = empty({batch_, heads_, capacity, dim_}, dtype);
+  Tensor k = empty({batch_, heads_, dim_, capacity}, dtype), v = empty({batch_, heads_, dim_, capacity}, dtype);
   Tensor padding = zeros({batch_, capacity}, DType::boolean);
   if (k_.defined()) {
-    const std::size_t row = kept_ * dim_ * element;
-    for (std::size_t bh = 0; bh < batch_ * heads_; ++bh) {
-      std::memcpy(bytes(k) + bh * capacity * dim_ * element, bytes(k_) + bh * capacity_ * dim_ * element, row);
-      std::memcpy(bytes(v) + bh * capacity * dim_ * element, bytes(v_) + bh * capacity_ * dim_ * element, row);
+    for (std::size_t row = 0; row < batch_ * heads_ * dim_; ++row) {  // (b, h, d)
+      std::memcpy(bytes(k) + row * capacity * element, bytes(k_) + row * capacity_ * element, kept_ * element);
+      std::memcpy(bytes(v) + row * capacity * element, bytes(v_) + row * capacity_ * element, kept_ * element);
     }
     for (std::size_t b = 0; b < batch_; ++b) std::memcpy(bytes(padding) + b * capacity, bytes(padding_) + b * capacity_, kept_);
   }
@@ -129,13 +129,18 @@ void KeyValueCache::append(const Tensor& k, const Tensor& v, const Tensor& key_p
                                 shape_str(k.shape()) + " and " + shape_str(v.shape()));
   }
   heads_ = k.size(1), dim_ = k.size(3);
-  const std::size_t n = k.size(2), element = element_size(k.dtype());
+  const std::size_t n = k.size(2);
   reserve(kept_ + n, k.dtype());
-  for (std::size_t bh = 0; bh < batch_ * heads_; ++bh) {
-    const std::size_t to = (bh * capacity_ + kept_) * dim_ * element, from = bh * n * dim_ * element;
-    std::memcpy(bytes(k_) + to, bytes(k) + from, n * dim_ * element);
-    std::memcpy(bytes(v_) + to, bytes(v) + from, n * dim_ * element);
-  }
+  dispatch_floating(k.dtype(), "KeyValueCache", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    for (const auto& [from, to] : {std::pair<const Tensor*, Tensor*>{&k, &k_}, {&v, &v_}}) {
+      const T* src = from->template data<T>();
+      T* dst = to->template data<T>();
+      for (std::size_t bh = 0; bh < batch_ * heads_; ++bh)  // token i's dimension d -> row d, column kept + i
+        for (std::size_t i = 0; i < n; ++i)
+          for (std::size_t d = 0; d < dim_; ++d) dst[(bh * dim_ + d) * capacity_ + kept_ + i] = src[(bh * n + i) * dim_ + d];
+    }
+  });
   const Tensor pad = step_padding(key_padding_mask, batch_, n);
   for (std::size_t b = 0; b < batch_; ++b) std::memcpy(bytes(padding_) + b * capacity_ + kept_, bytes(pad) + b * n, n);
   any_padding_ = any_padding_ || any_true(pad.data<bool>(), pad.numel());
@@ -145,10 +150,10 @@ void KeyValueCache::append(const Tensor& k, const Tensor& v, const Tensor& key_p
 void KeyValueCache::trim() {
   if (window_ == 0 || kept_ <= window_) return;
   const std::size_t drop = kept_ - window_, element = element_size(k_.dtype());
-  for (std::size_t bh = 0; bh < batch_ * heads_; ++bh) {
+  for (std::size_t row = 0; row < batch_ * heads_ * dim_; ++row) {
     for (Tensor* t : {&k_, &v_}) {
-      std::uint8_t* row = bytes(*t) + bh * capacity_ * dim_ * element;
-      std::memmove(row, row + drop * dim_ * element, window_ * dim_ * element);
+      std::uint8_t* columns = bytes(*t) + row * capacity_ * element;
+      std::memmove(columns, columns + drop * element, window_ * element);
     }
   }
   any_padding_ = false;
@@ -162,9 +167,15 @@ void KeyValueCache::trim() {
 
 Tensor KeyValueCache::kept_rows(const Tensor& buffer) const {
   if (!buffer.defined()) throw std::logic_error("KeyValueCache: nothing appended yet");
-  const std::size_t element = element_size(buffer.dtype()), row = kept_ * dim_ * element;
   Tensor out = empty({batch_, heads_, kept_, dim_}, buffer.dtype());
-  for (std::size_t bh = 0; bh < batch_ * heads_; ++bh) std::memcpy(bytes(out) + bh * row, bytes(buffer) + bh * capacity_ * dim_ * element, row);
+  dispatch_floating(buffer.dtype(), "KeyValueCache", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* src = buffer.data<T>();
+    T* dst = out.data<T>();
+    for (std::size_t bh = 0; bh < batch_ * heads_; ++bh)
+      for (std::size_t t = 0; t < kept_; ++t)
+        for (std::size_t d = 0; d < dim_; ++d) dst[(bh * kept_ + t) * dim_ + d] = src[(bh * dim_ + d) * capacity_ + t];
+  });
   return out;
 }
 

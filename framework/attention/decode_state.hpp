@@ -6,7 +6,10 @@
 //   KeyValueCache   the keys and values so far (the last `window` only, when given) with their padding:
 //                   a kernel that attends over earlier keys calls its own forward with the new queries
 //                   against them (the contract's causal rule puts query i at key position i + Tk - Tq),
-//                   or reads them through raw pointers in a loop of its own (softmax's one-token step)
+//                   or reads them through raw pointers in a loop of its own (softmax's one-token step).
+//                   Each head's keys and values are stored by dimension, [D, capacity] (a dimension's
+//                   values over the tokens contiguous), as such a loop reads them: the scores gather D rows
+//                   of keys in vectors across tokens, the output is D dot products over tokens.
 // Inference only: they hold no graph.
 //
 // Legend: B batch, H heads, T tokens so far, n new tokens, D head dim, C layer width.
@@ -92,17 +95,19 @@ class KeyValueCache : public DecodeState {
   // slopes and input.
   AttentionContext context(const AttentionContext& step) const;
 
-  // Raw access for decode loops: row (b, h)'s kept keys and values, [kept(), D] each, contiguous; the
-  // padding flags of sequence b's kept keys (nullptr when none is padded).
+  // Raw access for decode loops: (b, h)'s kept keys and values by dimension, [D, capacity()] each (row d
+  // holds dimension d of tokens 0 .. kept() - 1, oldest first); the padding flags of sequence b's kept
+  // keys (nullptr when none is padded).
   template <class T>
-  const T* key_rows(std::size_t b, std::size_t h) const {
-    return k_.data<T>() + (b * heads_ + h) * capacity_ * dim_;
+  const T* key_columns(std::size_t b, std::size_t h) const {
+    return k_.data<T>() + (b * heads_ + h) * dim_ * capacity_;
   }
   template <class T>
-  const T* value_rows(std::size_t b, std::size_t h) const {
-    return v_.data<T>() + (b * heads_ + h) * capacity_ * dim_;
+  const T* value_columns(std::size_t b, std::size_t h) const {
+    return v_.data<T>() + (b * heads_ + h) * dim_ * capacity_;
   }
   const bool* padding_row(std::size_t b) const { return any_padding_ ? padding_.data<bool>() + b * capacity_ : nullptr; }
+  std::size_t capacity() const { return capacity_; }
   std::size_t kept() const { return kept_; }
   std::size_t heads() const { return heads_; }
   std::size_t head_dim() const { return dim_; }
@@ -117,7 +122,7 @@ class KeyValueCache : public DecodeState {
   Tensor kept_rows(const Tensor& buffer) const;
   std::size_t batch_, window_, heads_ = 0, dim_ = 0;
   std::size_t capacity_ = 0, kept_ = 0, seen_ = 0;
-  Tensor k_, v_;      // [B, H, capacity, D]: rows [0, kept) of each (b, h) hold the kept keys, oldest first
+  Tensor k_, v_;      // [B, H, D, capacity]: columns [0, kept) of each (b, h) hold the kept keys, oldest first
   Tensor padding_;    // bool [B, capacity]
   bool any_padding_ = false;
 };
