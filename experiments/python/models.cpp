@@ -14,6 +14,7 @@
 #include "experiments/runner/run_folder.hpp"
 #include "framework/io/config_node.hpp"
 #include "framework/models/gpt_weights.hpp"
+#include "framework/models/text_models.hpp"
 
 namespace attnlab::python {
 namespace {
@@ -127,9 +128,31 @@ void bind_detect_heads(py::class_<ModelHandle>& model) {
            "TransformerLens's detect_head: each head's mean score [layers, heads] against a named detection pattern or a [T, T] array");
 }
 
+// A causal LM's continuation of a prompt, as `attnlab sample` makes it.
+void bind_generate(py::class_<ModelHandle>& model) {
+  model.def("generate",
+           [](ModelHandle& h, const std::vector<std::int64_t>& prompt, std::size_t tokens, double temperature, std::size_t top_k,
+              std::uint64_t seed, bool cache) {
+             auto* lm = dynamic_cast<CausalLM*>(h.model.get());
+             if (!lm) throw py::value_error("generate needs a causal_lm model; this one is a " + h.config.model.kind.name);
+             Generator gen(seed);
+             std::vector<std::int64_t> out;
+             {
+               py::gil_scoped_release release;
+               out = lm->generate(prompt, tokens, temperature, top_k, gen, cache ? Decoding::cached : Decoding::recomputed);
+             }
+             return to_numpy(from_indices(out, {out.size()}));
+           },
+           py::arg("prompt"), py::arg("tokens"), py::arg("temperature") = 0.0, py::arg("top_k") = 0, py::arg("seed") = 0,
+           py::arg("cache") = true,
+           "a causal LM's continuation of `prompt` (token ids) as `attnlab sample` makes it: `tokens` new ids, the most likely at "
+           "temperature 0, else drawn (top_k 0: from the whole vocabulary) with `seed`; cache=False recomputes the window per token");
+}
+
 void bind_model_class(py::module_& m) {
   py::class_<ModelHandle> model(m, "Model", "a model with the data of its config; forwards in eval mode, without a graph");
   bind_detect_heads(model);
+  bind_generate(model);
   model
       .def_static("from_config", [](const py::object& c, const std::vector<std::string>& o) { return model_from_config(config_from(c, o)); },
                   py::arg("config"), py::arg("overrides") = std::vector<std::string>{},

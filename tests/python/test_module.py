@@ -233,6 +233,23 @@ def test_ctrl_c_stops_training_with_a_checkpoint_and_resume_finishes_it(tmp_path
     assert attnlab.Run(attnlab.resume(str(tmp_path / "stopped"), threads=1)).summary["status"] == "finished"
 
 
+def test_generate_continues_a_prompt_as_attnlab_sample_does(runs, model):
+    prompt = model.data.to_tokens("sep 3 4")
+    for temperature, top_k, seed in [(0.0, 0, 0), (0.8, 5, 3)]:
+        new = model.generate(prompt, 12, temperature=temperature, top_k=top_k, seed=seed)
+        assert new.dtype == np.int64 and new.shape == (12,)
+        # The same tokens recomputing the window per token, and the same as the command line prints.
+        assert np.array_equal(new, model.generate(prompt, 12, temperature=temperature, top_k=top_k, seed=seed, cache=False))
+        printed = subprocess.run([ATTNLAB, "sample", runs[0], "--prompt", "sep 3 4", "--tokens", "12", "--temperature", str(temperature),
+                                  "--top-k", str(top_k), "--seed", str(seed), "--threads", "1"], check=True, capture_output=True, text=True).stdout
+        assert printed.strip() == model.data.to_string(list(prompt) + list(new))
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        model.generate([10**6], 3)
+    s2s = attnlab.Model.from_config(os.path.join(SOURCE, "configs", "reverse_seq2seq.yaml"), ["model.d_model=16", "model.n_layers=1"])
+    with pytest.raises(ValueError, match="generate needs a causal_lm model"):
+        s2s.generate([1, 2], 3)
+
+
 def test_images_and_encoder_decoders_go_through_the_module():
     vit = attnlab.Model.from_config(os.path.join(SOURCE, "configs", "quadrants.yaml"), ["model.d_model=16", "model.n_layers=1"])
     images = vit.data.held_out(3)["input"]
