@@ -18,6 +18,7 @@ packages=(
   dataset-fashion-mnist               # Fashion-MNIST (IDX files in /usr/share/datasets/fashion-mnist)
   libgtest-dev                        # tests
   libbenchmark-dev                    # op benchmarks
+  libxsmm-dev libblis-dev libdnnl-dev  # bench_gemm: small-product libraries beside OpenBLAS
   python3-matplotlib python3-numpy    # scripts/plot_run.py figures, the Python module's arrays
   python3-dev pybind11-dev            # the Python module (build/python/attnlab*.so)
   python3-pytest                      # the Python module's tests
