@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 
 packages=(
   g++ make cmake                      # compiler and build
-  libopenblas-dev                     # BLAS (sgemm/dgemm)
+  libopenblas-dev                     # BLAS (dgemm, trsm; sgemm where oneDNN refuses a call)
+  libdnnl-dev                         # oneDNN: float products (sgemm)
   libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev
   libyaml-cpp-dev                     # experiment configs
   nlohmann-json3-dev                  # JSON files (weights folders' index.json)
@@ -18,7 +19,7 @@ packages=(
   dataset-fashion-mnist               # Fashion-MNIST (IDX files in /usr/share/datasets/fashion-mnist)
   libgtest-dev                        # tests
   libbenchmark-dev                    # op benchmarks
-  libxsmm-dev libblis-dev libdnnl-dev  # bench_gemm: small-product libraries beside OpenBLAS
+  libxsmm-dev libblis-dev             # bench_gemm: small-product libraries beside OpenBLAS and oneDNN
   python3-matplotlib python3-numpy    # scripts/plot_run.py figures, the Python module's arrays
   python3-dev pybind11-dev            # the Python module (build/python/attnlab*.so)
   python3-pytest                      # the Python module's tests

@@ -143,7 +143,8 @@ int run_gpt_bench(const GptBenchOptions& o) {
                               {"base_rss_mb", base_rss},
                               {"tensor_peak_mb", static_cast<double>(Storage::peak_bytes()) / (1 << 20)},
                               {"cached_mb", static_cast<double>(Storage::cached_bytes()) / (1 << 20)},
-                              {"openblas_core", blas_core_name()}};
+                              {"openblas_core", blas_core_name()},
+                              {"sgemm_library", sgemm_library()}};
   if (timed) line["shared_steps"] = static_cast<double>(shared) / static_cast<double>(timed);  // share of steps run shared
   // The achieved FLOP rate (all processes together) against what sgemm reaches on as many cores.
   const double achieved = flops_per_token(model, o) * static_cast<double>(o.batch * o.block) / step_s / 1e9;

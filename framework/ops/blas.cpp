@@ -1,7 +1,8 @@
 #include "framework/ops/blas.hpp"
 
 #include <cblas.h>
-
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -77,11 +78,33 @@ T zero_then_accumulate(std::size_t m, std::size_t n, T* c, std::size_t ldc, T be
   return T(1);
 }
 
+// oneDNN runs a product on as many threads as OpenMP would give a parallel region opened by the calling
+// thread (omp_get_max_threads(), two here unless OMP_NUM_THREADS says otherwise). attnlab's pool is the
+// only one (parallel.hpp): each thread that multiplies asks OpenMP for one thread, once.
+void one_openmp_thread() {
+  thread_local const bool asked = (omp_set_num_threads(1), true);
+  (void)asked;
+}
+
 }  // namespace
 
+std::string sgemm_library() {
+  const dnnl_version_t* v = dnnl_version();
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+}
+
+// float: oneDNN's sgemm, faster than OpenBLAS's on the products of the steps attnlab trains
+// (experiments/bench/bench_gemm.cpp: 1.18-1.35x on the toy step's products, 1.08-1.18x on the GPT's,
+// one thread, where libxsmm's JIT kernels and BLIS were at best even with OpenBLAS). It writes C
+// without reading it when beta is 0. OpenBLAS takes over only if oneDNN refuses a call.
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda,
           const float* b, std::size_t ldb, float* c, std::size_t ldc, float beta) {
   if (empty_product(m, n, k, c, ldc, beta)) return;
+  one_openmp_thread();
+  const auto dim = [](std::size_t x) { return static_cast<dnnl_dim_t>(x); };
+  if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', dim(m), dim(n), dim(k), 1.0f, a, dim(lda), b, dim(ldb), beta, c, dim(ldc)) ==
+      dnnl_success)
+    return;
   beta = zero_then_accumulate(m, n, c, ldc, beta);
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,

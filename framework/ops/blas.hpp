@@ -27,8 +27,13 @@ void reexec_with_blas_core(char** argv);
 void set_blas_threads(int threads);
 int blas_threads();
 
-// Row-major C [m, n] (leading dimension ldc) = op(A) op(B) + beta C through cblas_sgemm / cblas_dgemm,
-// with explicit leading dimensions so that a block of a larger product can be computed in place.
+// The library that computes float products: oneDNN's sgemm ("oneDNN 2.6.3"); float64 stays on OpenBLAS.
+std::string sgemm_library();
+
+// Row-major C [m, n] (leading dimension ldc) = op(A) op(B) + beta C, with explicit leading dimensions so
+// that a block of a larger product can be computed in place: float through oneDNN's dnnl_sgemm on the
+// calling thread (OpenBLAS if oneDNN refuses the call), double through OpenBLAS's cblas_dgemm (gradchecks).
+// With beta 0, C is written without being read.
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda,
           const float* b, std::size_t ldb, float* c, std::size_t ldc, float beta = 0.0f);
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const double* a, std::size_t lda,

@@ -1,0 +1,91 @@
+// gemm(): float products (oneDNN) and double products (OpenBLAS) against a plain loop, for every
+// transpose, blocks of larger matrices (leading dimensions above the block's width), beta 0 on a C full
+// of NaN (written, never read), beta 1 and 0.5; same bits on every call; one OpenMP thread per caller.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "framework/ops/blas.hpp"
+
+namespace attnlab {
+namespace {
+
+// A [rows, cols] block at the top left of a [rows, cols + pad] matrix (leading dimension cols + pad).
+template <class T>
+struct Block {
+  std::size_t rows, cols, ld;
+  std::vector<T> values;
+  Block(std::size_t r, std::size_t c, std::size_t pad, std::mt19937& gen) : rows(r), cols(c), ld(c + pad), values(r * (c + pad)) {
+    std::normal_distribution<double> normal;
+    for (T& v : values) v = static_cast<T>(normal(gen));
+  }
+  double at(std::size_t i, std::size_t j) const { return values[i * ld + j]; }
+};
+
+// C = op(A) op(B) + beta C0 through gemm() against a double loop, on blocks with padded rows.
+template <class T>
+void expect_product(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T beta, std::mt19937& gen) {
+  const Block<T> a = ta ? Block<T>(k, m, 3, gen) : Block<T>(m, k, 3, gen);
+  const Block<T> b = tb ? Block<T>(n, k, 5, gen) : Block<T>(k, n, 5, gen);
+  Block<T> c(m, n, 2, gen);
+  if (beta == T(0))
+    for (T& v : c.values) v = std::numeric_limits<T>::quiet_NaN();
+  const Block<T> c0 = c;
+  gemm(ta, tb, m, n, k, a.values.data(), a.ld, b.values.data(), b.ld, c.values.data(), c.ld, beta);
+  const double tolerance = sizeof(T) == 4 ? 1e-4 : 1e-10;
+  for (std::size_t i = 0; i < m; ++i)
+    for (std::size_t j = 0; j < n; ++j) {
+      double want = beta == T(0) ? 0.0 : beta * c0.at(i, j);
+      for (std::size_t q = 0; q < k; ++q) want += (ta ? a.at(q, i) : a.at(i, q)) * (tb ? b.at(j, q) : b.at(q, j));
+      ASSERT_NEAR(c.at(i, j), want, tolerance * (1 + std::fabs(want)))
+          << (ta ? "T" : "N") << (tb ? "T" : "N") << " " << m << "x" << n << "x" << k << " beta " << beta << " at " << i << ", " << j;
+    }
+  for (std::size_t i = 0; i < m; ++i)  // the padding of C is left alone
+    for (std::size_t j = n; j < c.ld; ++j) ASSERT_TRUE(std::isnan(c.at(i, j)) ? std::isnan(c0.at(i, j)) : c.at(i, j) == c0.at(i, j));
+}
+
+template <class T>
+void expect_all_forms() {
+  std::mt19937 gen(5);
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (T beta : {T(0), T(1), T(0.5)}) {
+        expect_product<T>(ta, tb, 1, 1, 1, beta, gen);
+        expect_product<T>(ta, tb, 7, 3, 5, beta, gen);
+        expect_product<T>(ta, tb, 37, 70, 129, beta, gen);  // odd sizes around the kernels' tiles
+        expect_product<T>(ta, tb, 96, 34, 64, beta, gen);   // a step's shape, in small
+      }
+}
+
+TEST(Gemm, FloatMatchesALoopForEveryForm) { expect_all_forms<float>(); }
+TEST(Gemm, DoubleMatchesALoopForEveryForm) { expect_all_forms<double>(); }
+
+TEST(Gemm, FloatProductsAreTheSameBitsOnEveryCallAndThread) {
+  std::mt19937 gen(9);
+  const Block<float> a(130, 64, 0, gen), b(96, 64, 0, gen);
+  auto product = [&] {
+    std::vector<float> c(130 * 96);
+    gemm(false, true, 130, 96, 64, a.values.data(), 64, b.values.data(), 64, c.data(), 96);
+    return c;
+  };
+  const std::vector<float> first = product();
+  EXPECT_EQ(product(), first);
+  std::vector<float> on_thread;
+  int openmp_threads = 0;
+  std::thread([&] {
+    on_thread = product();
+    openmp_threads = omp_get_max_threads();  // oneDNN would open a team of this many threads
+  }).join();
+  EXPECT_EQ(on_thread, first);
+  EXPECT_EQ(openmp_threads, 1);
+}
+
+TEST(Gemm, NamesTheFloatLibrary) { EXPECT_EQ(sgemm_library().rfind("oneDNN ", 0), 0u) << sgemm_library(); }
+
+}  // namespace
+}  // namespace attnlab
