@@ -1,5 +1,6 @@
 // The float32 products of one training step, timed with each library made for small products beside
-// OpenBLAS as attnlab calls it (Google Benchmark). Libraries: experiments/bench/gemm/, one file each.
+// OpenBLAS (Google Benchmark). Libraries: experiments/bench/gemm/, one file each; attnlab's gemm() uses
+// the one that won here, oneDNN's sgemm (dnnl_sgemm).
 //
 // Every (product, threads, library) is one benchmark. Before any timing each library's result on the same
 // operands is compared with OpenBLAS's (max |C - C_openblas| / max |C_openblas|); a library whose result

@@ -1,5 +1,6 @@
-// OpenBLAS's cblas_sgemm as attnlab's gemm() calls it (framework/ops/blas.cpp): C zeroed with memset,
-// then C + op(A) op(B), one OpenBLAS thread per call.
+// OpenBLAS's cblas_sgemm as attnlab's gemm() called it for float before oneDNN (and still does for
+// double, framework/ops/blas.cpp): C zeroed with memset, then C + op(A) op(B), one OpenBLAS thread per
+// call. The reference the other libraries' results are checked against.
 #include <cblas.h>
 #include <openblas_config.h>
 
