@@ -87,6 +87,36 @@ INSTANTIATE_TEST_SUITE_P(Modes, DeltaRule,
                                   std::to_string(p.param.chunk);
                          });
 
+// The chunk's own triangular solves keep 8 rows of the solution in registers and take its columns one
+// 64-byte vector at a time (8 doubles, 16 floats): head dims wider than a vector and not a multiple of it
+// (a full tile and a partial one), chunks of several row blocks with a partial last block, and a short
+// last chunk, in float64 against the recurrence, values and gradients.
+TEST(DeltaRule, WideHeadsAndLongChunksEqualTheRecurrence) {
+  struct Shape3 {
+    std::size_t dk, dv, t, chunk;
+  };
+  for (const Shape3 c : {Shape3{9, 11, 37, 16}, Shape3{17, 8, 30, 30}, Shape3{8, 19, 21, 64}}) {
+    const Tensor q = testing::param({1, 2, c.t, c.dk}, 51, 0.3), k = testing::param({1, 2, c.t, c.dk}, 52, 0.3),
+                 v = testing::param({1, 2, c.t, c.dv}, 53);
+    const Tensor beta = testing::param_uniform({1, 2, c.t}, 54, 0.05, 0.95), la = testing::param_uniform({1, 2, c.t}, 55, -0.5, -0.01);
+    const Tensor weights = testing::param({1, 2, c.t, c.dv}, 56);
+    std::vector<Tensor> inputs{q, k, v, beta, la};
+    const auto grads_of = [&](const Tensor& out) {
+      for (Tensor& x : inputs) x.zero_grad();
+      sum(out * weights).backward();
+      std::vector<std::vector<double>> grads;
+      for (const Tensor& x : inputs) grads.push_back(x.grad().to_vector());
+      return grads;
+    };
+    const Tensor chunked = gated_delta_rule(q, k, v, beta, la, c.chunk), reference = recurrence(q, k, v, beta, la);
+    testing::expect_values(chunked, reference.to_vector(), 1e-12);
+    const auto got = grads_of(chunked), want = grads_of(reference);
+    for (std::size_t i = 0; i < got.size(); ++i)
+      for (std::size_t j = 0; j < got[i].size(); ++j)
+        EXPECT_NEAR(got[i][j], want[i][j], 1e-12) << "dk " << c.dk << ", dv " << c.dv << ", chunk " << c.chunk << ": input " << i << ", element " << j;
+  }
+}
+
 // Decays strong enough that g_i = alpha_1 ... alpha_i underflows within a chunk take the exp path for
 // Gamma (log g below -600 in double); the values still equal the recurrence.
 TEST(DeltaRule, StrongDecaysEqualTheRecurrence) {
@@ -96,13 +126,16 @@ TEST(DeltaRule, StrongDecaysEqualTheRecurrence) {
   testing::expect_values(gated_delta_rule(q, k, v, Tensor(), la, 9), recurrence(q, k, v, Tensor(), la).to_vector(), 1e-12);
 }
 
+// Head dims 8 (less than one float vector of the solves) and 20 (one and a part).
 TEST(DeltaRule, FloatMatchesDouble) {
-  const Tensor q = testing::param({1, 2, 150, 8}, 12, 0.3), k = testing::param({1, 2, 150, 8}, 13, 0.3), v = testing::param({1, 2, 150, 8}, 14);
-  const Tensor beta = testing::param_uniform({1, 2, 150}, 15, 0.1, 0.9), la = testing::param_uniform({1, 2, 150}, 16, -0.2, -0.01);
-  const Tensor exact = gated_delta_rule(q, k, v, beta, la, 64);
-  const Tensor single = gated_delta_rule(q.to(DType::float32), k.to(DType::float32), v.to(DType::float32), beta.to(DType::float32),
-                                         la.to(DType::float32), 64);
-  testing::expect_values(single, exact.to_vector(), 1e-4);
+  for (const std::size_t d : {8, 20}) {
+    const Tensor q = testing::param({1, 2, 150, d}, 12, 0.3), k = testing::param({1, 2, 150, d}, 13, 0.3), v = testing::param({1, 2, 150, d}, 14);
+    const Tensor beta = testing::param_uniform({1, 2, 150}, 15, 0.1, 0.9), la = testing::param_uniform({1, 2, 150}, 16, -0.2, -0.01);
+    const Tensor exact = gated_delta_rule(q, k, v, beta, la, 64);
+    const Tensor single = gated_delta_rule(q.to(DType::float32), k.to(DType::float32), v.to(DType::float32), beta.to(DType::float32),
+                                           la.to(DType::float32), 64);
+    testing::expect_values(single, exact.to_vector(), 1e-4);
+  }
 }
 
 // float32 gradients as accurate at any chunk size as token by token (chunk 1), against float64, for

@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "framework/attention/recurrent/chunk_blocks.hpp"
 #include "framework/ops/blas.hpp"
 #include "framework/ops/parallel.hpp"
 #include "framework/ops/row_kernels.hpp"
@@ -42,14 +43,26 @@ HeadInputs<T> head_inputs(const Tensor& q, const Tensor& k, const Tensor& v, con
           beta.defined() ? beta.data<T>() + h * d.tokens : nullptr, la.defined() ? la.data<T>() + h * d.tokens : nullptr};
 }
 
-// Buffers of one worker, reused over chunks and heads.
+// Buffers of one worker, reused over chunks and heads (C the chunk).
 template <class T>
 struct Scratch {
-  std::vector<double> l, columns;  // cumulative log decays, summed in double (see chunk_gates); column sums
-  rowops::AlignedVector<T> inv_g, g, c, gamma, p, m, x, du, nd, nk, state;
-  explicit Scratch(const RuleDims& d)
-      : l(d.chunk), columns(d.chunk), inv_g(d.chunk), g(d.chunk), c(d.chunk), gamma(d.chunk * d.chunk), p(d.chunk * d.chunk), m(d.chunk * d.chunk),
-        x(d.chunk * d.chunk), du(d.chunk * d.dv), nd(d.chunk * d.dv), nk(d.chunk * d.dk), state(d.dk * d.dv) {}
+  std::vector<double> l, columns, dl;  // cumulative log decays and their gradient, in double (see chunk_gates); column sums
+  rowops::AlignedVector<T> inv_g, g, c, gamma;
+  rowops::AlignedVector<T> qk;    // [2C, Dk]: the chunk's Q above its K, so that one product serves both
+  rowops::AlignedVector<T> qk_t;  // [Dk, 2C]: its transpose, for the products that would read Q^T or K^T
+  rowops::AlignedVector<T> pm;    // [2C, C]: Q K^T above K K^T, then P above M
+  rowops::AlignedVector<T> sd;    // [Dk, 2 Dv]: S beside dS
+  rowops::AlignedVector<T> qks;   // [2C, 2 Dv]: [Q; K] [S, dS] (the forward: [Q; K] S, [2C, Dv])
+  rowops::AlignedVector<T> left;  // [C, 2C]: P^T, then [dP'^T, X + X^T]
+  rowops::AlignedVector<T> ob;    // [2C, Dv]: dO above dB, then dR, then both scaled by the gates
+  rowops::AlignedVector<T> prod;  // [2C, max(C, Dk)]: dP above -dA, then [dO; dR] S^T
+  rowops::AlignedVector<T> ut, st;        // [Dv, C]: U^T; [2, Dv, Dk]: S^T and dS^T
+  rowops::AlignedVector<T> du, nk, state;  // [C, Dv], [C, Dk], [Dk, Dv]
+  Scratch(const RuleDims& d)
+      : l(d.chunk), columns(d.chunk), dl(d.chunk), inv_g(d.chunk), g(d.chunk), c(d.chunk), gamma(d.chunk * d.chunk),
+        qk(2 * d.chunk * d.dk), qk_t(2 * d.chunk * d.dk), pm(2 * d.chunk * d.chunk), sd(2 * d.dk * d.dv), qks(4 * d.chunk * d.dv),
+        left(2 * d.chunk * d.chunk), ob(2 * d.chunk * d.dv), prod(2 * d.chunk * std::max(d.chunk, d.dk)), du(d.chunk * d.dv),
+        ut(d.dv * d.chunk), st(2 * d.dv * d.dk), nk(d.chunk * d.dk), state(d.dk * d.dv) {}
 };
 
 // The chunk's cumulative log decay l_i, g_i = exp(l_i), c_i = exp(l_{n-1} - l_i) and, when gated,
@@ -89,8 +102,9 @@ void chunk_gates(const T* log_alpha, std::size_t n, Scratch<T>& s) {
   }
 }
 
-// m [n, n] (leading dimension n) times Gamma on and below the diagonal (strictly below when `strict`),
-// zero elsewhere.
+// m [n, n] (leading dimension n) times Gamma on and below the diagonal, zero above it (P, which enters
+// products whole); `strict`: times Gamma below the diagonal, the rest left as it is (M, of which only
+// the strictly lower part is ever read).
 template <class T>
 void decay_lower(T* m, std::size_t n, const Scratch<T>& s, bool strict, bool gated) {
   for (std::size_t i = 0; i < n; ++i) {
@@ -101,51 +115,61 @@ void decay_lower(T* m, std::size_t n, const Scratch<T>& s, bool strict, bool gat
 #pragma omp simd
       for (std::size_t j = 0; j < end; ++j) row[j] *= gamma[j];
     }
-    std::fill(row + end, row + n, T(0));
+    if (!strict) std::fill(row + end, row + n, T(0));
   }
 }
 
-// M = strict_lower(K K^T . Gamma) into s.m; A = diag(beta) M into s.x (the unit lower system's strict part).
+// [top; bottom] into out [2n, cols].
 template <class T>
-void delta_system(const T* k, const T* beta, std::size_t n, const RuleDims& d, Scratch<T>& s) {
-  gemm(false, true, n, n, d.dk, k, d.dk, k, d.dk, s.m.data(), n);
-  decay_lower(s.m.data(), n, s, true, d.gated);
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t j = 0; j < n; ++j) s.x[i * n + j] = beta[i] * s.m[i * n + j];
+void stack_rows(const T* top, const T* bottom, std::size_t n, std::size_t cols, T* out) {
+  std::copy(top, top + n * cols, out);
+  std::copy(bottom, bottom + n * cols, out + n * cols);
 }
 
-// One chunk forward: O [n, Dv] and U [n, Dv] (kept), the state S [Dk, Dv] carried on.
+// One chunk forward: O [n, Dv] and U [n, Dv] (kept), the state S [Dk, Dv] carried on. Four products:
+// [Q; K] K^T, [Q; K] S, P U and K^T diag(c) U (the K K^T and K S halves only with the delta correction).
 template <class T>
 void forward_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, std::size_t n, T* state, T* u, T* out, Scratch<T>& s) {
   const T *q = in.q + t0 * d.dk, *k = in.k + t0 * d.dk, *v = in.v + t0 * d.dv;
+  const std::size_t dk = d.dk, dv = d.dv, rows = d.delta ? 2 * n : n;
   chunk_gates(in.log_alpha ? in.log_alpha + t0 : nullptr, n, s);
-  if (d.delta) {
-    const T* beta = in.beta + t0;
-    gemm(false, false, n, d.dv, d.dk, k, d.dk, state, d.dv, u, d.dv);  // K S
-    for (std::size_t i = 0; i < n; ++i)
-      for (std::size_t e = 0; e < d.dv; ++e) u[i * d.dv + e] = beta[i] * (v[i * d.dv + e] - s.g[i] * u[i * d.dv + e]);
-    delta_system(k, beta, n, d, s);
-    unit_lower_solve(false, n, d.dv, s.x.data(), n, u, d.dv);  // (I + A) U = diag(beta) R
+  stack_rows(q, k, n, dk, s.qk.data());
+  chunk_blocks::transpose(k, n, dk, s.qk_t.data(), n);                                 // K^T [Dk, n]
+  gemm(false, false, rows, n, dk, s.qk.data(), dk, s.qk_t.data(), n, s.pm.data(), n);  // [Q K^T; K K^T]
+  if (t0 == 0) {  // the state starts at zero (a sequence of one chunk, as MQAR's, has no state products at all)
+    std::fill(s.qks.begin(), s.qks.begin() + static_cast<std::ptrdiff_t>(rows * dv), T(0));
   } else {
-    std::copy(v, v + n * d.dv, u);
+    gemm(false, false, rows, dv, dk, s.qk.data(), dk, state, dv, s.qks.data(), dv);  // [Q S; K S]
   }
-  gemm(false, true, n, n, d.dk, q, d.dk, k, d.dk, s.p.data(), n);
-  decay_lower(s.p.data(), n, s, false, d.gated);                   // P
-  gemm(false, false, n, d.dv, d.dk, q, d.dk, state, d.dv, out, d.dv);       // Q S
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t e = 0; e < d.dv; ++e) out[i * d.dv + e] *= s.g[i];
-  gemm(false, false, n, d.dv, n, s.p.data(), n, u, d.dv, out, d.dv, T(1));  // + P U
-  for (std::size_t i = 0; i < d.dk * d.dv; ++i) state[i] *= s.g[n - 1];
-  for (std::size_t j = 0; j < n; ++j)
-    for (std::size_t e = 0; e < d.dv; ++e) s.nd[j * d.dv + e] = s.c[j] * u[j * d.dv + e];
-  gemm(true, false, d.dk, d.dv, n, k, d.dk, s.nd.data(), d.dv, state, d.dv, T(1));  // + K^T diag(c) U
-}
-
-template <class T>
-T dot(const T* a, const T* b, std::size_t n) {
-  T total = 0;
-  for (std::size_t i = 0; i < n; ++i) total += a[i] * b[i];
-  return total;
+  decay_lower(s.pm.data(), n, s, false, d.gated);                                     // P
+  if (d.delta) {
+    const T *beta = in.beta + t0, *ks = s.qks.data() + n * dv;
+    T* m = s.pm.data() + n * n;
+    decay_lower(m, n, s, true, d.gated);  // M
+    for (std::size_t i = 0; i < n; ++i) {
+      const T b = beta[i], gi = s.g[i];
+#pragma omp simd
+      for (std::size_t e = 0; e < dv; ++e) u[i * dv + e] = b * (v[i * dv + e] - gi * ks[i * dv + e]);
+    }
+    chunk_blocks::unit_lower_solve(false, m, beta, n, u, dv);  // (I + diag(beta) M) U = diag(beta) R
+  } else {
+    std::copy(v, v + n * dv, u);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const T gi = s.g[i];
+#pragma omp simd
+    for (std::size_t e = 0; e < dv; ++e) out[i * dv + e] = gi * s.qks[i * dv + e];
+  }
+  gemm(false, false, n, dv, n, s.pm.data(), n, u, dv, out, dv, T(1));  // + P U
+  const T g_last = s.g[n - 1];
+#pragma omp simd
+  for (std::size_t i = 0; i < dk * dv; ++i) state[i] *= g_last;
+  for (std::size_t j = 0; j < n; ++j) {
+    const T cj = s.c[j];
+#pragma omp simd
+    for (std::size_t e = 0; e < dv; ++e) s.du[j * dv + e] = cj * u[j * dv + e];
+  }
+  gemm(false, false, dk, dv, n, s.qk_t.data(), n, s.du.data(), dv, state, dv, T(1));  // + K^T diag(c) U
 }
 
 // Gradients of one chunk's outputs. Pointers are at the chunk's first token.
@@ -155,89 +179,16 @@ struct ChunkGrads {
   T *dq, *dk, *dv, *dbeta, *dla;
 };
 
-// The delta correction's share of a chunk's backward, given dU in s.du (dk, dS_start and dl accumulate).
+// dP = dO U^T (s.prod's first n rows) becomes dP' = lower(dP . Gamma), with the shares of dP . P in the
+// cumulative log decays' gradient; its transpose fills s.left's first n columns (leading dimension 2n).
 template <class T>
-void backward_delta(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, std::size_t n, const T* state, const T* u,
-                    const ChunkGrads<T>& gr, T* ds_start, std::vector<double>& dl, Scratch<T>& s) {
-  const T *k = in.k + t0 * d.dk, *v = in.v + t0 * d.dv, *beta = in.beta + t0;
-  delta_system(k, beta, n, d, s);
-  T* db = s.du.data();
-  unit_lower_solve(true, n, d.dv, s.x.data(), n, db, d.dv);          // dB = (I + A)^-T dU
-  gemm(false, true, n, n, d.dv, db, d.dv, u, d.dv, s.p.data(), n);   // -dA = dB U^T
-  std::fill(s.columns.begin(), s.columns.end(), 0.0);  // column sums of dM . M (in double, as dl)
+void output_pair_grad(std::size_t n, const RuleDims& d, Scratch<T>& s) {
+  std::fill(s.columns.begin(), s.columns.end(), 0.0);
   for (std::size_t i = 0; i < n; ++i) {
-    const T* mi = s.m.data() + i * n;
-    const T* gamma = s.gamma.data() + i * n;
-    T* pi = s.p.data() + i * n;
-    T* xi = s.x.data() + i * n;
-    double* column = s.columns.data();
-    T dbeta = 0;
-    double row = 0;
-    const T b = beta[i];
-#pragma omp simd reduction(+ : dbeta, row)
-    for (std::size_t j = 0; j < i; ++j) {
-      const T da = -pi[j], dm = b * da;
-      dbeta += da * mi[j];
-      const double share = static_cast<double>(dm) * static_cast<double>(mi[j]);
-      row += share;
-      column[j] += share;
-      xi[j] = d.gated ? dm * gamma[j] : dm;  // X
-    }
-    std::fill(xi + i, xi + n, T(0));
-    gr.dbeta[i] = dbeta;
-    if (d.gated) dl[i] += row;
-  }
-  if (d.gated)
-    for (std::size_t j = 0; j < n; ++j) dl[j] -= s.columns[j];
-  gemm(false, false, n, d.dk, n, s.x.data(), n, k, d.dk, gr.dk, d.dk, T(1));  // dK += X K
-  gemm(true, false, n, d.dk, n, s.x.data(), n, k, d.dk, gr.dk, d.dk, T(1));   // dK += X^T K
-  gemm(false, false, n, d.dv, d.dk, k, d.dk, state, d.dv, s.nd.data(), d.dv);  // K S
-  for (std::size_t i = 0; i < n; ++i) {
-    T* dvi = gr.dv + i * d.dv;
-    const T* ksi = s.nd.data() + i * d.dv;
-    T db_r = 0, dv_ks = 0;
-    for (std::size_t e = 0; e < d.dv; ++e) {
-      db_r += db[i * d.dv + e] * (v[i * d.dv + e] - s.g[i] * ksi[e]);  // dB . R
-      dvi[e] = beta[i] * db[i * d.dv + e];                               // dR = dV
-      dv_ks += dvi[e] * ksi[e];
-    }
-    gr.dbeta[i] += db_r;
-    if (d.gated) dl[i] -= s.g[i] * dv_ks;
-  }
-  gemm(false, true, n, d.dk, d.dv, gr.dv, d.dv, state, d.dv, s.nk.data(), d.dk);  // dR S^T
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t e = 0; e < d.dk; ++e) gr.dk[i * d.dk + e] -= s.g[i] * s.nk[i * d.dk + e];
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t e = 0; e < d.dv; ++e) s.nd[i * d.dv + e] = -s.g[i] * gr.dv[i * d.dv + e];
-  gemm(true, false, d.dk, d.dv, n, k, d.dk, s.nd.data(), d.dv, ds_start, d.dv, T(1));  // -= K^T diag(g) dR
-}
-
-// One chunk backward: fills the chunk's dq, dk, dv (and dbeta, dla); `ds` enters as the gradient of the
-// state after the chunk and leaves as that of the state before it.
-template <class T>
-void backward_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, std::size_t n, const T* state, const T* u,
-                    const ChunkGrads<T>& gr, T* ds, Scratch<T>& s) {
-  const T *q = in.q + t0 * d.dk, *k = in.k + t0 * d.dk;
-  chunk_gates(in.log_alpha ? in.log_alpha + t0 : nullptr, n, s);
-  std::vector<double> dl(n, 0.0);  // the cumulative log decays' gradient, summed in double as l is
-  const std::size_t last = n - 1;
-  gemm(false, true, n, n, d.dk, q, d.dk, k, d.dk, s.p.data(), n);
-  decay_lower(s.p.data(), n, s, false, d.gated);                         // P
-  gemm(true, false, n, d.dv, n, s.p.data(), n, gr.go, d.dv, s.du.data(), d.dv);   // dU = P^T dO
-  gemm(false, false, n, d.dv, d.dk, k, d.dk, ds, d.dv, s.nd.data(), d.dv);        // K dS
-  for (std::size_t j = 0; j < n; ++j) {
-    const T dc = dot(s.nd.data() + j * d.dv, u + j * d.dv, d.dv);
-    for (std::size_t e = 0; e < d.dv; ++e) s.du[j * d.dv + e] += s.c[j] * s.nd[j * d.dv + e];
-    dl[last] += s.c[j] * dc;
-    dl[j] -= s.c[j] * dc;
-  }
-  gemm(false, true, n, n, d.dv, gr.go, d.dv, u, d.dv, s.x.data(), n);  // dP = dO U^T
-  std::fill(s.columns.begin(), s.columns.end(), 0.0);  // column sums of dP . P
-  for (std::size_t i = 0; i < n; ++i) {
-    T* dp = s.x.data() + i * n;
+    T* dp = s.prod.data() + i * n;
     std::fill(dp + i + 1, dp + n, T(0));
     if (!d.gated) continue;
-    const T *pi = s.p.data() + i * n, *gamma = s.gamma.data() + i * n;
+    const T *pi = s.pm.data() + i * n, *gamma = s.gamma.data() + i * n;
     double* column = s.columns.data();
     double row = 0;
 #pragma omp simd reduction(+ : row)
@@ -247,38 +198,178 @@ void backward_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, 
       column[j] += share;
       dp[j] *= gamma[j];
     }
-    dl[i] += row;
+    s.dl[i] += row;
   }
   if (d.gated)
-    for (std::size_t j = 0; j < n; ++j) dl[j] -= s.columns[j];
-  gemm(false, false, n, d.dk, n, s.x.data(), n, k, d.dk, gr.dq, d.dk);  // dQ = dP' K
-  gemm(true, false, n, d.dk, n, s.x.data(), n, q, d.dk, gr.dk, d.dk);   // dK = dP'^T Q
-  gemm(false, true, n, d.dk, d.dv, gr.go, d.dv, state, d.dv, s.nk.data(), d.dk);  // dO S^T
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t e = 0; e < d.dk; ++e) gr.dq[i * d.dk + e] += s.g[i] * s.nk[i * d.dk + e];
-  if (d.gated) {
-    gemm(false, false, n, d.dv, d.dk, q, d.dk, state, d.dv, s.nd.data(), d.dv);  // Q S
-    for (std::size_t i = 0; i < n; ++i) dl[i] += s.g[i] * dot(gr.go + i * d.dv, s.nd.data() + i * d.dv, d.dv);
-    dl[last] += s.g[last] * dot(state, ds, d.dk * d.dv);
+    for (std::size_t j = 0; j < n; ++j) s.dl[j] -= s.columns[j];
+  chunk_blocks::transpose(s.prod.data(), n, n, s.left.data(), 2 * n);
+}
+
+// The delta correction's share through A = diag(beta) M, given -dA = dB U^T in s.prod's last n rows:
+// dbeta's dA . M part, the shares in dl, and X + X^T (X = dM . Gamma) into s.left's last n columns.
+template <class T>
+void delta_pair_grad(const T* beta, std::size_t n, const RuleDims& d, const ChunkGrads<T>& gr, Scratch<T>& s) {
+  std::fill(s.columns.begin(), s.columns.end(), 0.0);
+  T* x = s.prod.data() + n * n;  // -dA, becomes X below the diagonal
+  for (std::size_t i = 0; i < n; ++i) {
+    const T *mi = s.pm.data() + (n + i) * n, *gamma = s.gamma.data() + i * n;
+    T* xi = x + i * n;
+    double* column = s.columns.data();
+    T dbeta = 0;
+    double row = 0;
+    const T b = beta[i];
+#pragma omp simd reduction(+ : dbeta, row)
+    for (std::size_t j = 0; j < i; ++j) {
+      const T da = -xi[j], dm = b * da;
+      dbeta += da * mi[j];
+      const double share = static_cast<double>(dm) * static_cast<double>(mi[j]);
+      row += share;
+      column[j] += share;
+      xi[j] = d.gated ? dm * gamma[j] : dm;
+    }
+    gr.dbeta[i] = dbeta;
+    if (d.gated) s.dl[i] += row;
   }
-  gemm(false, true, n, d.dk, d.dv, u, d.dv, ds, d.dv, s.nk.data(), d.dk);  // U dS^T
-  for (std::size_t j = 0; j < n; ++j)
-    for (std::size_t e = 0; e < d.dk; ++e) gr.dk[j * d.dk + e] += s.c[j] * s.nk[j * d.dk + e];
-  T* ds_start = s.state.data();
-  for (std::size_t i = 0; i < d.dk * d.dv; ++i) ds_start[i] = s.g[last] * ds[i];
-  for (std::size_t i = 0; i < n; ++i)
-    for (std::size_t e = 0; e < d.dv; ++e) s.nd[i * d.dv + e] = s.g[i] * gr.go[i * d.dv + e];
-  gemm(true, false, d.dk, d.dv, n, q, d.dk, s.nd.data(), d.dv, ds_start, d.dv, T(1));  // + Q^T diag(g) dO
-  if (d.delta) {
-    backward_delta(in, d, t0, n, state, u, gr, ds_start, dl, s);
+  if (d.gated)
+    for (std::size_t j = 0; j < n; ++j) s.dl[j] -= s.columns[j];
+  for (std::size_t i = 0; i < n; ++i) {
+    T* li = s.left.data() + i * 2 * n + n;
+    for (std::size_t j = 0; j < i; ++j) li[j] = x[i * n + j];
+    li[i] = T(0);
+    for (std::size_t j = i + 1; j < n; ++j) li[j] = x[j * n + i];
+  }
+}
+
+// dV = dR = diag(beta) dB (also into s.ob's last n rows), and dbeta's dB . R part, R = V - diag(g) K S.
+template <class T>
+void delta_value_grad(const T* v, const T* beta, std::size_t n, const RuleDims& d, const ChunkGrads<T>& gr, Scratch<T>& s) {
+  const std::size_t dv = d.dv, wide = 2 * dv;
+  for (std::size_t i = 0; i < n; ++i) {
+    const T* ks = s.qks.data() + (n + i) * wide;  // (K S)_i
+    const T* vi = v + i * dv;
+    const T gi = s.g[i], b = beta[i];
+    T *db = s.ob.data() + (n + i) * dv, *dvi = gr.dv + i * dv;
+    T db_r = 0, dv_ks = 0;
+#pragma omp simd reduction(+ : db_r, dv_ks)
+    for (std::size_t e = 0; e < dv; ++e) {
+      db_r += db[e] * (vi[e] - gi * ks[e]);
+      const T dr = b * db[e];
+      dvi[e] = dr;
+      db[e] = dr;
+      dv_ks += dr * ks[e];
+    }
+    gr.dbeta[i] += db_r;
+    if (d.gated) s.dl[i] -= gi * dv_ks;
+  }
+}
+
+// dQ += diag(g) dO S^T and, with the delta correction, dK -= diag(g) dR S^T.
+template <class T>
+void state_products(std::size_t n, const RuleDims& d, const T* state, const ChunkGrads<T>& gr, Scratch<T>& s) {
+  const std::size_t dk = d.dk, dv = d.dv, rows = d.delta ? 2 * n : n;
+  chunk_blocks::transpose(state, dk, dv, s.st.data(), dk);
+  gemm(false, false, rows, dk, dv, s.ob.data(), dv, s.st.data(), dk, s.prod.data(), dk);  // [dO S^T; dR S^T]
+  for (std::size_t i = 0; i < n; ++i) {
+    const T gi = s.g[i];
+    const T *dos = s.prod.data() + i * dk, *drs = s.prod.data() + (n + i) * dk;
+#pragma omp simd
+    for (std::size_t e = 0; e < dk; ++e) gr.dq[i * dk + e] += gi * dos[e];
+    if (!d.delta) continue;
+#pragma omp simd
+    for (std::size_t e = 0; e < dk; ++e) gr.dk[i * dk + e] -= gi * drs[e];
+  }
+}
+
+// What passes through the state S the chunk started from: dQ += diag(g) dO S^T, dK -= diag(g) dR S^T
+// and += diag(c) U dS^T, the decays' shares, and dS_start = g_C dS + Q^T diag(g) dO - K^T diag(g) dR
+// (into s.state).
+// The first chunk starts from S = 0 and hands on no dS_start; the last one receives dS = 0.
+template <class T>
+void state_grads(std::size_t t0, std::size_t n, const RuleDims& d, const T* state, const T* u, const ChunkGrads<T>& gr, const T* ds,
+                 Scratch<T>& s) {
+  const std::size_t dk = d.dk, dv = d.dv, rows = d.delta ? 2 * n : n, last = n - 1;
+  const bool first = t0 == 0, final = t0 + n == d.tokens;
+  if (!first) state_products(n, d, state, gr, s);
+  if (d.gated && !first) {
+    for (std::size_t i = 0; i < n; ++i) s.dl[i] += s.g[i] * rowops::dot(gr.go + i * dv, s.qks.data() + i * 2 * dv, dv);  // dO . Q S
+    s.dl[last] += s.g[last] * rowops::dot(state, ds, dk * dv);
+  }
+  if (!final) {
+    T* ds_t = s.st.data() + dv * dk;
+    chunk_blocks::transpose(ds, dk, dv, ds_t, dk);
+    gemm(false, false, n, dk, dv, u, dv, ds_t, dk, s.nk.data(), dk);  // U dS^T
+    for (std::size_t j = 0; j < n; ++j) {
+      const T cj = s.c[j];
+#pragma omp simd
+      for (std::size_t e = 0; e < dk; ++e) gr.dk[j * dk + e] += cj * s.nk[j * dk + e];
+    }
+  }
+  if (first) return;
+  for (std::size_t i = 0; i < rows; ++i) {
+    const T scale = i < n ? s.g[i] : -s.g[i - n];
+#pragma omp simd
+    for (std::size_t e = 0; e < dv; ++e) s.ob[i * dv + e] *= scale;
+  }
+  const T g_last = s.g[last];
+#pragma omp simd
+  for (std::size_t i = 0; i < dk * dv; ++i) s.state[i] = g_last * ds[i];
+  gemm(false, false, dk, dv, rows, s.qk_t.data(), 2 * n, s.ob.data(), dv, s.state.data(), dv, T(1));  // + [Q; K]^T [g dO; -g dR]
+}
+
+// One chunk backward: fills the chunk's dq, dk, dv (and dbeta, dla); `ds` enters as the gradient of the
+// state after the chunk and leaves as that of the state before it.
+template <class T>
+void backward_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, std::size_t n, const T* state, const T* u,
+                    const ChunkGrads<T>& gr, T* ds, Scratch<T>& s) {
+  const T *q = in.q + t0 * d.dk, *k = in.k + t0 * d.dk, *beta = d.delta ? in.beta + t0 : nullptr;
+  const std::size_t dk = d.dk, dv = d.dv, wide = 2 * dv, rows = d.delta ? 2 * n : n, last = n - 1;
+  chunk_gates(in.log_alpha ? in.log_alpha + t0 : nullptr, n, s);
+  std::fill(s.dl.begin(), s.dl.end(), 0.0);
+  stack_rows(q, k, n, dk, s.qk.data());
+  chunk_blocks::transpose(s.qk.data(), 2 * n, dk, s.qk_t.data(), 2 * n);                           // [Q; K]^T [Dk, 2n]
+  gemm(false, false, rows, n, dk, s.qk.data(), dk, s.qk_t.data() + n, 2 * n, s.pm.data(), n);  // [Q K^T; K K^T]
+  for (std::size_t r = 0; r < dk; ++r) {
+    std::copy(state + r * dv, state + (r + 1) * dv, s.sd.data() + r * wide);
+    std::copy(ds + r * dv, ds + (r + 1) * dv, s.sd.data() + r * wide + dv);
+  }
+  if (t0 == 0 && t0 + n == d.tokens) {  // one chunk: S and dS are zero
+    std::fill(s.qks.begin(), s.qks.begin() + static_cast<std::ptrdiff_t>(2 * n * wide), T(0));
   } else {
-    std::copy(s.du.begin(), s.du.begin() + static_cast<std::ptrdiff_t>(n * d.dv), gr.dv);
+    gemm(false, false, 2 * n, wide, dk, s.qk.data(), dk, s.sd.data(), wide, s.qks.data(), wide);  // [Q S, Q dS; K S, K dS]
   }
+  decay_lower(s.pm.data(), n, s, false, d.gated);                                                   // P
+  if (d.delta) decay_lower(s.pm.data() + n * n, n, s, true, d.gated);                              // M
+  gemm(true, false, n, dv, n, s.pm.data(), n, gr.go, dv, s.du.data(), dv);  // dU = P^T dO
+  for (std::size_t j = 0; j < n; ++j) {  // dU += diag(c) K dS
+    const T* kds = s.qks.data() + (n + j) * wide + dv;
+    const T cj = s.c[j], dc = rowops::dot(kds, u + j * dv, dv);
+#pragma omp simd
+    for (std::size_t e = 0; e < dv; ++e) s.du[j * dv + e] += cj * kds[e];
+    s.dl[last] += cj * dc;
+    s.dl[j] -= cj * dc;
+  }
+  std::copy(gr.go, gr.go + n * dv, s.ob.data());
+  if (d.delta) {
+    std::copy(s.du.begin(), s.du.begin() + static_cast<std::ptrdiff_t>(n * dv), s.ob.begin() + static_cast<std::ptrdiff_t>(n * dv));
+    chunk_blocks::unit_lower_solve(true, s.pm.data() + n * n, beta, n, s.ob.data() + n * dv, dv);  // dB = (I + A)^-T dU
+  }
+  chunk_blocks::transpose(u, n, dv, s.ut.data(), n);
+  gemm(false, false, rows, n, dv, s.ob.data(), dv, s.ut.data(), n, s.prod.data(), n);  // [dP; -dA] = [dO; dB] U^T
+  output_pair_grad(n, d, s);
+  if (d.delta) delta_pair_grad(beta, n, d, gr, s);
+  gemm(false, false, n, dk, n, s.prod.data(), n, k, dk, gr.dq, dk);                // dQ = dP' K
+  gemm(false, false, n, dk, rows, s.left.data(), 2 * n, s.qk.data(), dk, gr.dk, dk);  // dK = dP'^T Q + (X + X^T) K
+  if (d.delta) {
+    delta_value_grad(in.v + t0 * dv, beta, n, d, gr, s);
+  } else {
+    std::copy(s.du.begin(), s.du.begin() + static_cast<std::ptrdiff_t>(n * dv), gr.dv);
+  }
+  state_grads(t0, n, d, state, u, gr, ds, s);
   if (d.gated) {
     double total = 0;
-    for (std::size_t i = n; i-- > 0;) gr.dla[i] = static_cast<T>(total += dl[i]);
+    for (std::size_t i = n; i-- > 0;) gr.dla[i] = static_cast<T>(total += s.dl[i]);
   }
-  std::copy(ds_start, ds_start + d.dk * d.dv, ds);
+  if (t0 > 0) std::copy(s.state.begin(), s.state.end(), ds);
 }
 
 void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& la) {
@@ -314,7 +405,7 @@ Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const
     using T = typename decltype(tag)::type;
     parallel_for(d.heads, 1, [&](std::size_t h0, std::size_t h1) {
       Scratch<T> s(d);
-      std::vector<T> state(d.dk * d.dv);
+      rowops::AlignedVector<T> state(d.dk * d.dv);
       for (std::size_t h = h0; h < h1; ++h) {
         const HeadInputs<T> in = head_inputs<T>(q, k, v, beta, log_alpha, d, h);
         std::fill(state.begin(), state.end(), T(0));
@@ -340,7 +431,7 @@ Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const
                using T = typename decltype(tag)::type;
                parallel_for(d.heads, 1, [&](std::size_t h0, std::size_t h1) {
                  Scratch<T> s(d);
-                 std::vector<T> ds(d.dk * d.dv);
+                 rowops::AlignedVector<T> ds(d.dk * d.dv);
                  for (std::size_t h = h0; h < h1; ++h) {
                    const HeadInputs<T> in = head_inputs<T>(q, k, v, beta, la, d, h);
                    std::fill(ds.begin(), ds.end(), T(0));
