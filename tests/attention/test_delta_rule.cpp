@@ -117,6 +117,39 @@ TEST(DeltaRule, WideHeadsAndLongChunksEqualTheRecurrence) {
   }
 }
 
+// normalise_qk: the op L2-normalises q and k as it loads each chunk; values and gradients equal the
+// recurrence over q and k normalised beforehand (composed ops), across chunk edges, and gradcheck passes.
+TEST(DeltaRule, NormalisingInsideEqualsNormalisingBefore) {
+  const auto normalised = [](const Tensor& x) { return x / sqrt(add(sum(x * x, -1, true), kQkNormEps)); };
+  for (const std::size_t chunk : {4, 64}) {
+    for (const bool gated : {true, false}) {
+      const Tensor q = testing::param({kB, kH, kT, kDk}, 61), k = testing::param({kB, kH, kT, kDk}, 62), v = testing::param({kB, kH, kT, kDv}, 63);
+      const Tensor beta = testing::param_uniform({kB, kH, kT}, 64, 0.05, 0.95);
+      const Tensor la = gated ? testing::param_uniform({kB, kH, kT}, 65, -0.7, -0.01) : Tensor();
+      const Tensor weights = testing::param({kB, kH, kT, kDv}, 66);
+      std::vector<Tensor> inputs{q, k, v, beta};
+      if (gated) inputs.push_back(la);
+      const auto grads_of = [&](const Tensor& out) {
+        for (Tensor& x : inputs) x.zero_grad();
+        sum(out * weights).backward();
+        std::vector<std::vector<double>> grads;
+        for (const Tensor& x : inputs) grads.push_back(x.grad().to_vector());
+        return grads;
+      };
+      const Tensor inside = gated_delta_rule(q, k, v, beta, la, chunk, true);
+      const Tensor before = recurrence(normalised(q), normalised(k), v, beta, la);
+      testing::expect_values(inside, before.to_vector(), 1e-12);
+      const auto got = grads_of(inside), want = grads_of(before);
+      for (std::size_t i = 0; i < got.size(); ++i)
+        for (std::size_t j = 0; j < got[i].size(); ++j)
+          EXPECT_NEAR(got[i][j], want[i][j], 1e-12) << "chunk " << chunk << (gated ? ", gated" : "") << ": input " << i << ", element " << j;
+      EXPECT_TRUE(testing::gradcheck_passes(
+          [&](const std::vector<Tensor>& in) { return gated_delta_rule(in[0], in[1], in[2], in[3], gated ? in[4] : Tensor(), chunk, true); },
+          inputs));
+    }
+  }
+}
+
 // Decays strong enough that g_i = alpha_1 ... alpha_i underflows within a chunk take the exp path for
 // Gamma (log g below -600 in double); the values still equal the recurrence.
 TEST(DeltaRule, StrongDecaysEqualTheRecurrence) {

@@ -13,11 +13,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <stdexcept>
 #include <vector>
 
-#include "framework/attention/recurrent/chunk_blocks.hpp"
+#include "framework/attention/recurrent/delta_chunk.hpp"
 #include "framework/ops/blas.hpp"
 #include "framework/ops/parallel.hpp"
 #include "framework/ops/row_kernels.hpp"
@@ -25,162 +24,7 @@
 namespace attnlab {
 namespace {
 
-struct RuleDims {
-  std::size_t heads = 0, tokens = 0, dk = 0, dv = 0, chunk = 0;
-  bool delta = false, gated = false;
-  std::size_t chunks() const { return (tokens + chunk - 1) / chunk; }
-};
-
-// One head's inputs, at its first token (beta and log_alpha null when absent).
-template <class T>
-struct HeadInputs {
-  const T *q, *k, *v, *beta, *log_alpha;
-};
-
-template <class T>
-HeadInputs<T> head_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& la, const RuleDims& d,
-                          std::size_t h) {
-  return {q.data<T>() + h * d.tokens * d.dk, k.data<T>() + h * d.tokens * d.dk, v.data<T>() + h * d.tokens * d.dv,
-          beta.defined() ? beta.data<T>() + h * d.tokens : nullptr, la.defined() ? la.data<T>() + h * d.tokens : nullptr};
-}
-
-// Buffers of one worker, reused over chunks and heads (C the chunk).
-template <class T>
-struct Scratch {
-  std::vector<double> l, columns, dl;  // cumulative log decays and their gradient, in double (see chunk_gates); column sums
-  std::vector<double> exps;            // [3C]: g, -l, c in double
-  rowops::AlignedVector<T> inv_g, g, c, gamma;
-  rowops::AlignedVector<T> qk;    // [2C, Dk]: the chunk's Q above its K, so that one product serves both
-  rowops::AlignedVector<T> qk_t;  // [Dk, 2C]: its transpose, for the products that would read Q^T or K^T
-  rowops::AlignedVector<T> pm;    // [2C, C]: Q K^T above K K^T, then P above M
-  rowops::AlignedVector<T> sd;    // [Dk, 2 Dv]: S beside dS
-  rowops::AlignedVector<T> qks;   // [2C, 2 Dv]: [Q; K] [S, dS] (the forward: [Q; K] S, [2C, Dv])
-  rowops::AlignedVector<T> left;  // [C, 2C]: P^T, then [dP'^T, X + X^T]
-  rowops::AlignedVector<T> ob;    // [2C, Dv]: dO above dB, then dR, then both scaled by the gates
-  rowops::AlignedVector<T> prod;  // [2C, max(C, Dk)]: dP above -dA, then [dO; dR] S^T
-  rowops::AlignedVector<T> ut, st;        // [Dv, C]: U^T; [2, Dv, Dk]: S^T and dS^T
-  rowops::AlignedVector<T> du, nk, state;  // [C, Dv], [C, Dk], [Dk, Dv]
-  Scratch(const RuleDims& d)
-      : l(d.chunk), columns(d.chunk), dl(d.chunk), exps(3 * d.chunk), inv_g(d.chunk), g(d.chunk), c(d.chunk), gamma(d.chunk * d.chunk),
-        qk(2 * d.chunk * d.dk), qk_t(2 * d.chunk * d.dk), pm(2 * d.chunk * d.chunk), sd(2 * d.dk * d.dv), qks(4 * d.chunk * d.dv),
-        left(2 * d.chunk * d.chunk), ob(2 * d.chunk * d.dv), prod(2 * d.chunk * std::max(d.chunk, d.dk)), du(d.chunk * d.dv),
-        ut(d.dv * d.chunk), st(2 * d.dv * d.dk), nk(d.chunk * d.dk), state(d.dk * d.dv) {}
-};
-
-// The chunk's cumulative log decay l_i, g_i = exp(l_i), c_i = exp(l_{n-1} - l_i) and, when gated,
-// Gamma_ij = exp(l_i - l_j) for j <= i; 0, 1, 1 ungated. l is summed in double whatever T is: in float
-// the running sum's rounding (about eps |l_i| per term) would enter every g_i and Gamma_ij as a relative
-// error that grows with the chunk and the decay's strength, where the token-by-token recurrence has
-// about eps per decay. Gamma is g_i / g_j while g stays far from underflow (l > -60 in float, -600 in
-// double), else exp of the difference, taken in double and then rounded (strong decays).
-template <class T>
-void chunk_gates(const T* log_alpha, std::size_t n, Scratch<T>& s) {
-  if (!log_alpha) {
-    std::fill(s.g.begin(), s.g.end(), T(1));
-    std::fill(s.c.begin(), s.c.end(), T(1));
-    return;
-  }
-  double total = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    total += static_cast<double>(log_alpha[i]);
-    s.l[i] = total;
-    s.exps[n + i] = -total;
-  }
-  double *g = s.exps.data(), *minus_l = g + n, *c = minus_l + n;  // exp in double, by xsimd (std::exp was 3% of a step)
-  rowops::exp_shifted(s.l.data(), g, n, 0.0);                       // g_i = exp(l_i)
-  rowops::exp_shifted(minus_l, c, n, -s.l[n - 1]);                 // c_i = exp(l_{n-1} - l_i)
-  for (std::size_t i = 0; i < n; ++i) s.g[i] = static_cast<T>(g[i]), s.c[i] = static_cast<T>(c[i]);
-  const double floor = sizeof(T) == 4 ? -60.0 : -600.0;
-  if (s.l[n - 1] > floor) {
-    rowops::exp_shifted(minus_l, c, n, 0.0);
-    for (std::size_t j = 0; j < n; ++j) s.inv_g[j] = static_cast<T>(c[j]);  // 1 / g_j
-    for (std::size_t i = 0; i < n; ++i) {
-      T* row = s.gamma.data() + i * n;
-      const T gi = s.g[i];
-#pragma omp simd
-      for (std::size_t j = 0; j < i; ++j) row[j] = gi * s.inv_g[j];
-      row[i] = T(1);
-    }
-    return;
-  }
-  for (std::size_t i = 0; i < n; ++i) {
-    T* row = s.gamma.data() + i * n;
-    const double li = s.l[i];
-#pragma omp simd
-    for (std::size_t j = 0; j <= i; ++j) row[j] = static_cast<T>(li - s.l[j]);
-    rowops::exp_shifted(row, row, i + 1, T(0));  // exp(l_i - l_j)
-  }
-}
-
-// m [n, n] (leading dimension n) times Gamma on and below the diagonal, zero above it (P, which enters
-// products whole); `strict`: times Gamma below the diagonal, the rest left as it is (M, of which only
-// the strictly lower part is ever read).
-template <class T>
-void decay_lower(T* m, std::size_t n, const Scratch<T>& s, bool strict, bool gated) {
-  for (std::size_t i = 0; i < n; ++i) {
-    T* row = m + i * n;
-    const T* gamma = s.gamma.data() + i * n;
-    const std::size_t end = strict ? i : i + 1;
-    if (gated) {
-#pragma omp simd
-      for (std::size_t j = 0; j < end; ++j) row[j] *= gamma[j];
-    }
-    if (!strict) std::fill(row + end, row + n, T(0));
-  }
-}
-
-// [top; bottom] into out [2n, cols].
-template <class T>
-void stack_rows(const T* top, const T* bottom, std::size_t n, std::size_t cols, T* out) {
-  std::copy(top, top + n * cols, out);
-  std::copy(bottom, bottom + n * cols, out + n * cols);
-}
-
-// One chunk forward: O [n, Dv] and U [n, Dv] (kept), the state S [Dk, Dv] carried on. Four products:
-// [Q; K] K^T, [Q; K] S, P U and K^T diag(c) U (the K K^T and K S halves only with the delta correction).
-template <class T>
-void forward_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, std::size_t n, T* state, T* u, T* out, Scratch<T>& s) {
-  const T *q = in.q + t0 * d.dk, *k = in.k + t0 * d.dk, *v = in.v + t0 * d.dv;
-  const std::size_t dk = d.dk, dv = d.dv, rows = d.delta ? 2 * n : n;
-  chunk_gates(in.log_alpha ? in.log_alpha + t0 : nullptr, n, s);
-  stack_rows(q, k, n, dk, s.qk.data());
-  chunk_blocks::transpose(k, n, dk, s.qk_t.data(), n);                                 // K^T [Dk, n]
-  gemm(false, false, rows, n, dk, s.qk.data(), dk, s.qk_t.data(), n, s.pm.data(), n);  // [Q K^T; K K^T]
-  if (t0 == 0) {  // the state starts at zero (a sequence of one chunk, as MQAR's, has no state products at all)
-    std::fill(s.qks.begin(), s.qks.begin() + static_cast<std::ptrdiff_t>(rows * dv), T(0));
-  } else {
-    gemm(false, false, rows, dv, dk, s.qk.data(), dk, state, dv, s.qks.data(), dv);  // [Q S; K S]
-  }
-  decay_lower(s.pm.data(), n, s, false, d.gated);                                     // P
-  if (d.delta) {
-    const T *beta = in.beta + t0, *ks = s.qks.data() + n * dv;
-    T* m = s.pm.data() + n * n;
-    decay_lower(m, n, s, true, d.gated);  // M
-    for (std::size_t i = 0; i < n; ++i) {
-      const T b = beta[i], gi = s.g[i];
-#pragma omp simd
-      for (std::size_t e = 0; e < dv; ++e) u[i * dv + e] = b * (v[i * dv + e] - gi * ks[i * dv + e]);
-    }
-    chunk_blocks::unit_lower_solve(false, m, beta, n, u, dv);  // (I + diag(beta) M) U = diag(beta) R
-  } else {
-    std::copy(v, v + n * dv, u);
-  }
-  for (std::size_t i = 0; i < n; ++i) {
-    const T gi = s.g[i];
-#pragma omp simd
-    for (std::size_t e = 0; e < dv; ++e) out[i * dv + e] = gi * s.qks[i * dv + e];
-  }
-  gemm(false, false, n, dv, n, s.pm.data(), n, u, dv, out, dv, T(1));  // + P U
-  const T g_last = s.g[n - 1];
-#pragma omp simd
-  for (std::size_t i = 0; i < dk * dv; ++i) state[i] *= g_last;
-  for (std::size_t j = 0; j < n; ++j) {
-    const T cj = s.c[j];
-#pragma omp simd
-    for (std::size_t e = 0; e < dv; ++e) s.du[j * dv + e] = cj * u[j * dv + e];
-  }
-  gemm(false, false, dk, dv, n, s.qk_t.data(), n, s.du.data(), dv, state, dv, T(1));  // + K^T diag(c) U
-}
+using namespace delta_chunk;
 
 // Gradients of one chunk's outputs. Pointers are at the chunk's first token.
 template <class T>
@@ -336,16 +180,30 @@ void state_grads(std::size_t t0, std::size_t n, const RuleDims& d, const T* stat
   gemm(false, false, dk, dv, rows, s.qk_t.data(), 2 * n, s.ob.data(), dv, s.state.data(), dv, T(1));  // + [Q; K]^T [g dO; -g dR]
 }
 
+// With normalise_qk, the chunk's dQ and dK (taken with respect to the normalised rows x^ = f x) become
+// those of the raw rows: dx = f (dx^ - x^ (x^ . dx^)).
+template <class T>
+void unnormalise_grads(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, std::size_t n, const ChunkGrads<T>& gr, const Scratch<T>& s) {
+  const std::size_t dk = d.dk;
+  for (std::size_t i = 0; i < 2 * n; ++i) {
+    const T* x = s.qk.data() + i * dk;
+    T* dx = i < n ? gr.dq + i * dk : gr.dk + (i - n) * dk;
+    const T f = i < n ? in.q_factor[t0 + i] : in.k_factor[t0 + i - n], along = rowops::dot(x, dx, dk);
+#pragma omp simd
+    for (std::size_t e = 0; e < dk; ++e) dx[e] = f * (dx[e] - x[e] * along);
+  }
+}
+
 // One chunk backward: fills the chunk's dq, dk, dv (and dbeta, dla); `ds` enters as the gradient of the
 // state after the chunk and leaves as that of the state before it.
 template <class T>
 void backward_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, std::size_t n, const T* state, const T* u,
                     const ChunkGrads<T>& gr, T* ds, Scratch<T>& s) {
-  const T *q = in.q + t0 * d.dk, *k = in.k + t0 * d.dk, *beta = d.delta ? in.beta + t0 : nullptr;
+  const T *k = s.qk.data() + n * d.dk, *beta = d.delta ? in.beta + t0 : nullptr;  // K as the recurrence reads it
   const std::size_t dk = d.dk, dv = d.dv, wide = 2 * dv, rows = d.delta ? 2 * n : n, last = n - 1;
   chunk_gates(in.log_alpha ? in.log_alpha + t0 : nullptr, n, s);
   std::fill(s.dl.begin(), s.dl.end(), 0.0);
-  stack_rows(q, k, n, dk, s.qk.data());
+  load_chunk(in, d, t0, n, false, s);
   chunk_blocks::transpose(s.qk.data(), 2 * n, dk, s.qk_t.data(), 2 * n);                           // [Q; K]^T [Dk, 2n]
   gemm(false, false, rows, n, dk, s.qk.data(), dk, s.qk_t.data() + n, 2 * n, s.pm.data(), n);  // [Q K^T; K K^T]
   for (std::size_t r = 0; r < dk; ++r) {
@@ -389,6 +247,7 @@ void backward_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, 
     double total = 0;
     for (std::size_t i = n; i-- > 0;) gr.dla[i] = static_cast<T>(total += s.dl[i]);
   }
+  if (d.normalise_qk) unnormalise_grads(in, d, t0, n, gr, s);
   if (t0 > 0) std::copy(s.state.begin(), s.state.end(), ds);
 }
 
@@ -409,67 +268,84 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
   if (k.dtype() != q.dtype() || v.dtype() != q.dtype()) fail("every input must have one dtype");
 }
 
-}  // namespace
+// Every head forward: out, and what the backward reads (each chunk's starting state, U, the norms' factors).
+struct Saved {
+  Tensor states, u, factors;
+};
 
-Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& log_alpha, std::size_t chunk) {
-  check_inputs(q, k, v, beta, log_alpha);
-  if (chunk == 0) throw std::invalid_argument("gated_delta_rule: chunk must be positive");
-  RuleDims d;
-  d.heads = q.size(0) * q.size(1), d.tokens = q.size(2), d.dk = q.size(3), d.dv = v.size(3);
-  d.chunk = std::min(chunk, std::max<std::size_t>(d.tokens, 1));
-  d.delta = beta.defined(), d.gated = log_alpha.defined();
-  Tensor out = empty(v.shape(), q.dtype());
-  Tensor states = empty({d.heads, d.chunks(), d.dk, d.dv}, q.dtype());  // each chunk's starting state
-  Tensor u = empty({d.heads, d.tokens, d.dv}, q.dtype());
+void run_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& la, const RuleDims& d, Tensor& out,
+                 Saved& saved) {
   dispatch_floating(q.dtype(), "gated_delta_rule", [&](auto tag) {
     using T = typename decltype(tag)::type;
     parallel_for(d.heads, 1, [&](std::size_t h0, std::size_t h1) {
       Scratch<T> s(d);
       rowops::AlignedVector<T> state(d.dk * d.dv);
       for (std::size_t h = h0; h < h1; ++h) {
-        const HeadInputs<T> in = head_inputs<T>(q, k, v, beta, log_alpha, d, h);
+        const HeadInputs<T> in = head_inputs<T>(q, k, v, beta, la, saved.factors, d, h);
         std::fill(state.begin(), state.end(), T(0));
         for (std::size_t c = 0, t0 = 0; t0 < d.tokens; ++c, t0 += d.chunk) {
           const std::size_t n = std::min(d.chunk, d.tokens - t0);
-          std::copy(state.begin(), state.end(), states.data<T>() + (h * d.chunks() + c) * d.dk * d.dv);
-          forward_chunk(in, d, t0, n, state.data(), u.data<T>() + (h * d.tokens + t0) * d.dv,
+          std::copy(state.begin(), state.end(), saved.states.data<T>() + (h * d.chunks() + c) * d.dk * d.dv);
+          forward_chunk(in, d, t0, n, state.data(), saved.u.data<T>() + (h * d.tokens + t0) * d.dv,
                         out.data<T>() + (h * d.tokens + t0) * d.dv, s);
         }
       }
     });
   });
+}
+
+// Every head backward, from the output's gradient g: the gradients of q, k, v (and beta, log_alpha).
+std::vector<Tensor> run_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& la, const RuleDims& d,
+                                 const Saved& saved, const Tensor& g) {
+  Tensor dq = empty(q.shape(), q.dtype()), dk = empty(k.shape(), k.dtype()), dv = empty(v.shape(), v.dtype());
+  Tensor dbeta = d.delta ? empty(beta.shape(), q.dtype()) : Tensor(), dla = d.gated ? empty(la.shape(), q.dtype()) : Tensor();
+  dispatch_floating(q.dtype(), "gated_delta_rule backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    parallel_for(d.heads, 1, [&](std::size_t h0, std::size_t h1) {
+      Scratch<T> s(d);
+      rowops::AlignedVector<T> ds(d.dk * d.dv);
+      for (std::size_t h = h0; h < h1; ++h) {
+        const HeadInputs<T> in = head_inputs<T>(q, k, v, beta, la, saved.factors, d, h);
+        std::fill(ds.begin(), ds.end(), T(0));
+        for (std::size_t c = d.chunks(); c-- > 0;) {
+          const std::size_t t0 = c * d.chunk, n = std::min(d.chunk, d.tokens - t0), at = h * d.tokens + t0;
+          const ChunkGrads<T> gr{g.data<T>() + at * d.dv, dq.data<T>() + at * d.dk, dk.data<T>() + at * d.dk,
+                                 dv.data<T>() + at * d.dv, d.delta ? dbeta.data<T>() + at : nullptr,
+                                 d.gated ? dla.data<T>() + at : nullptr};
+          backward_chunk(in, d, t0, n, saved.states.data<T>() + (h * d.chunks() + c) * d.dk * d.dv,
+                         saved.u.data<T>() + at * d.dv, gr, ds.data(), s);
+        }
+      }
+    });
+  });
+  std::vector<Tensor> grads{dq, dk, dv};
+  if (d.delta) grads.push_back(dbeta);
+  if (d.gated) grads.push_back(dla);
+  return grads;
+}
+
+}  // namespace
+
+Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& log_alpha, std::size_t chunk,
+                        bool normalise_qk) {
+  check_inputs(q, k, v, beta, log_alpha);
+  if (chunk == 0) throw std::invalid_argument("gated_delta_rule: chunk must be positive");
+  RuleDims d;
+  d.heads = q.size(0) * q.size(1), d.tokens = q.size(2), d.dk = q.size(3), d.dv = v.size(3);
+  d.chunk = std::min(chunk, std::max<std::size_t>(d.tokens, 1));
+  d.delta = beta.defined(), d.gated = log_alpha.defined(), d.normalise_qk = normalise_qk;
+  Tensor out = empty(v.shape(), q.dtype());
+  Saved saved{empty({d.heads, d.chunks(), d.dk, d.dv}, q.dtype()), empty({d.heads, d.tokens, d.dv}, q.dtype()),
+              normalise_qk ? empty({2, d.heads, d.tokens}, q.dtype()) : Tensor()};
+  run_forward(q, k, v, beta, log_alpha, d, out, saved);
   std::vector<Tensor> inputs{q, k, v};
   if (d.delta) inputs.push_back(beta);
   if (d.gated) inputs.push_back(log_alpha);
   if (needs_grad({&q, &k, &v, &beta, &log_alpha})) {
     record(out, "gated_delta_rule", inputs,
            [q = q.detach(), k = k.detach(), v = v.detach(), beta = beta.defined() ? beta.detach() : Tensor(),
-            la = log_alpha.defined() ? log_alpha.detach() : Tensor(), states, u, d](const Tensor& g) {
-             Tensor dq = empty(q.shape(), q.dtype()), dk = empty(k.shape(), k.dtype()), dv = empty(v.shape(), v.dtype());
-             Tensor dbeta = d.delta ? empty(beta.shape(), q.dtype()) : Tensor(), dla = d.gated ? empty(la.shape(), q.dtype()) : Tensor();
-             dispatch_floating(q.dtype(), "gated_delta_rule backward", [&](auto tag) {
-               using T = typename decltype(tag)::type;
-               parallel_for(d.heads, 1, [&](std::size_t h0, std::size_t h1) {
-                 Scratch<T> s(d);
-                 rowops::AlignedVector<T> ds(d.dk * d.dv);
-                 for (std::size_t h = h0; h < h1; ++h) {
-                   const HeadInputs<T> in = head_inputs<T>(q, k, v, beta, la, d, h);
-                   std::fill(ds.begin(), ds.end(), T(0));
-                   for (std::size_t c = d.chunks(); c-- > 0;) {
-                     const std::size_t t0 = c * d.chunk, n = std::min(d.chunk, d.tokens - t0), at = h * d.tokens + t0;
-                     const ChunkGrads<T> gr{g.data<T>() + at * d.dv, dq.data<T>() + at * d.dk, dk.data<T>() + at * d.dk,
-                                            dv.data<T>() + at * d.dv, d.delta ? dbeta.data<T>() + at : nullptr,
-                                            d.gated ? dla.data<T>() + at : nullptr};
-                     backward_chunk(in, d, t0, n, states.data<T>() + (h * d.chunks() + c) * d.dk * d.dv,
-                                    u.data<T>() + at * d.dv, gr, ds.data(), s);
-                   }
-                 }
-               });
-             });
-             std::vector<Tensor> grads{dq, dk, dv};
-             if (d.delta) grads.push_back(dbeta);
-             if (d.gated) grads.push_back(dla);
-             return grads;
+            la = log_alpha.defined() ? log_alpha.detach() : Tensor(), saved, d](const Tensor& g) {
+             return run_backward(q, k, v, beta, la, d, saved, g);
            });
   }
   return out;

@@ -97,8 +97,7 @@ Tensor normalise_rows(const Tensor& x, double divisor, double eps, Tensor* facto
   }
   return y;
 }
-constexpr double kNormEps = 1e-6;  // of the L2 and output (RMS) norms
-Tensor l2_normalise(const Tensor& x) { return normalise_rows(x, 1.0, kNormEps); }
+constexpr double kNormEps = kQkNormEps;  // of the output (RMS) norm, as of the L2 norm of q and k inside the op
 // log(1 + e^z) without overflow: relu(z) + log(1 + e^-|z|).
 Tensor softplus(const Tensor& z) {
   const Tensor r = relu(z);
@@ -175,6 +174,7 @@ class RecurrentKernel : public AttentionKernel {
   // [B, H, T] (undefined: no decay), from the layer input x [B, T, C].
   struct Inputs {
     Tensor q, k, beta, log_alpha;
+    bool normalise_qk = false;  // the op L2-normalises q and k as it loads them (delta, gated_delta)
   };
   virtual Inputs prepare(const Tensor& q, const Tensor& k, const Tensor& x) const = 0;
 
@@ -212,7 +212,9 @@ class RecurrentKernel : public AttentionKernel {
   }
   Tensor decode(DecodeState& state, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
     const Recurrence r = recurrence(q, k, v, context);
-    return output_norm(gated_delta_step(state_as<MatrixState>(state, name()), r.in.q, r.in.k, r.values, r.in.beta, r.in.log_alpha));
+    // The step reads q and k as the chunked op does when it normalises them as it loads them.
+    const auto unit = [&](const Tensor& x) { return r.in.normalise_qk ? normalise_rows(x, 1.0, kQkNormEps) : x; };
+    return output_norm(gated_delta_step(state_as<MatrixState>(state, name()), unit(r.in.q), unit(r.in.k), r.values, r.in.beta, r.in.log_alpha));
   }
 
   AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
@@ -220,7 +222,7 @@ class RecurrentKernel : public AttentionKernel {
     const Recurrence r = recurrence(q, k, v, context);
     const Inputs& in = r.in;
     const Tensor& keep = r.keep;
-    const Tensor raw = gated_delta_rule(in.q, in.k, r.values, in.beta, in.log_alpha, options_.chunk);  // [B, H, T, D]
+    const Tensor raw = gated_delta_rule(in.q, in.k, r.values, in.beta, in.log_alpha, options_.chunk, in.normalise_qk);  // [B, H, T, D]
     AttentionResult result;
     Tensor factors;  // the output norm's factor per row
     result.output = output_norm(raw, &factors);
@@ -229,7 +231,7 @@ class RecurrentKernel : public AttentionKernel {
       Tensor unit = broadcast_to(identity(t, q.dtype()), {batch, q.size(1), t, t});
       if (keep.defined()) unit = unit * reshape(keep, {static_cast<I>(batch), 1, 1, static_cast<I>(t)});
       const Tensor mixing = gated_delta_rule(in.q.detach(), in.k.detach(), unit, in.beta.defined() ? in.beta.detach() : Tensor(),
-                                             in.log_alpha.defined() ? in.log_alpha.detach() : Tensor(), options_.chunk);
+                                             in.log_alpha.defined() ? in.log_alpha.detach() : Tensor(), options_.chunk, in.normalise_qk);
       result.pattern = options_.output_norm ? mixing * factors : mixing;
     }
     return result;
@@ -263,7 +265,7 @@ class DeltaKernel : public RecurrentKernel {
 
  protected:
   Inputs prepare(const Tensor& q, const Tensor& k, const Tensor& x) const override {
-    return {l2_normalise(q), l2_normalise(k), beta->forward(x), Tensor()};
+    return {q, k, beta->forward(x), Tensor(), true};
   }
 };
 
@@ -282,7 +284,7 @@ class GatedDeltaKernel : public RecurrentKernel {
 
  protected:
   Inputs prepare(const Tensor& q, const Tensor& k, const Tensor& x) const override {
-    return {l2_normalise(q), l2_normalise(k), beta->forward(x), decay->forward(x)};
+    return {q, k, beta->forward(x), decay->forward(x), true};
   }
 };
 
