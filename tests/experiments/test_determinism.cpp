@@ -32,7 +32,7 @@ struct Case {
 };
 void PrintTo(const Case& c, std::ostream* out) { *out << c.label; }
 
-// Sequences long enough (about 100 tokens, chunks of 64) for the chunked recurrences' strong-decay paths,
+// Sequences long enough (about 100 tokens, several chunks) for the chunked recurrences' strong-decay paths,
 // padded where the task allows it; 4 heads so that some gate starts strong.
 std::string causal_config(const std::string& kernel, const std::string& options) {
   return "task: {name: copy, length: 48, min_length: 36, symbols: 8}\n"

@@ -31,7 +31,7 @@ constexpr double kQkNormEps = 1e-6;
 // each chunk is loaded, which equals normalising them before the call (tested) without two more passes
 // over q and k, forward and backward (they were an eighth of a delta rule's step at head dim 32).
 Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& log_alpha,
-                        std::size_t chunk = 64, bool normalise_qk = false);
+                        std::size_t chunk = 32, bool normalise_qk = false);
 
 // The recurrence itself, continued token by token from `state` (decoding; recurrent/delta_rule_step.cpp):
 // one matrix S [Dk, Dv] per sequence and head, in double, advanced over the n new tokens of q, k [B, H, n, Dk],
