@@ -150,6 +150,40 @@ TEST(DeltaRule, NormalisingInsideEqualsNormalisingBefore) {
   }
 }
 
+// normalise_output: each output row divided by its root mean square as the chunk is made; values, the
+// factors and the gradients equal the recurrence followed by the composed norm, across chunk edges.
+TEST(DeltaRule, NormalisingTheOutputInsideEqualsNormalisingAfter) {
+  const auto rms_factors = [](const Tensor& x) {
+    return div(ones({}, x.dtype()), sqrt(add(sum(x * x, -1, true) / static_cast<double>(x.size(-1)), kQkNormEps)));
+  };
+  for (const std::size_t chunk : {3, 64}) {
+    const Tensor q = testing::param({kB, kH, kT, kDk}, 71), k = testing::param({kB, kH, kT, kDk}, 72), v = testing::param({kB, kH, kT, kDv}, 73);
+    const Tensor beta = testing::param_uniform({kB, kH, kT}, 74, 0.05, 0.95), la = testing::param_uniform({kB, kH, kT}, 75, -0.7, -0.01);
+    const Tensor weights = testing::param({kB, kH, kT, kDv}, 76);
+    std::vector<Tensor> inputs{q, k, v, beta, la};
+    const auto grads_of = [&](const Tensor& out) {
+      for (Tensor& x : inputs) x.zero_grad();
+      sum(out * weights).backward();
+      std::vector<std::vector<double>> grads;
+      for (const Tensor& x : inputs) grads.push_back(x.grad().to_vector());
+      return grads;
+    };
+    DeltaRuleOptions options;
+    options.chunk = chunk, options.normalise_qk = true, options.normalise_output = true;
+    Tensor factors;
+    const Tensor inside = gated_delta_rule(q, k, v, beta, la, options, &factors);
+    const auto unit = [](const Tensor& x) { return x / sqrt(add(sum(x * x, -1, true), kQkNormEps)); };
+    const Tensor raw = recurrence(unit(q), unit(k), v, beta, la), after = raw * rms_factors(raw);
+    testing::expect_values(inside, after.to_vector(), 1e-12);
+    testing::expect_values(factors, rms_factors(raw).to_vector(), 1e-12);
+    const auto got = grads_of(inside), want = grads_of(after);
+    for (std::size_t i = 0; i < got.size(); ++i)
+      for (std::size_t j = 0; j < got[i].size(); ++j) EXPECT_NEAR(got[i][j], want[i][j], 1e-12) << "chunk " << chunk << ": input " << i << ", element " << j;
+    EXPECT_TRUE(testing::gradcheck_passes([&](const std::vector<Tensor>& in) { return gated_delta_rule(in[0], in[1], in[2], in[3], in[4], options); },
+                                          inputs));
+  }
+}
+
 // Decays strong enough that g_i = alpha_1 ... alpha_i underflows within a chunk take the exp path for
 // Gamma (log g below -600 in double); the values still equal the recurrence.
 TEST(DeltaRule, StrongDecaysEqualTheRecurrence) {

@@ -19,7 +19,7 @@ namespace attnlab::delta_chunk {
 
 struct RuleDims {
   std::size_t heads = 0, tokens = 0, dk = 0, dv = 0, chunk = 0;
-  bool delta = false, gated = false, normalise_qk = false;
+  bool delta = false, gated = false, normalise_qk = false, normalise_output = false;
   std::size_t chunks() const { return (tokens + chunk - 1) / chunk; }
 };
 
@@ -29,12 +29,14 @@ template <class T>
 struct HeadInputs {
   const T *q, *k, *v, *beta, *log_alpha;
   T *q_factor, *k_factor;
+  T* out_factor;  // with normalise_output: 1 / rms(o_t) per token, written by the forward
 };
 
-// `factors` [2, B H, T]: those of q, then those of k (undefined without normalise_qk).
+// `factors` [2, B H, T]: those of q, then those of k (undefined without normalise_qk); `out_factors`
+// [B H, T] (undefined without normalise_output).
 template <class T>
 HeadInputs<T> head_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& la, const Tensor& factors,
-                          const RuleDims& d, std::size_t h) {
+                          const Tensor& out_factors, const RuleDims& d, std::size_t h) {
   T* f = factors.defined() ? const_cast<T*>(factors.data<T>()) + h * d.tokens : nullptr;
   return {q.data<T>() + h * d.tokens * d.dk,
           k.data<T>() + h * d.tokens * d.dk,
@@ -42,7 +44,8 @@ HeadInputs<T> head_inputs(const Tensor& q, const Tensor& k, const Tensor& v, con
           beta.defined() ? beta.data<T>() + h * d.tokens : nullptr,
           la.defined() ? la.data<T>() + h * d.tokens : nullptr,
           f,
-          f ? f + d.heads * d.tokens : nullptr};
+          f ? f + d.heads * d.tokens : nullptr,
+          out_factors.defined() ? const_cast<T*>(out_factors.data<T>()) + h * d.tokens : nullptr};
 }
 
 // Buffers of one worker, reused over chunks and heads (C the chunk).
@@ -186,6 +189,15 @@ void forward_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, s
     for (std::size_t e = 0; e < dv; ++e) out[i * dv + e] = gi * s.qks[i * dv + e];
   }
   gemm(false, false, n, dv, n, s.pm.data(), n, u, dv, out, dv, T(1));  // + P U
+  if (d.normalise_output) {
+    for (std::size_t i = 0; i < n; ++i) {
+      T* oi = out + i * dv;
+      const T f = T(1) / std::sqrt(rowops::dot(oi, oi, dv) / static_cast<T>(dv) + static_cast<T>(kQkNormEps));
+      in.out_factor[t0 + i] = f;
+#pragma omp simd
+      for (std::size_t e = 0; e < dv; ++e) oi[e] *= f;
+    }
+  }
   const T g_last = s.g[n - 1];
 #pragma omp simd
   for (std::size_t i = 0; i < dk * dv; ++i) state[i] *= g_last;

@@ -270,7 +270,7 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Tenso
 
 // Every head forward: out, and what the backward reads (each chunk's starting state, U, the norms' factors).
 struct Saved {
-  Tensor states, u, factors;
+  Tensor states, u, factors, out, out_factors;  // out (normalised) and its factors with normalise_output
 };
 
 void run_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& la, const RuleDims& d, Tensor& out,
@@ -281,7 +281,7 @@ void run_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
       Scratch<T> s(d);
       rowops::AlignedVector<T> state(d.dk * d.dv);
       for (std::size_t h = h0; h < h1; ++h) {
-        const HeadInputs<T> in = head_inputs<T>(q, k, v, beta, la, saved.factors, d, h);
+        const HeadInputs<T> in = head_inputs<T>(q, k, v, beta, la, saved.factors, saved.out_factors, d, h);
         std::fill(state.begin(), state.end(), T(0));
         for (std::size_t c = 0, t0 = 0; t0 < d.tokens; ++c, t0 += d.chunk) {
           const std::size_t n = std::min(d.chunk, d.tokens - t0);
@@ -294,6 +294,22 @@ void run_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor
   });
 }
 
+// The chunk's dO from g, the gradient of what the op returned, at token `at` of every head's tokens:
+// g itself, or with normalise_output that of the rows before the norm, into `raw`:
+// dO_t = f_t (g_t - y_t (y_t . g_t) / Dv), y the normalised rows, f their factors.
+template <class T>
+const T* output_grad(const RuleDims& d, const Saved& saved, const Tensor& g, std::size_t at, std::size_t n, T* raw) {
+  const T* gi = g.data<T>() + at * d.dv;
+  if (!d.normalise_output) return gi;
+  const T *y = saved.out.data<T>() + at * d.dv, *f = saved.out_factors.data<T>() + at;
+  for (std::size_t i = 0; i < n; ++i) {
+    const T along = rowops::dot(y + i * d.dv, gi + i * d.dv, d.dv) / static_cast<T>(d.dv);
+#pragma omp simd
+    for (std::size_t e = 0; e < d.dv; ++e) raw[i * d.dv + e] = f[i] * (gi[i * d.dv + e] - y[i * d.dv + e] * along);
+  }
+  return raw;
+}
+
 // Every head backward, from the output's gradient g: the gradients of q, k, v (and beta, log_alpha).
 std::vector<Tensor> run_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& la, const RuleDims& d,
                                  const Saved& saved, const Tensor& g) {
@@ -303,13 +319,13 @@ std::vector<Tensor> run_backward(const Tensor& q, const Tensor& k, const Tensor&
     using T = typename decltype(tag)::type;
     parallel_for(d.heads, 1, [&](std::size_t h0, std::size_t h1) {
       Scratch<T> s(d);
-      rowops::AlignedVector<T> ds(d.dk * d.dv);
+      rowops::AlignedVector<T> ds(d.dk * d.dv), go(d.chunk * d.dv);
       for (std::size_t h = h0; h < h1; ++h) {
-        const HeadInputs<T> in = head_inputs<T>(q, k, v, beta, la, saved.factors, d, h);
+        const HeadInputs<T> in = head_inputs<T>(q, k, v, beta, la, saved.factors, saved.out_factors, d, h);
         std::fill(ds.begin(), ds.end(), T(0));
         for (std::size_t c = d.chunks(); c-- > 0;) {
           const std::size_t t0 = c * d.chunk, n = std::min(d.chunk, d.tokens - t0), at = h * d.tokens + t0;
-          const ChunkGrads<T> gr{g.data<T>() + at * d.dv, dq.data<T>() + at * d.dk, dk.data<T>() + at * d.dk,
+          const ChunkGrads<T> gr{output_grad(d, saved, g, at, n, go.data()), dq.data<T>() + at * d.dk, dk.data<T>() + at * d.dk,
                                  dv.data<T>() + at * d.dv, d.delta ? dbeta.data<T>() + at : nullptr,
                                  d.gated ? dla.data<T>() + at : nullptr};
           backward_chunk(in, d, t0, n, saved.states.data<T>() + (h * d.chunks() + c) * d.dk * d.dv,
@@ -328,16 +344,29 @@ std::vector<Tensor> run_backward(const Tensor& q, const Tensor& k, const Tensor&
 
 Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& log_alpha, std::size_t chunk,
                         bool normalise_qk) {
+  DeltaRuleOptions options;
+  options.chunk = chunk, options.normalise_qk = normalise_qk;
+  return gated_delta_rule(q, k, v, beta, log_alpha, options);
+}
+
+Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& log_alpha,
+                        const DeltaRuleOptions& options, Tensor* output_factors) {
   check_inputs(q, k, v, beta, log_alpha);
-  if (chunk == 0) throw std::invalid_argument("gated_delta_rule: chunk must be positive");
+  if (options.chunk == 0) throw std::invalid_argument("gated_delta_rule: chunk must be positive");
   RuleDims d;
   d.heads = q.size(0) * q.size(1), d.tokens = q.size(2), d.dk = q.size(3), d.dv = v.size(3);
-  d.chunk = std::min(chunk, std::max<std::size_t>(d.tokens, 1));
-  d.delta = beta.defined(), d.gated = log_alpha.defined(), d.normalise_qk = normalise_qk;
+  d.chunk = std::min(options.chunk, std::max<std::size_t>(d.tokens, 1));
+  d.delta = beta.defined(), d.gated = log_alpha.defined();
+  d.normalise_qk = options.normalise_qk, d.normalise_output = options.normalise_output;
   Tensor out = empty(v.shape(), q.dtype());
   Saved saved{empty({d.heads, d.chunks(), d.dk, d.dv}, q.dtype()), empty({d.heads, d.tokens, d.dv}, q.dtype()),
-              normalise_qk ? empty({2, d.heads, d.tokens}, q.dtype()) : Tensor()};
+              d.normalise_qk ? empty({2, d.heads, d.tokens}, q.dtype()) : Tensor(), Tensor(),
+              d.normalise_output ? empty({q.size(0), q.size(1), d.tokens, 1}, q.dtype()) : Tensor()};
   run_forward(q, k, v, beta, log_alpha, d, out, saved);
+  if (d.normalise_output) {
+    saved.out = out.detach();  // the storage, not the handle that will hold this op's node
+    if (output_factors) *output_factors = saved.out_factors;
+  }
   std::vector<Tensor> inputs{q, k, v};
   if (d.delta) inputs.push_back(beta);
   if (d.gated) inputs.push_back(log_alpha);

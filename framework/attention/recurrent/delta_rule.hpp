@@ -33,10 +33,22 @@ constexpr double kQkNormEps = 1e-6;
 Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& log_alpha,
                         std::size_t chunk = 32, bool normalise_qk = false);
 
+// The same with every option, and the output RMS-normalised per row as each chunk is made (o_t /
+// sqrt(mean(o_t^2) + kQkNormEps), the recurrent kernels' output_norm; equal to normalising afterwards,
+// tested) when normalise_output: its factors [B, H, T, 1] go to *output_factors when given (no gradient).
+struct DeltaRuleOptions {
+  std::size_t chunk = 32;
+  bool normalise_qk = false, normalise_output = false;
+};
+Tensor gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& log_alpha,
+                        const DeltaRuleOptions& options, Tensor* output_factors = nullptr);
+
 // The recurrence itself, continued token by token from `state` (decoding; recurrent/delta_rule_step.cpp):
 // one matrix S [Dk, Dv] per sequence and head, in double, advanced over the n new tokens of q, k [B, H, n, Dk],
 // v [B, H, n, Dv], beta and log_alpha [B, H, n] (or undefined, as above). Returns o [B, H, n, Dv]; no graph.
-// O(Dk Dv) per token and head, whatever the length so far.
-Tensor gated_delta_step(MatrixState& state, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& log_alpha);
+// O(Dk Dv) per token and head, whatever the length so far. options.normalise_qk and normalise_output as
+// the chunked op's (its chunk is not used): the same rows of the same sequence.
+Tensor gated_delta_step(MatrixState& state, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& log_alpha,
+                        const DeltaRuleOptions& options);
 
 }  // namespace attnlab

@@ -1,6 +1,7 @@
 // The gated delta rule token by token (delta_rule.hpp): the recurrence as written, on a state kept in
 // double between calls, for decoding. Per token, with S the state before it:
-//   S <- alpha S,   u = beta (v - S^T k)  (u = v without the delta correction),   S <- S + k u^T,   o = S^T q.
+//   S <- alpha S,   u = beta (v - S^T k)  (u = v without the delta correction),   S <- S + k u^T,   o = S^T q,
+// with q and k L2-normalised first and o RMS-normalised last when the options say so, as the chunked op.
 #include <cmath>
 #include <stdexcept>
 #include <vector>
@@ -13,7 +14,17 @@ namespace {
 
 struct StepDims {
   std::size_t tokens = 0, dk = 0, dv = 0;
+  bool normalise_qk = false, normalise_output = false;
 };
+
+// 1 / sqrt(x . x / divisor + kQkNormEps) when `normalise`, else 1: the chunked op's factors.
+template <class T>
+double norm_factor(const T* x, std::size_t n, double divisor, bool normalise) {
+  if (!normalise) return 1.0;
+  double sum = 0;
+  for (std::size_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  return 1.0 / std::sqrt(sum / divisor + kQkNormEps);
+}
 
 // One sequence and head over its n tokens (beta and log_alpha null when absent).
 template <class T>
@@ -21,6 +32,7 @@ void head_steps(const T* q, const T* k, const T* v, const T* beta, const T* log_
   std::vector<double> u(d.dv), o(d.dv);
   for (std::size_t t = 0; t < d.tokens; ++t) {
     const T *qt = q + t * d.dk, *kt = k + t * d.dk, *vt = v + t * d.dv;
+    const double qn = norm_factor(qt, d.dk, 1.0, d.normalise_qk), kn = norm_factor(kt, d.dk, 1.0, d.normalise_qk);
     if (log_alpha) {
       const double alpha = std::exp(static_cast<double>(log_alpha[t]));
       for (std::size_t i = 0; i < d.dk * d.dv; ++i) s[i] *= alpha;
@@ -28,7 +40,7 @@ void head_steps(const T* q, const T* k, const T* v, const T* beta, const T* log_
     for (std::size_t c = 0; c < d.dv; ++c) u[c] = vt[c];
     if (beta) {
       for (std::size_t r = 0; r < d.dk; ++r) {  // u = beta (v - S^T k)
-        const double a = kt[r];
+        const double a = kn * kt[r];
         const double* row = s + r * d.dv;
         for (std::size_t c = 0; c < d.dv; ++c) u[c] -= a * row[c];
       }
@@ -36,22 +48,24 @@ void head_steps(const T* q, const T* k, const T* v, const T* beta, const T* log_
     }
     std::fill(o.begin(), o.end(), 0.0);
     for (std::size_t r = 0; r < d.dk; ++r) {  // S += k u^T, o = S^T q
-      const double a = kt[r], b = qt[r];
+      const double a = kn * kt[r], b = qn * qt[r];
       double* row = s + r * d.dv;
       for (std::size_t c = 0; c < d.dv; ++c) {
         row[c] += a * u[c];
         o[c] += b * row[c];
       }
     }
-    for (std::size_t c = 0; c < d.dv; ++c) out[t * d.dv + c] = static_cast<T>(o[c]);
+    const double on = norm_factor(o.data(), d.dv, static_cast<double>(d.dv), d.normalise_output);
+    for (std::size_t c = 0; c < d.dv; ++c) out[t * d.dv + c] = static_cast<T>(on * o[c]);
   }
 }
 
 }  // namespace
 
-Tensor gated_delta_step(MatrixState& state, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& log_alpha) {
+Tensor gated_delta_step(MatrixState& state, const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& beta, const Tensor& log_alpha,
+                        const DeltaRuleOptions& options) {
   const std::size_t batch = q.size(0), heads = q.size(1);
-  const StepDims d{q.size(2), q.size(3), v.size(3)};
+  const StepDims d{q.size(2), q.size(3), v.size(3), options.normalise_qk, options.normalise_output};
   const Shape gates{batch, heads, d.tokens};
   if (k.shape() != q.shape() || v.size(2) != d.tokens || batch != state.batch() || heads != state.heads() || d.dk != state.rows() ||
       d.dv != state.cols() || (beta.defined() && beta.shape() != gates) || (log_alpha.defined() && log_alpha.shape() != gates)) {

@@ -45,62 +45,8 @@ struct RecurrentOptions {
   DecayGate gate = DecayGate::fixed;  // decay only
 };
 
-// x . y over n numbers, as a simd reduction.
-template <class T>
-T row_dot(const T* x, const T* y, std::size_t n) {
-  T total = 0;
-#pragma omp simd reduction(+ : total)
-  for (std::size_t i = 0; i < n; ++i) total += x[i] * y[i];
-  return total;
-}
+constexpr double kNormEps = kQkNormEps;  // of the output (RMS) norm, made inside the op as the L2 norm of q and k
 
-// y = x / sqrt(sum(x^2) / divisor + eps) over the last axis, as one op (L2 normalisation with divisor 1,
-// RMS normalisation with divisor D): five composed ops on [B, H, T, D] were a sixth of a gated step.
-// Backward: dx = r dy - (r^3 / divisor) x (x . dy), r the row's factor. `factors`, when given, receives
-// r per row [..., 1] (no gradient). The sums over a row are simd reductions taken for every row before
-// the factors (a serial chain of adds, then a square root, row after row, made this op an eighth of a
-// delta rule's step at head dim 32).
-Tensor normalise_rows(const Tensor& x, double divisor, double eps, Tensor* factors = nullptr) {
-  const std::size_t d = x.size(-1), rows = x.numel() / std::max<std::size_t>(d, 1);
-  Shape factor_shape = x.shape();
-  factor_shape.back() = 1;
-  Tensor y = empty(x.shape(), x.dtype()), r = empty(factor_shape, x.dtype());
-  dispatch_floating(x.dtype(), "normalise_rows", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const T* in = x.data<T>();
-    T *out = y.data<T>(), *rf = r.data<T>();
-    for (std::size_t i = 0; i < rows; ++i) rf[i] = row_dot(in + i * d, in + i * d, d);
-#pragma omp simd
-    for (std::size_t i = 0; i < rows; ++i) rf[i] = T(1) / std::sqrt(rf[i] / static_cast<T>(divisor) + static_cast<T>(eps));
-    for (std::size_t i = 0; i < rows; ++i) {
-      const T factor = rf[i];
-#pragma omp simd
-      for (std::size_t e = 0; e < d; ++e) out[i * d + e] = in[i * d + e] * factor;
-    }
-  });
-  if (factors) *factors = r;
-  if (needs_grad({&x})) {
-    record(y, "normalise_rows", {x}, [x = x.detach(), r, d, rows, divisor](const Tensor& g) {
-      Tensor dx = empty(x.shape(), x.dtype());
-      dispatch_floating(x.dtype(), "normalise_rows backward", [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        const T *in = x.data<T>(), *gr = g.data<T>(), *rf = r.data<T>();
-        T* out = dx.data<T>();
-        std::vector<T> along(rows);
-        for (std::size_t i = 0; i < rows; ++i) along[i] = row_dot(in + i * d, gr + i * d, d);
-        for (std::size_t i = 0; i < rows; ++i) {
-          const T *xi = in + i * d, *gi = gr + i * d;
-          const T factor = rf[i], k = factor * factor * factor / static_cast<T>(divisor) * along[i];
-#pragma omp simd
-          for (std::size_t e = 0; e < d; ++e) out[i * d + e] = factor * gi[e] - k * xi[e];
-        }
-      });
-      return std::vector<Tensor>{dx};
-    });
-  }
-  return y;
-}
-constexpr double kNormEps = kQkNormEps;  // of the output (RMS) norm, as of the L2 norm of q and k inside the op
 // log(1 + e^z) without overflow: relu(z) + log(1 + e^-|z|).
 Tensor softplus(const Tensor& z) {
   const Tensor r = relu(z);
@@ -204,20 +150,20 @@ class RecurrentKernel : public AttentionKernel {
     }
     return r;
   }
-  Tensor output_norm(const Tensor& raw, Tensor* factors = nullptr) const {
-    return options_.output_norm ? normalise_rows(raw, static_cast<double>(raw.size(-1)), kNormEps, factors) : raw;
+  DeltaRuleOptions rule_options(const Inputs& in) const {
+    DeltaRuleOptions rule;
+    rule.chunk = options_.chunk, rule.normalise_qk = in.normalise_qk, rule.normalise_output = options_.output_norm;
+    return rule;
   }
 
  public:
-  // Decoding: the recurrence token by token from S, one D x D matrix per head.
+  // Decoding: the recurrence token by token from S, one D x D matrix per head, with the chunked op's norms.
   std::unique_ptr<DecodeState> start_decoding(std::size_t batch) const override {
     return std::make_unique<MatrixState>(batch, heads_, dim_, dim_);
   }
   Tensor decode(DecodeState& state, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
     const Recurrence r = recurrence(q, k, v, context);
-    // The step reads q and k as the chunked op does when it normalises them as it loads them.
-    const auto unit = [&](const Tensor& x) { return r.in.normalise_qk ? normalise_rows(x, 1.0, kQkNormEps) : x; };
-    return output_norm(gated_delta_step(state_as<MatrixState>(state, name()), unit(r.in.q), unit(r.in.k), r.values, r.in.beta, r.in.log_alpha));
+    return gated_delta_step(state_as<MatrixState>(state, name()), r.in.q, r.in.k, r.values, r.in.beta, r.in.log_alpha, rule_options(r.in));
   }
 
   AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
@@ -225,10 +171,9 @@ class RecurrentKernel : public AttentionKernel {
     const Recurrence r = recurrence(q, k, v, context);
     const Inputs& in = r.in;
     const Tensor& keep = r.keep;
-    const Tensor raw = gated_delta_rule(in.q, in.k, r.values, in.beta, in.log_alpha, options_.chunk, in.normalise_qk);  // [B, H, T, D]
     AttentionResult result;
-    Tensor factors;  // the output norm's factor per row
-    result.output = output_norm(raw, &factors);
+    Tensor factors;  // the output norm's factor per row [B, H, T, 1]
+    result.output = gated_delta_rule(in.q, in.k, r.values, in.beta, in.log_alpha, rule_options(in), &factors);  // [B, H, T, D]
     if (context.need_pattern) {
       NoGradGuard no_grad;
       Tensor unit = broadcast_to(identity(t, q.dtype()), {batch, q.size(1), t, t});
