@@ -37,9 +37,10 @@ enum class DecayGate { fixed, data };
 
 // Options the three kernels share.
 struct RecurrentOptions {
-  // Tokens per chunk of the chunked form. 32 measured fastest at head dims 16, 32 and 64 (4096 tokens,
-  // forward + backward, one thread; 16 and 64 were slower for delta, gated_delta and decay alike):
-  // the [C, C] blocks cost C D per token, the state's products D^2, and each chunk its BLAS calls.
+  // Tokens per chunk of the chunked form. 32 measured clearly faster than 64 at head dims 16, 32 and 64
+  // (4096 tokens, forward + backward, one thread; delta, gated_delta and decay alike) and about as fast as
+  // 16 (within the noise of a shared machine; slower at head dim 64): the [C, C] blocks cost C D per
+  // token, the state's products D^2, and each chunk its BLAS calls.
   std::size_t chunk = 32;
   bool output_norm = true;  // RMS-normalise each head's output
   DecayGate gate = DecayGate::fixed;  // decay only
