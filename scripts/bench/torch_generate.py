@@ -21,6 +21,7 @@ import math
 import statistics
 import time
 
+import torch_gpt
 from torch_side import current_rss_mb, peak_rss_mb, torch
 
 nn = torch.nn
@@ -31,18 +32,9 @@ UNTIMED = {"kv_cache": 4, "recompute": 1}
 # B batch (1), T tokens, C channels (dim), H heads, D head dim (C / H), V vocabulary, L layers
 
 
-class Block(nn.Module):
-    """torch_gpt.py's block; forward takes the layer's cache (None: no cache, the whole sequence)."""
-
-    def __init__(self, dim, heads):
-        super().__init__()
-        self.heads = heads
-        self.ln1 = nn.LayerNorm(dim)
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-        self.ln2 = nn.LayerNorm(dim)
-        self.fc = nn.Linear(dim, 4 * dim)
-        self.out = nn.Linear(4 * dim, dim)
+class Block(torch_gpt.Block):
+    """torch_gpt.py's block (the same layers); forward takes the layer's cache (None: no cache, the whole
+    sequence)."""
 
     def forward(self, x, cache=None, start=0):
         B, T, C = x.shape
