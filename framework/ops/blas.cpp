@@ -93,18 +93,33 @@ std::string sgemm_library() {
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
 }
 
+// Small products that are not A B^T (m n k <= 64^3: the delta rules' and linear attention's chunk blocks)
+// stay on OpenBLAS, whose small-matrix path beats oneDNN's call there, while oneDNN is faster on A B^T
+// at every size and on everything larger. One thread, with OpenBLAS's memset of C counted, 2026-11-27
+// (a standalone loop of 20M multiply-adds per shape, best of five; time oneDNN / OpenBLAS): 32x32x32 NN
+// 1.25, TN 1.65, NT 0.64; 64x32x32 NN 1.21, TN 1.28, NT 0.76; 64x64x64 NN 1.06, TN 1.12, NT 0.84;
+// 96x64x64 NN 0.85, TN 1.14; 128x128x64 0.78-0.82; 768x128x128 NN 0.97, NT 0.91, TN 1.05. At 4096 tokens
+// (`bench attention`, min_ms, one thread) all-oneDNN made delta 1.42x and gated_delta 1.68x linear
+// attention's time, all-OpenBLAS 1.08-1.14x and 1.33-1.39x.
+bool sgemm_uses_onednn(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k) {
+  constexpr std::size_t kSmall = 64 * 64 * 64;
+  return (tb && !ta) || m * n * k > kSmall;
+}
+
 // float: oneDNN's sgemm, faster than OpenBLAS's on the products of the steps attnlab trains
 // (experiments/bench/bench_gemm.cpp: 1.18-1.35x on the toy step's products, 1.08-1.18x on the GPT's,
 // one thread, where libxsmm's JIT kernels and BLIS were at best even with OpenBLAS; whole steps, one
 // thread, 2026-11-27: toy 65.7k -> 76.0k tokens/s, GPT 13.3k -> 15.2k, medians of three interleaved runs).
 // It costs about 9 MB of resident memory: its code (5 MB) and the packing buffers it allocates. It
-// writes C without reading it when beta is 0. OpenBLAS takes over only if oneDNN refuses a call.
+// writes C without reading it when beta is 0. OpenBLAS takes the small products above, and any call
+// oneDNN refuses.
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda,
           const float* b, std::size_t ldb, float* c, std::size_t ldc, float beta) {
   if (empty_product(m, n, k, c, ldc, beta)) return;
-  one_openmp_thread();
+  const bool onednn = sgemm_uses_onednn(ta, tb, m, n, k);
+  if (onednn) one_openmp_thread();
   const auto dim = [](std::size_t x) { return static_cast<dnnl_dim_t>(x); };
-  if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', dim(m), dim(n), dim(k), 1.0f, a, dim(lda), b, dim(ldb), beta, c, dim(ldc)) ==
+  if (onednn && dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', dim(m), dim(n), dim(k), 1.0f, a, dim(lda), b, dim(ldb), beta, c, dim(ldc)) ==
       dnnl_success)
     return;
   beta = zero_then_accumulate(m, n, c, ldc, beta);

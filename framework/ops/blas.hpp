@@ -27,7 +27,11 @@ void reexec_with_blas_core(char** argv);
 void set_blas_threads(int threads);
 int blas_threads();
 
-// The library that computes float products: oneDNN's sgemm ("oneDNN 2.6.3"); float64 stays on OpenBLAS.
+// Whether a float product op(A) [m, k] op(B) [k, n] goes to oneDNN (else OpenBLAS): blas.cpp says why.
+bool sgemm_uses_onednn(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k);
+
+// The library that computes the float products of a training step: oneDNN's sgemm ("oneDNN 2.6.3");
+// small products not of the form A B^T and float64 ones stay on OpenBLAS.
 std::string sgemm_library();
 
 // Row-major C [m, n] (leading dimension ldc) = op(A) op(B) + beta C, with explicit leading dimensions so

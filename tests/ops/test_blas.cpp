@@ -63,6 +63,18 @@ void expect_all_forms() {
 }
 
 TEST(Gemm, FloatMatchesALoopForEveryForm) { expect_all_forms<float>(); }
+
+// The shapes above reach both libraries in every form but A B^T, which oneDNN takes at every size.
+TEST(Gemm, SmallProductsButABtGoToOpenBlasTheRestToOneDnn) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      const bool abt = tb && !ta;
+      EXPECT_EQ(sgemm_uses_onednn(ta, tb, 96, 34, 64), abt) << ta << tb;  // 208896 multiply-adds
+      EXPECT_EQ(sgemm_uses_onednn(ta, tb, 64, 64, 64), abt) << ta << tb;  // the largest small one
+      EXPECT_TRUE(sgemm_uses_onednn(ta, tb, 65, 64, 64)) << ta << tb;
+      EXPECT_TRUE(sgemm_uses_onednn(ta, tb, 37, 70, 129)) << ta << tb;
+    }
+}
 TEST(Gemm, DoubleMatchesALoopForEveryForm) { expect_all_forms<double>(); }
 
 TEST(Gemm, FloatProductsAreTheSameBitsOnEveryCallAndThread) {
