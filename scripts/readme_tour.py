@@ -142,13 +142,20 @@ def normalise(text, numbers=False):
 
 # --- Running the tour -----------------------------------------------------------------------------------
 
+def cpu_vendor(cpuinfo):
+    """GenuineIntel, AuthenticAMD, ... (unknown when /proc/cpuinfo does not say)."""
+    found = re.search(r"^vendor_id\s*:\s*(\S+)", cpuinfo, re.M)
+    return found.group(1) if found else "unknown vendor"
+
+
 def machine(folder):
-    """What decides the bits besides the build: OpenBLAS's kernel set and the CPU's vector width."""
+    """What decides the bits besides the build: OpenBLAS's kernel set, the CPU's vector width and its vendor
+    (oneDNN picks its kernels by what the CPU reports, so two vendors' AVX-512 may round apart)."""
     with open(os.path.join(folder, "runs", "induction", "summary.json")) as summary:
         core = json.load(summary).get("openblas_core", "unknown")
     flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
     width = "AVX-512" if " avx512f" in flags else "AVX2" if " avx2" in flags else "no AVX2"
-    return f"OpenBLAS {core}, {width}"
+    return f"OpenBLAS {core}, {width}, {cpu_vendor(flags)}"
 
 
 def run_tour(binary, pythonpath, folder):

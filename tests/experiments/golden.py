@@ -2,8 +2,9 @@
 """The golden run: the default experiment's first training losses, pinned for this build's arithmetic.
 
 A refactor that changes the numbers fails here. With the same BLAS kernels as the pinned run (its
-OpenBLAS core is recorded in the file) every loss must match to the last bit; with other kernels (another
-CPU), to 1e-6 relative (other kernels round products differently: 7e-8 over these steps, measured).
+OpenBLAS core and CPU vendor are recorded in the file: oneDNN picks its kernels by what the CPU reports)
+every loss must match to the last bit; with other kernels (another CPU), to 1e-6 relative (other kernels
+round products differently: 7e-8 over these steps, measured).
 When arithmetic changes on purpose, regenerate the file and say why in the commit:
 
     python3 tests/experiments/golden.py build/attnlab configs/default.yaml tests/experiments/golden/default.txt --write
@@ -30,7 +31,16 @@ def run(attnlab, config, folder):
         if row["split"] == "train":
             losses[row["step"]] = row["loss"]
     core = json.load(open(os.path.join(run_dir, "summary.json")))["openblas_core"]
-    return core, losses
+    return f"{core} {cpu_vendor()}", losses
+
+
+def cpu_vendor():
+    """GenuineIntel, AuthenticAMD, ... from /proc/cpuinfo ("unknown" when it does not say)."""
+    if os.path.exists("/proc/cpuinfo"):
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("vendor_id"):
+                return line.split(":", 1)[1].strip()
+    return "unknown"
 
 
 def main():
@@ -40,15 +50,15 @@ def main():
     if "--write" in sys.argv:
         with open(golden, "w") as out:
             out.write(f"# {os.path.basename(config)} with {' '.join(OVERRIDES)} --threads 1\n")
-            out.write(f"# openblas_core {core}\n")
+            out.write(f"# kernels {core}\n")
             for step, loss in sorted(losses.items()):
                 out.write(f"{step} {loss!r}\n")
-        print(f"wrote {golden}: {len(losses)} losses, openblas_core {core}")
+        print(f"wrote {golden}: {len(losses)} losses, kernels {core}")
         return 0
     pinned_core, pinned = None, {}
     for line in open(golden):
-        if line.startswith("# openblas_core "):
-            pinned_core = line.split()[2]
+        if line.startswith("# kernels "):
+            pinned_core = line[len("# kernels "):].strip()
         elif line.strip() and not line.startswith("#"):
             step, loss = line.split()
             pinned[int(step)] = float(loss)
