@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
+#include <vector>
 
 #include "framework/attention/kernel.hpp"
 #include "framework/attention/recurrent/delta_rule.hpp"
@@ -38,6 +40,21 @@ struct Case {
   std::size_t chunk;
 };
 
+// The gradients of sum(out * weights) (a loss that weighs every output differently) with respect to each
+// input, and their comparison with a reference's to 1e-12 in every element.
+std::vector<std::vector<double>> weighted_grads(const Tensor& out, const Tensor& weights, std::vector<Tensor>& inputs) {
+  for (Tensor& x : inputs) x.zero_grad();
+  sum(out * weights).backward();
+  std::vector<std::vector<double>> grads;
+  for (const Tensor& x : inputs) grads.push_back(x.grad().to_vector());
+  return grads;
+}
+void expect_same_grads(const Tensor& got, const Tensor& want, const Tensor& weights, std::vector<Tensor>& inputs, const std::string& where) {
+  const auto g = weighted_grads(got, weights, inputs), w = weighted_grads(want, weights, inputs);
+  for (std::size_t i = 0; i < g.size(); ++i)
+    for (std::size_t j = 0; j < g[i].size(); ++j) EXPECT_NEAR(g[i][j], w[i][j], 1e-12) << where << "input " << i << ", element " << j;
+}
+
 class DeltaRule : public ::testing::TestWithParam<Case> {};
 
 TEST_P(DeltaRule, ChunkedEqualsTheTokenByTokenRecurrenceInValuesAndGradients) {
@@ -53,16 +70,7 @@ TEST_P(DeltaRule, ChunkedEqualsTheTokenByTokenRecurrenceInValuesAndGradients) {
   const Tensor chunked = gated_delta_rule(q, k, v, beta, log_alpha, c.chunk);
   const Tensor reference = recurrence(q, k, v, beta, log_alpha);
   testing::expect_values(chunked, reference.to_vector(), 1e-12);
-  const auto grads_of = [&](const Tensor& out) {
-    for (Tensor& t : inputs) t.zero_grad();
-    sum(out * weights).backward();
-    std::vector<std::vector<double>> grads;
-    for (const Tensor& t : inputs) grads.push_back(t.grad().to_vector());
-    return grads;
-  };
-  const auto got = grads_of(gated_delta_rule(q, k, v, beta, log_alpha, c.chunk)), want = grads_of(recurrence(q, k, v, beta, log_alpha));
-  for (std::size_t i = 0; i < got.size(); ++i)
-    for (std::size_t j = 0; j < got[i].size(); ++j) EXPECT_NEAR(got[i][j], want[i][j], 1e-12) << "input " << i << ", element " << j;
+  expect_same_grads(chunked, reference, weights, inputs, "");
 }
 
 TEST_P(DeltaRule, Gradcheck) {
@@ -101,19 +109,10 @@ TEST(DeltaRule, WideHeadsAndLongChunksEqualTheRecurrence) {
     const Tensor beta = testing::param_uniform({1, 2, c.t}, 54, 0.05, 0.95), la = testing::param_uniform({1, 2, c.t}, 55, -0.5, -0.01);
     const Tensor weights = testing::param({1, 2, c.t, c.dv}, 56);
     std::vector<Tensor> inputs{q, k, v, beta, la};
-    const auto grads_of = [&](const Tensor& out) {
-      for (Tensor& x : inputs) x.zero_grad();
-      sum(out * weights).backward();
-      std::vector<std::vector<double>> grads;
-      for (const Tensor& x : inputs) grads.push_back(x.grad().to_vector());
-      return grads;
-    };
     const Tensor chunked = gated_delta_rule(q, k, v, beta, la, c.chunk), reference = recurrence(q, k, v, beta, la);
     testing::expect_values(chunked, reference.to_vector(), 1e-12);
-    const auto got = grads_of(chunked), want = grads_of(reference);
-    for (std::size_t i = 0; i < got.size(); ++i)
-      for (std::size_t j = 0; j < got[i].size(); ++j)
-        EXPECT_NEAR(got[i][j], want[i][j], 1e-12) << "dk " << c.dk << ", dv " << c.dv << ", chunk " << c.chunk << ": input " << i << ", element " << j;
+    expect_same_grads(chunked, reference, weights, inputs,
+                      "dk " + std::to_string(c.dk) + ", dv " + std::to_string(c.dv) + ", chunk " + std::to_string(c.chunk) + ": ");
   }
 }
 
@@ -129,20 +128,10 @@ TEST(DeltaRule, NormalisingInsideEqualsNormalisingBefore) {
       const Tensor weights = testing::param({kB, kH, kT, kDv}, 66);
       std::vector<Tensor> inputs{q, k, v, beta};
       if (gated) inputs.push_back(la);
-      const auto grads_of = [&](const Tensor& out) {
-        for (Tensor& x : inputs) x.zero_grad();
-        sum(out * weights).backward();
-        std::vector<std::vector<double>> grads;
-        for (const Tensor& x : inputs) grads.push_back(x.grad().to_vector());
-        return grads;
-      };
       const Tensor inside = gated_delta_rule(q, k, v, beta, la, chunk, true);
       const Tensor before = recurrence(normalised(q), normalised(k), v, beta, la);
       testing::expect_values(inside, before.to_vector(), 1e-12);
-      const auto got = grads_of(inside), want = grads_of(before);
-      for (std::size_t i = 0; i < got.size(); ++i)
-        for (std::size_t j = 0; j < got[i].size(); ++j)
-          EXPECT_NEAR(got[i][j], want[i][j], 1e-12) << "chunk " << chunk << (gated ? ", gated" : "") << ": input " << i << ", element " << j;
+      expect_same_grads(inside, before, weights, inputs, "chunk " + std::to_string(chunk) + (gated ? ", gated" : "") + ": ");
       EXPECT_TRUE(testing::gradcheck_passes(
           [&](const std::vector<Tensor>& in) { return gated_delta_rule(in[0], in[1], in[2], in[3], gated ? in[4] : Tensor(), chunk, true); },
           inputs));
@@ -161,13 +150,6 @@ TEST(DeltaRule, NormalisingTheOutputInsideEqualsNormalisingAfter) {
     const Tensor beta = testing::param_uniform({kB, kH, kT}, 74, 0.05, 0.95), la = testing::param_uniform({kB, kH, kT}, 75, -0.7, -0.01);
     const Tensor weights = testing::param({kB, kH, kT, kDv}, 76);
     std::vector<Tensor> inputs{q, k, v, beta, la};
-    const auto grads_of = [&](const Tensor& out) {
-      for (Tensor& x : inputs) x.zero_grad();
-      sum(out * weights).backward();
-      std::vector<std::vector<double>> grads;
-      for (const Tensor& x : inputs) grads.push_back(x.grad().to_vector());
-      return grads;
-    };
     DeltaRuleOptions options;
     options.chunk = chunk, options.normalise_qk = true, options.normalise_output = true;
     Tensor factors;
@@ -176,9 +158,7 @@ TEST(DeltaRule, NormalisingTheOutputInsideEqualsNormalisingAfter) {
     const Tensor raw = recurrence(unit(q), unit(k), v, beta, la), after = raw * rms_factors(raw);
     testing::expect_values(inside, after.to_vector(), 1e-12);
     testing::expect_values(factors, rms_factors(raw).to_vector(), 1e-12);
-    const auto got = grads_of(inside), want = grads_of(after);
-    for (std::size_t i = 0; i < got.size(); ++i)
-      for (std::size_t j = 0; j < got[i].size(); ++j) EXPECT_NEAR(got[i][j], want[i][j], 1e-12) << "chunk " << chunk << ": input " << i << ", element " << j;
+    expect_same_grads(inside, after, weights, inputs, "chunk " + std::to_string(chunk) + ": ");
     EXPECT_TRUE(testing::gradcheck_passes([&](const std::vector<Tensor>& in) { return gated_delta_rule(in[0], in[1], in[2], in[3], in[4], options); },
                                           inputs));
   }
@@ -288,7 +268,9 @@ TEST(RecurrentKernels, DeltaPatternsAreSignedAndCausal) {
   for (std::size_t h = 0; h < 2; ++h)
     for (std::size_t i = 0; i < 8; ++i)
       for (std::size_t j = 0; j < 8; ++j) {
-        if (j > i) EXPECT_EQ(pattern.at({0, h, i, j}), 0.0);
+        if (j > i) {
+          EXPECT_EQ(pattern.at({0, h, i, j}), 0.0);
+        }
         negative = negative || pattern.at({0, h, i, j}) < 0;
       }
   EXPECT_TRUE(negative);
