@@ -63,13 +63,26 @@ bool empty_product(std::size_t m, std::size_t n, std::size_t k, T* c, std::size_
   return true;
 }
 
-// For beta = 0 OpenBLAS first zeroes C with its own beta kernel, then adds the product: zeroing C with
-// memset and asking for C + op(A) op(B) is faster (measured here with OpenBLAS 0.3.21's Zen kernels,
-// one thread: 768x384x128 NT 938 -> 860 us, 512x192x64 NT 177 -> 152 us, 64x4096x32 NT 330 -> 260 us;
-// never slower). The result is the same product (an exact -0 can come out as +0).
+// Whether OpenBLAS 0.3.21 runs a float product through its SkylakeX small-matrix kernels, which take
+// beta = 0 themselves (their b0 variants write C without reading it). Its permit, in its column-major
+// terms (a row-major call is C^T = op(B)^T op(A)^T: its transa is our tb, its M our n): M N K <= 100^3,
+// and for TN M N <= 1200 and K >= 32, for TT K >= 4. Other kernel sets have no small-matrix path.
+bool openblas_small_kernel(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k) {
+  static const bool skylakex = blas_core_name() == "SkylakeX";
+  if (!skylakex || static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) > 1e6) return false;
+  if (tb && !ta) return m * n <= 1200 && k >= 32;
+  if (tb && ta) return k >= 4;
+  return true;
+}
+
+// For beta = 0 OpenBLAS's general path first zeroes C with its own beta kernel, then adds the product:
+// zeroing C with memset and asking for C + op(A) op(B) is faster (measured here with OpenBLAS 0.3.21's
+// Zen kernels, one thread: 768x384x128 NT 938 -> 860 us, 512x192x64 NT 177 -> 152 us, 64x4096x32 NT
+// 330 -> 260 us; never slower). The result is the same product (an exact -0 can come out as +0). Its
+// small-matrix kernels need no memset (`small`): beta = 0 goes to them as it is.
 template <class T>
-T zero_then_accumulate(std::size_t m, std::size_t n, T* c, std::size_t ldc, T beta) {
-  if (beta != T(0)) return beta;
+T zero_then_accumulate(std::size_t m, std::size_t n, T* c, std::size_t ldc, T beta, bool small = false) {
+  if (beta != T(0) || small) return beta;
   if (ldc == n) {
     std::memset(c, 0, m * n * sizeof(T));
   } else {
@@ -122,7 +135,7 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const f
   if (onednn && dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', dim(m), dim(n), dim(k), 1.0f, a, dim(lda), b, dim(ldb), beta, c, dim(ldc)) ==
       dnnl_success)
     return;
-  beta = zero_then_accumulate(m, n, c, ldc, beta);
+  beta = zero_then_accumulate(m, n, c, ldc, beta, openblas_small_kernel(ta, tb, m, n, k));
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
               static_cast<int>(ldc));
