@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "framework/attention/kernel.hpp"
 #include "framework/attention/recurrent/delta_rule.hpp"
+#include "framework/autograd/gradcheck.hpp"
 #include "tests/test_util.hpp"
 
 namespace attnlab {
@@ -306,6 +308,49 @@ TEST(RecurrentKernels, PaddedKeysWriteNothingAndDecayNothing) {
     const Tensor padded_out = kernel->forward(q, k, v, with_padding).output;
     const Tensor compact_out = kernel->forward(real(q, 2), real(k, 2), real(v, 2), without).output;
     testing::expect_values(real(padded_out, 2), compact_out.to_vector(), 1e-12);
+  }
+}
+
+// The gates the kernels take from the layer input (one fused op, head_gates) are their formulas, composed
+// here from autograd ops: beta = sigmoid(w . x + b), log alpha = -exp(a) softplus(w . x + dt); gated_delta
+// takes both from one product. And their gradients, parameters included, for the data-gated decay too
+// (the registry's gradcheck builds every kernel with its default options, where decay's gate is fixed).
+TEST(RecurrentKernels, GatesFromTheInputAreTheirFormulasAndGradcheck) {
+  constexpr std::size_t h = 2, t = 7, d = 4;
+  const auto softplus = [](const Tensor& z) { return relu(z) + log(add(exp(z - relu(z) - relu(z)), 1.0)); };  // exp(-|z|) inside
+  const auto heads_first = [](const Tensor& x) { return permute(x, {0, 2, 1}); };
+  for (const auto& [name, options] : std::vector<std::pair<std::string, std::string>>{
+           {"delta", "{chunk: 3}"}, {"gated_delta", "{chunk: 3}"}, {"decay", "{chunk: 3, gate: data}"}}) {
+    Generator gen(5);
+    auto kernel = make_kernel(name, KernelSpec{h, d, t, true, false}, YAML::Load(options), gen);
+    kernel->to(DType::float64);
+    std::map<std::string, Tensor> p;
+    for (const auto& named : kernel->named_parameters()) p[named.name] = named.tensor;
+    const Tensor q = testing::param({2, h, t, d}, 51), k = testing::param({2, h, t, d}, 52), v = testing::param({2, h, t, d}, 53);
+    const Tensor x = testing::param({2, t, h * d}, 54);
+    Tensor beta, la;
+    if (p.count("beta.proj.weight")) beta = heads_first(sigmoid(linear(x, p["beta.proj.weight"], p["beta.proj.bias"])));
+    if (p.count("decay.a_log"))
+      la = heads_first(neg(exp(p["decay.a_log"])) * softplus(linear(x, p["decay.proj.weight"], p["decay.dt_bias"])));
+    ASSERT_EQ(beta.defined(), name != "decay") << name;
+    ASSERT_EQ(la.defined(), name != "delta") << name;
+    DeltaRuleOptions rule;
+    rule.chunk = 3, rule.normalise_qk = name != "decay", rule.normalise_output = true;
+    const Tensor want = gated_delta_rule(name == "decay" ? q * (1.0 / std::sqrt(static_cast<double>(d))) : q, k, v, beta, la, rule);
+    AttentionContext context{true};
+    context.input = x;
+    testing::expect_values(kernel->forward(q, k, v, context).output, want.to_vector(), 1e-12);
+
+    std::vector<Tensor> inputs{q.detach().set_requires_grad(true), x.detach().set_requires_grad(true)};
+    for (const auto& named : kernel->named_parameters()) inputs.push_back(named.tensor);
+    const GradcheckResult check = gradcheck(
+        [&](const std::vector<Tensor>& in) {
+          AttentionContext c{true};
+          c.input = in[1];
+          return kernel->forward(in[0], k, v, c).output;
+        },
+        inputs);
+    EXPECT_TRUE(check.ok) << name << ":\n" << check.report();
   }
 }
 

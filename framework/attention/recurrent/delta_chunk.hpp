@@ -67,12 +67,13 @@ struct Scratch {
   Scratch(const RuleDims& d)
       : l(d.chunk), columns(d.chunk), dl(d.chunk), exps(3 * d.chunk), inv_g(d.chunk), g(d.chunk), c(d.chunk), gamma(d.chunk * d.chunk),
         qk(2 * d.chunk * d.dk), qk_t(2 * d.chunk * d.dk), pm(2 * d.chunk * d.chunk), sd(2 * d.dk * d.dv), qks(4 * d.chunk * d.dv),
-        left(2 * d.chunk * d.chunk), ob(2 * d.chunk * d.dv), prod(2 * d.chunk * std::max(d.chunk, d.dk)), du(d.chunk * d.dv),
-        ut(d.dv * d.chunk), st(2 * d.dv * d.dk), nk(d.chunk * d.dk), state(d.dk * d.dv) {}
+        left(2 * d.chunk * d.chunk), ob(2 * d.chunk * d.dv), prod(2 * d.chunk * std::max(d.chunk, d.dk)), ut(d.dv * d.chunk),
+        st(2 * d.dv * d.dk), du(d.chunk * d.dv), nk(d.chunk * d.dk), state(d.dk * d.dv) {}
 };
 
 // The chunk's cumulative log decay l_i, g_i = exp(l_i), c_i = exp(l_{n-1} - l_i) and, when gated,
-// Gamma_ij = exp(l_i - l_j) for j <= i; 0, 1, 1 ungated. l is summed in double whatever T is: in float
+// Gamma_ij = exp(l_i - l_j) for j <= i and 0 above the diagonal (whole rows, so that the loops that
+// multiply by it run over whole rows, with no short tails); 0, 1, 1 ungated. l is summed in double whatever T is: in float
 // the running sum's rounding (about eps |l_i| per term) would enter every g_i and Gamma_ij as a relative
 // error that grows with the chunk and the decay's strength, where the token-by-token recurrence has
 // about eps per decay. Gamma is g_i / g_j while g stays far from underflow (l > -60 in float, -600 in
@@ -102,8 +103,7 @@ void chunk_gates(const T* log_alpha, std::size_t n, Scratch<T>& s) {
       T* row = s.gamma.data() + i * n;
       const T gi = s.g[i];
 #pragma omp simd
-      for (std::size_t j = 0; j < i; ++j) row[j] = gi * s.inv_g[j];
-      row[i] = T(1);
+      for (std::size_t j = 0; j < n; ++j) row[j] = j < i ? gi * s.inv_g[j] : T(j == i);
     }
     return;
   }
@@ -113,24 +113,22 @@ void chunk_gates(const T* log_alpha, std::size_t n, Scratch<T>& s) {
 #pragma omp simd
     for (std::size_t j = 0; j <= i; ++j) row[j] = static_cast<T>(li - s.l[j]);
     rowops::exp_shifted(row, row, i + 1, T(0));  // exp(l_i - l_j)
+    std::fill(row + i + 1, row + n, T(0));
   }
 }
 
 // m [n, n] (leading dimension n) times Gamma on and below the diagonal, zero above it (P, which enters
-// products whole); `strict`: times Gamma below the diagonal, the rest left as it is (M, of which only
-// the strictly lower part is ever read).
+// products whole); `strict`: only the strictly lower part matters (M), the rest may be anything. Gated,
+// m . Gamma over whole rows does both (Gamma is zero above the diagonal, one on it).
 template <class T>
 void decay_lower(T* m, std::size_t n, const Scratch<T>& s, bool strict, bool gated) {
-  for (std::size_t i = 0; i < n; ++i) {
-    T* row = m + i * n;
-    const T* gamma = s.gamma.data() + i * n;
-    const std::size_t end = strict ? i : i + 1;
-    if (gated) {
+  if (gated) {
 #pragma omp simd
-      for (std::size_t j = 0; j < end; ++j) row[j] *= gamma[j];
-    }
-    if (!strict) std::fill(row + end, row + n, T(0));
+    for (std::size_t i = 0; i < n * n; ++i) m[i] *= s.gamma[i];
+    return;
   }
+  if (strict) return;
+  for (std::size_t i = 0; i + 1 < n; ++i) std::fill(m + i * n + i + 1, m + (i + 1) * n, T(0));
 }
 
 // The chunk's [Q; K] into s.qk [2n, Dk]; with normalise_qk each row divided by its norm on the way, its

@@ -40,14 +40,16 @@ void output_pair_grad(std::size_t n, const RuleDims& d, Scratch<T>& s) {
   std::fill(s.columns.begin(), s.columns.end(), 0.0);
   for (std::size_t i = 0; i < n; ++i) {
     T* dp = s.prod.data() + i * n;
-    std::fill(dp + i + 1, dp + n, T(0));
-    if (!d.gated) continue;
-    const T *pi = s.pm.data() + i * n, *gamma = s.gamma.data() + i * n;
+    if (!d.gated) {
+      std::fill(dp + i + 1, dp + n, T(0));
+      continue;
+    }
+    const T *pi = s.pm.data() + i * n, *gamma = s.gamma.data() + i * n;  // P and Gamma: zero above the diagonal
     double* column = s.columns.data();
     double row = 0;
 #pragma omp simd reduction(+ : row)
-    for (std::size_t j = 0; j < i; ++j) {  // the diagonal (Gamma_ii = 1) would add to row i and take from column i alike
-      const double share = static_cast<double>(dp[j]) * static_cast<double>(pi[j]);
+    for (std::size_t j = 0; j < n; ++j) {  // whole rows; the diagonal (Gamma_ii = 1) would add to row i and take from column i alike
+      const double share = j < i ? static_cast<double>(dp[j]) * static_cast<double>(pi[j]) : 0.0;
       row += share;
       column[j] += share;
       dp[j] *= gamma[j];
@@ -72,12 +74,15 @@ void delta_pair_grad(const T* beta, std::size_t n, const RuleDims& d, const Chun
     T dbeta = 0;
     double row = 0;
     const T b = beta[i];
-    if (d.gated) {
-#pragma omp simd reduction(+ : dbeta, row)
-      for (std::size_t j = 0; j < i; ++j) {
-        const T da = -xi[j], dm = b * da;
-        dbeta += da * mi[j];
-        const double share = static_cast<double>(dm) * static_cast<double>(mi[j]);
+    // Whole rows with the strictly lower part selected (no short tails; M above it may be anything).
+    if (d.gated) {  // two loops: GCC vectorises neither when one holds a float and a double reduction
+#pragma omp simd reduction(+ : dbeta)
+      for (std::size_t j = 0; j < n; ++j) dbeta += j < i ? -xi[j] * mi[j] : T(0);
+#pragma omp simd reduction(+ : row)
+      for (std::size_t j = 0; j < n; ++j) {
+        const bool lower = j < i;
+        const T dm = lower ? -b * xi[j] : T(0);
+        const double share = static_cast<double>(dm) * static_cast<double>(lower ? mi[j] : T(0));
         row += share;
         column[j] += share;
         xi[j] = dm * gamma[j];
@@ -85,13 +90,13 @@ void delta_pair_grad(const T* beta, std::size_t n, const RuleDims& d, const Chun
       s.dl[i] += row;
     } else {
 #pragma omp simd reduction(+ : dbeta)
-      for (std::size_t j = 0; j < i; ++j) {
-        const T da = -xi[j];
-        dbeta += da * mi[j];
+      for (std::size_t j = 0; j < n; ++j) {
+        const bool lower = j < i;
+        const T da = lower ? -xi[j] : T(0);
+        dbeta += da * (lower ? mi[j] : T(0));
         xi[j] = b * da;
       }
     }
-    std::fill(xi + i, xi + n, T(0));
     gr.dbeta[i] = dbeta;
   }
   if (d.gated)
