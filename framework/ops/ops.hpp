@@ -33,8 +33,8 @@ Tensor relu(const Tensor& x);   // gradient at exactly 0 is 0
 Tensor gelu(const Tensor& x);   // exact form: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
 // grad * gelu'(x), the backward of gelu (for fused ops that recompute it).
 Tensor gelu_backward(const Tensor& x, const Tensor& grad);
-// gelu(x) W^T + b (a Linear after a GELU) keeping only x for backward: the activation is recomputed
-// there instead of being held from forward to backward. x [..., in], weight [out, in], bias [out] or
+// gelu(x) W^T + b (a Linear after a GELU): the activation and GELU's slope come from one pass and are
+// held for the backward, which makes no GELU pass. x [..., in], weight [out, in], bias [out] or
 // undefined.
 Tensor gelu_linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 Tensor elu(const Tensor& x, double alpha = 1.0);
