@@ -54,7 +54,6 @@ Tensor identity(std::size_t n, DType dtype) {
   return from_vector(values, {n, n}, dtype);
 }
 
-
 // The keep mask [B, 1, T, 1] (1 for real keys) or undefined without padding.
 Tensor keep_mask(const AttentionContext& context, std::size_t batch, std::size_t t, DType dtype) {
   if (!context.key_padding_mask.defined()) return Tensor();
