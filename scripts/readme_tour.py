@@ -142,20 +142,14 @@ def normalise(text, numbers=False):
 
 # --- Running the tour -----------------------------------------------------------------------------------
 
-def cpu_vendor(cpuinfo):
-    """GenuineIntel, AuthenticAMD, ... (unknown when /proc/cpuinfo does not say)."""
-    found = re.search(r"^vendor_id\s*:\s*(\S+)", cpuinfo, re.M)
-    return found.group(1) if found else "unknown vendor"
-
-
 def machine(folder):
     """What decides the bits besides the build: OpenBLAS's kernel set, the CPU's vector width and its vendor
     (oneDNN picks its kernels by what the CPU reports, so two vendors' AVX-512 may round apart)."""
     with open(os.path.join(folder, "runs", "induction", "summary.json")) as summary:
-        core = json.load(summary).get("openblas_core", "unknown")
+        run = json.load(summary)  # the kernel set and the vendor, as the run recorded them
     flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
     width = "AVX-512" if " avx512f" in flags else "AVX2" if " avx2" in flags else "no AVX2"
-    return f"OpenBLAS {core}, {width}, {cpu_vendor(flags)}"
+    return f"OpenBLAS {run.get('openblas_core', 'unknown')}, {width}, {run.get('cpu_vendor', 'unknown')}"
 
 
 def run_tour(binary, pythonpath, folder):

@@ -5,6 +5,10 @@
 #include <omp.h>
 #include <unistd.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <cstdlib>
 #include <cstring>
 
@@ -17,6 +21,18 @@ int openblas_get_num_threads(void);
 namespace attnlab {
 
 std::string blas_core_name() { return openblas_get_corename(); }
+
+std::string cpu_vendor() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx)) {
+    char name[13] = {};
+    std::memcpy(name, &ebx, 4), std::memcpy(name + 4, &edx, 4), std::memcpy(name + 8, &ecx, 4);  // the vendor's 12 letters
+    return name;
+  }
+#endif
+  return "unknown";
+}
 
 std::string better_blas_core() {
   if (std::getenv("OPENBLAS_CORETYPE")) return "";

@@ -15,6 +15,10 @@ namespace attnlab {
 
 // The kernel set OpenBLAS chose ("SkylakeX", "Haswell", "Prescott", ...).
 std::string blas_core_name();
+// The CPU's vendor as cpuid reports it ("GenuineIntel", "AuthenticAMD"; "unknown" where there is no cpuid).
+// oneDNN picks its kernels by what the CPU reports, so with blas_core_name() it is what decides a run's
+// bits besides the build: runs repeat bit for bit on machines that agree on both.
+std::string cpu_vendor();
 // The core OpenBLAS should use on this CPU when it chose a slower generic one; empty when its choice is
 // fine or OPENBLAS_CORETYPE is already set.
 std::string better_blas_core();

@@ -30,17 +30,8 @@ def run(attnlab, config, folder):
         row = json.loads(line)
         if row["split"] == "train":
             losses[row["step"]] = row["loss"]
-    core = json.load(open(os.path.join(run_dir, "summary.json")))["openblas_core"]
-    return f"{core} {cpu_vendor()}", losses
-
-
-def cpu_vendor():
-    """GenuineIntel, AuthenticAMD, ... from /proc/cpuinfo ("unknown" when it does not say)."""
-    if os.path.exists("/proc/cpuinfo"):
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("vendor_id"):
-                return line.split(":", 1)[1].strip()
-    return "unknown"
+    summary = json.load(open(os.path.join(run_dir, "summary.json")))  # the kernels and vendor the run recorded
+    return f"{summary['openblas_core']} {summary['cpu_vendor']}", losses
 
 
 def main():

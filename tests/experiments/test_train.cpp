@@ -17,6 +17,7 @@
 #include "experiments/runner/metrics_log.hpp"
 #include "experiments/runner/run_folder.hpp"
 #include "experiments/runner/train.hpp"
+#include "framework/ops/blas.hpp"
 #include "framework/io/checkpoint.hpp"
 #include "framework/io/npy.hpp"
 #include "framework/models/vit.hpp"
@@ -77,6 +78,24 @@ TEST_F(Training, SameSeedSameRunBitForBit) {
   const TrainResult b = train_experiment(small(dir_, "b", 30), 1);
   EXPECT_EQ(metric_rows(a.run_dir), metric_rows(b.run_dir));
   expect_same_state(a.run_dir, b.run_dir);
+}
+
+// What decides a run's bits besides the build, as summary.json records it for the scripts that compare
+// runs (golden.py, readme_tour.py): OpenBLAS's kernel set and the CPU's vendor, the latter from cpuid,
+// here against the kernel's own reading in /proc/cpuinfo.
+TEST_F(Training, TheSummaryRecordsTheKernelsAndTheCpuVendor) {
+  const TrainResult r = train_experiment(small(dir_, "machine", 2), 1);
+  const std::optional<RunSummary> s = read_summary(r.run_dir);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->openblas_core, blas_core_name());
+  EXPECT_EQ(s->cpu_vendor, cpu_vendor());
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (line.rfind("vendor_id", 0) != 0) continue;
+    EXPECT_EQ(s->cpu_vendor, line.substr(line.find(':') + 2)) << line;
+    return;
+  }
+  GTEST_SKIP() << "/proc/cpuinfo names no vendor_id to compare with";
 }
 
 TEST_F(Training, ResumedRunMatchesAnUninterruptedOne) {
