@@ -127,6 +127,22 @@ std::vector<Tensor> head_gates(const Tensor& z, const std::vector<GateKind>& kin
   return gates;
 }
 
+// What a gate module multiplies the layer input by (z = x W^T + b) and which gate z becomes.
+struct GateInput {
+  Tensor weight, bias;
+  GateKind kind;
+};
+
+// The gates of one or more modules from the layer input x [B, T, C], each [B, H, T]: their projections
+// as one product (x read once each way however many gates), then head_gates. a_log: the decay's rates.
+std::vector<Tensor> gates_from(const Tensor& x, const std::vector<GateInput>& inputs, const Tensor& a_log) {
+  std::vector<Tensor> weights, biases;
+  std::vector<GateKind> kinds;
+  for (const GateInput& in : inputs) weights.push_back(in.weight), biases.push_back(in.bias), kinds.push_back(in.kind);
+  const Tensor z = inputs.size() == 1 ? linear(x, weights[0], biases[0]) : linear(x, concat(weights, 0), concat(biases, 0));
+  return head_gates(z, kinds, a_log);
+}
+
 // Mamba-2's decay gate: log alpha_t = -exp(a_h) softplus(w_h . x_t + dt_h), per head. Init as Mamba-2:
 // exp(a_h) uniform in [1, 16], softplus(dt_h) log-uniform in [0.001, 0.1].
 class DecayGateModule : public Module {
@@ -143,8 +159,9 @@ class DecayGateModule : public Module {
     a_log = register_parameter("a_log", from_vector(a, {heads}), ParamKind::bias);
     dt_bias = register_parameter("dt_bias", from_vector(dt, {heads}), ParamKind::bias);
   }
-  // x [B, T, C] -> log alpha [B, H, T]; dt_bias is the projection's bias
-  Tensor forward(const Tensor& x) const { return head_gates(linear(x, proj->weight, dt_bias), {GateKind::decay}, a_log)[0]; }
+  GateInput input() const { return {proj->weight, dt_bias, GateKind::decay}; }  // dt_bias is the projection's bias
+  // x [B, T, C] -> log alpha [B, H, T]
+  Tensor forward(const Tensor& x) const { return gates_from(x, {input()}, a_log)[0]; }
   std::shared_ptr<Linear> proj;
   Tensor a_log, dt_bias;
 };
@@ -254,7 +271,8 @@ class WriteStrength : public Module {
   WriteStrength(std::size_t width, std::size_t heads, Generator& gen) {
     proj = register_module("proj", std::make_shared<Linear>(width, heads, true, gen));
   }
-  Tensor forward(const Tensor& x) const { return head_gates(proj->forward(x), {GateKind::write}, Tensor())[0]; }
+  GateInput input() const { return {proj->weight, proj->bias, GateKind::write}; }
+  Tensor forward(const Tensor& x) const { return gates_from(x, {input()}, Tensor())[0]; }
   std::shared_ptr<Linear> proj;
 };
 
@@ -292,8 +310,7 @@ class GatedDeltaKernel : public RecurrentKernel {
   // beta's and the decay's projections as one product, x [B, T, C] read once each way instead of twice
   // (each was a Linear C -> H, memory-bound on x: 4% of a step apiece at 4096 tokens).
   Inputs prepare(const Tensor& q, const Tensor& k, const Tensor& x) const override {
-    const Tensor z = linear(x, concat({beta->proj->weight, decay->proj->weight}, 0), concat({beta->proj->bias, decay->dt_bias}, 0));
-    const std::vector<Tensor> gates = head_gates(z, {GateKind::write, GateKind::decay}, decay->a_log);
+    const std::vector<Tensor> gates = gates_from(x, {beta->input(), decay->input()}, decay->a_log);
     return {q, k, gates[0], gates[1], true};
   }
 };
