@@ -103,7 +103,9 @@ void chunk_gates(const T* log_alpha, std::size_t n, Scratch<T>& s) {
       T* row = s.gamma.data() + i * n;
       const T gi = s.g[i];
 #pragma omp simd
-      for (std::size_t j = 0; j < n; ++j) row[j] = j < i ? gi * s.inv_g[j] : T(j == i);
+      for (std::size_t j = 0; j < i; ++j) row[j] = gi * s.inv_g[j];
+      row[i] = T(1);
+      std::fill(row + i + 1, row + n, T(0));
     }
     return;
   }
@@ -145,7 +147,7 @@ void load_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, std:
   for (std::size_t i = 0; i < 2 * n; ++i) {
     const T* x = i < n ? q + i * dk : k + (i - n) * dk;
     T& factor = i < n ? in.q_factor[t0 + i] : in.k_factor[t0 + i - n];
-    if (fresh) factor = T(1) / std::sqrt(rowops::dot(x, x, dk) + static_cast<T>(kQkNormEps));
+    if (fresh) factor = T(1) / std::sqrt(chunk_blocks::dot(x, x, dk) + static_cast<T>(kQkNormEps));
     const T f = factor;
 #pragma omp simd
     for (std::size_t e = 0; e < dk; ++e) s.qk[i * dk + e] = x[e] * f;
@@ -190,7 +192,7 @@ void forward_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, s
   if (d.normalise_output) {
     for (std::size_t i = 0; i < n; ++i) {
       T* oi = out + i * dv;
-      const T f = T(1) / std::sqrt(rowops::dot(oi, oi, dv) / static_cast<T>(dv) + static_cast<T>(kQkNormEps));
+      const T f = T(1) / std::sqrt(chunk_blocks::dot(oi, oi, dv) / static_cast<T>(dv) + static_cast<T>(kQkNormEps));
       in.out_factor[t0 + i] = f;
 #pragma omp simd
       for (std::size_t e = 0; e < dv; ++e) oi[e] *= f;

@@ -40,21 +40,12 @@ void output_pair_grad(std::size_t n, const RuleDims& d, Scratch<T>& s) {
   std::fill(s.columns.begin(), s.columns.end(), 0.0);
   for (std::size_t i = 0; i < n; ++i) {
     T* dp = s.prod.data() + i * n;
-    if (!d.gated) {
-      std::fill(dp + i + 1, dp + n, T(0));
-      continue;
-    }
-    const T *pi = s.pm.data() + i * n, *gamma = s.gamma.data() + i * n;  // P and Gamma: zero above the diagonal
-    double* column = s.columns.data();
-    double row = 0;
-#pragma omp simd reduction(+ : row)
-    for (std::size_t j = 0; j < n; ++j) {  // whole rows; the diagonal (Gamma_ii = 1) would add to row i and take from column i alike
-      const double share = j < i ? static_cast<double>(dp[j]) * static_cast<double>(pi[j]) : 0.0;
-      row += share;
-      column[j] += share;
-      dp[j] *= gamma[j];
-    }
-    s.dl[i] += row;
+    std::fill(dp + i + 1, dp + n, T(0));
+    if (!d.gated) continue;
+    const T *pi = s.pm.data() + i * n, *gamma = s.gamma.data() + i * n;
+    s.dl[i] += chunk_blocks::shares(dp, pi, i, s.columns.data());  // j < i: the diagonal's would add to row i and take from column i alike
+#pragma omp simd
+    for (std::size_t j = 0; j < i; ++j) dp[j] *= gamma[j];  // Gamma_ii = 1
   }
   if (d.gated)
     for (std::size_t j = 0; j < n; ++j) s.dl[j] -= s.columns[j];
@@ -63,41 +54,23 @@ void output_pair_grad(std::size_t n, const RuleDims& d, Scratch<T>& s) {
 
 // The delta correction's share through A = diag(beta) M, given -dA = dB U^T in s.prod's last n rows:
 // dbeta's dA . M part, the shares in dl, and X + X^T (X = dM . Gamma) into s.left's last n columns.
+// Only the strictly lower parts (j < i) of M and dA enter; X is zero elsewhere.
 template <class T>
 void delta_pair_grad(const T* beta, std::size_t n, const RuleDims& d, const ChunkGrads<T>& gr, Scratch<T>& s) {
   std::fill(s.columns.begin(), s.columns.end(), 0.0);
-  T* x = s.prod.data() + n * n;  // -dA, becomes X below the diagonal and zero elsewhere
+  T* x = s.prod.data() + n * n;  // -dA, becomes X
   for (std::size_t i = 0; i < n; ++i) {
     const T *mi = s.pm.data() + (n + i) * n, *gamma = s.gamma.data() + i * n;
     T* xi = x + i * n;
-    double* column = s.columns.data();
-    T dbeta = 0;
-    double row = 0;
     const T b = beta[i];
-    // Whole rows with the strictly lower part selected (no short tails; M above it may be anything).
-    if (d.gated) {  // two loops: GCC vectorises neither when one holds a float and a double reduction
-#pragma omp simd reduction(+ : dbeta)
-      for (std::size_t j = 0; j < n; ++j) dbeta += j < i ? -xi[j] * mi[j] : T(0);
-#pragma omp simd reduction(+ : row)
-      for (std::size_t j = 0; j < n; ++j) {
-        const bool lower = j < i;
-        const T dm = lower ? -b * xi[j] : T(0);
-        const double share = static_cast<double>(dm) * static_cast<double>(lower ? mi[j] : T(0));
-        row += share;
-        column[j] += share;
-        xi[j] = dm * gamma[j];
-      }
-      s.dl[i] += row;
-    } else {
-#pragma omp simd reduction(+ : dbeta)
-      for (std::size_t j = 0; j < n; ++j) {
-        const bool lower = j < i;
-        const T da = lower ? -xi[j] : T(0);
-        dbeta += da * (lower ? mi[j] : T(0));
-        xi[j] = b * da;
-      }
-    }
-    gr.dbeta[i] = dbeta;
+    gr.dbeta[i] = -chunk_blocks::dot(xi, mi, i);
+#pragma omp simd
+    for (std::size_t j = 0; j < i; ++j) xi[j] *= -b;  // dM
+    std::fill(xi + i, xi + n, T(0));
+    if (!d.gated) continue;
+    s.dl[i] += chunk_blocks::shares(xi, mi, i, s.columns.data());
+#pragma omp simd
+    for (std::size_t j = 0; j < i; ++j) xi[j] *= gamma[j];
   }
   if (d.gated)
     for (std::size_t j = 0; j < n; ++j) s.dl[j] -= s.columns[j];
@@ -118,9 +91,18 @@ void delta_value_grad(const T* v, const T* beta, std::size_t n, const RuleDims& 
     const T* vi = v + i * dv;
     const T gi = s.g[i], b = beta[i];
     T *db = s.ob.data() + (n + i) * dv, *dvi = gr.dv + i * dv;
-    T db_r = 0, dv_ks = 0;
-#pragma omp simd reduction(+ : db_r, dv_ks)
-    for (std::size_t e = 0; e < dv; ++e) {
+    using chunk_blocks::load_lanes, chunk_blocks::store_lanes;
+    chunk_blocks::Lanes<T> lanes_r{}, lanes_ks{};
+    std::size_t e = 0;
+    for (; e + 8 <= dv; e += 8) {
+      const chunk_blocks::Lanes<T> dbe = load_lanes(db + e), kse = load_lanes(ks + e), dr = b * dbe;
+      lanes_r += dbe * (load_lanes(vi + e) - gi * kse);
+      lanes_ks += dr * kse;
+      store_lanes(dvi + e, dr);
+      store_lanes(db + e, dr);
+    }
+    T db_r = chunk_blocks::lane_sum(lanes_r), dv_ks = chunk_blocks::lane_sum(lanes_ks);
+    for (; e < dv; ++e) {
       db_r += db[e] * (vi[e] - gi * ks[e]);
       const T dr = b * db[e];
       dvi[e] = dr;
@@ -160,8 +142,8 @@ void state_grads(std::size_t t0, std::size_t n, const RuleDims& d, const T* stat
   const bool first = t0 == 0, final = t0 + n == d.tokens;
   if (!first) state_products(n, d, state, gr, s);
   if (d.gated && !first) {
-    for (std::size_t i = 0; i < n; ++i) s.dl[i] += s.g[i] * rowops::dot(gr.go + i * dv, s.qks.data() + i * 2 * dv, dv);  // dO . Q S
-    s.dl[last] += s.g[last] * rowops::dot(state, ds, dk * dv);
+    for (std::size_t i = 0; i < n; ++i) s.dl[i] += s.g[i] * chunk_blocks::dot(gr.go + i * dv, s.qks.data() + i * 2 * dv, dv);  // dO . Q S
+    s.dl[last] += s.g[last] * chunk_blocks::dot(state, ds, dk * dv);
   }
   if (!final) {
     T* ds_t = s.st.data() + dv * dk;
@@ -193,7 +175,7 @@ void unnormalise_grads(const HeadInputs<T>& in, const RuleDims& d, std::size_t t
   for (std::size_t i = 0; i < 2 * n; ++i) {
     const T* x = s.qk.data() + i * dk;
     T* dx = i < n ? gr.dq + i * dk : gr.dk + (i - n) * dk;
-    const T f = i < n ? in.q_factor[t0 + i] : in.k_factor[t0 + i - n], along = rowops::dot(x, dx, dk);
+    const T f = i < n ? in.q_factor[t0 + i] : in.k_factor[t0 + i - n], along = chunk_blocks::dot(x, dx, dk);
 #pragma omp simd
     for (std::size_t e = 0; e < dk; ++e) dx[e] = f * (dx[e] - x[e] * along);
   }
@@ -225,7 +207,7 @@ void backward_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, 
   gemm(true, false, n, dv, n, s.pm.data(), n, gr.go, dv, s.du.data(), dv);  // dU = P^T dO
   for (std::size_t j = 0; j < n; ++j) {  // dU += diag(c) K dS
     const T* kds = s.qks.data() + (n + j) * wide + dv;
-    const T cj = s.c[j], dc = rowops::dot(kds, u + j * dv, dv);
+    const T cj = s.c[j], dc = chunk_blocks::dot(kds, u + j * dv, dv);
 #pragma omp simd
     for (std::size_t e = 0; e < dv; ++e) s.du[j * dv + e] += cj * kds[e];
     s.dl[last] += cj * dc;
@@ -308,7 +290,7 @@ const T* output_grad(const RuleDims& d, const Saved& saved, const Tensor& g, std
   if (!d.normalise_output) return gi;
   const T *y = saved.out.data<T>() + at * d.dv, *f = saved.out_factors.data<T>() + at;
   for (std::size_t i = 0; i < n; ++i) {
-    const T along = rowops::dot(y + i * d.dv, gi + i * d.dv, d.dv) / static_cast<T>(d.dv);
+    const T along = chunk_blocks::dot(y + i * d.dv, gi + i * d.dv, d.dv) / static_cast<T>(d.dv);
 #pragma omp simd
     for (std::size_t e = 0; e < d.dv; ++e) raw[i * d.dv + e] = f[i] * (gi[i * d.dv + e] - y[i * d.dv + e] * along);
   }
