@@ -47,9 +47,14 @@ void layer_norm_forward_rows(std::size_t r0, std::size_t r1, std::size_t cols, T
     T* __restrict hr = ph + r * cols;
     T* __restrict yr = py + r * cols;
     const T mu = rowops::sum(xr, cols) / static_cast<T>(cols);
-    T v = 0;
-#pragma omp simd reduction(+ : v)
-    for (std::size_t i = 0; i < cols; ++i) v += (xr[i] - mu) * (xr[i] - mu);
+    simd::Vec<T> lanes{};
+    std::size_t i = 0;
+    for (; i + simd::kLanes<T> <= cols; i += simd::kLanes<T>) {
+      const simd::Vec<T> centred = simd::load(xr + i) - mu;
+      lanes += centred * centred;
+    }
+    T v = simd::horizontal_sum<T>(lanes);
+    for (; i < cols; ++i) v += (xr[i] - mu) * (xr[i] - mu);
     const T rstd = T(1) / std::sqrt(v / static_cast<T>(cols) + eps);
     ps[r] = rstd;
 #pragma omp simd
@@ -117,9 +122,15 @@ void layer_norm_backward_rows(std::size_t r0, std::size_t r1, std::size_t cols, 
       for (std::size_t i = 0; i < cols; ++i) db[i] += gr[i];
     }
     if (!gx) continue;
-    T mean_dh = 0, mean_dh_h = 0;
-#pragma omp simd reduction(+ : mean_dh, mean_dh_h)
-    for (std::size_t i = 0; i < cols; ++i) {
+    simd::Vec<T> lanes_dh{}, lanes_dh_h{};
+    std::size_t i = 0;
+    for (; i + simd::kLanes<T> <= cols; i += simd::kLanes<T>) {
+      const simd::Vec<T> dh = kWeight ? simd::load(gr + i) * simd::load(pw + i) : simd::load(gr + i);
+      lanes_dh += dh;
+      lanes_dh_h += dh * simd::load(hr + i);
+    }
+    T mean_dh = simd::horizontal_sum<T>(lanes_dh), mean_dh_h = simd::horizontal_sum<T>(lanes_dh_h);
+    for (; i < cols; ++i) {
       const T dh = kWeight ? gr[i] * pw[i] : gr[i];
       mean_dh += dh;
       mean_dh_h += dh * hr[i];

@@ -1,9 +1,9 @@
 // Row kernels shared by the fused ops that work row by row over contiguous raw pointers (softmax, layer
-// norm, cross-entropy, and the attention kernels' own fused ops): reductions as OpenMP simd reductions
-// (without -ffast-math the compiler may not reorder a floating-point reduction by itself, and a serial
-// chain of adds is bound by their latency) and exp through xsimd (xtensor expressions over one row),
-// because a scalar std::exp loop does not vectorise without -ffast-math. Include it only from .cpp files
-// that already pay for xtensor's headers.
+// norm, cross-entropy, and the attention kernels' own fused ops): reductions in vector lanes folded in a
+// fixed tree (framework/ops/simd.hpp: without -ffast-math the compiler may not reorder a floating-point
+// reduction by itself, and a serial chain of adds is bound by their latency) and exp through xsimd
+// (xtensor expressions over one row), because a scalar std::exp loop does not vectorise without
+// -ffast-math. Include it only from .cpp files that already pay for xtensor's headers.
 #pragma once
 
 #include <algorithm>
@@ -21,6 +21,7 @@
 #include <xtensor/xmath.hpp>
 #include <xtensor/xnoalias.hpp>
 
+#include "framework/ops/simd.hpp"
 #include "framework/tensor/tensor.hpp"
 
 namespace attnlab::rowops {
@@ -39,26 +40,26 @@ auto view(T* data, std::size_t n) {
 
 template <class T>
 T max(const T* x, std::size_t n) {
-  T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-  for (std::size_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  constexpr std::size_t W = simd::Simd<T>::lanes;
+  simd::Vec<T> acc = simd::splat(-std::numeric_limits<T>::infinity());
+  std::size_t i = 0;
+  for (; i + W <= n; i += W) {
+    const simd::Vec<T> v = simd::load(x + i);
+    acc = v > acc ? v : acc;  // NaN never wins, as in x[i] > m ? x[i] : m
+  }
+  T m = simd::horizontal_max<T>(acc);
+  for (; i < n; ++i) m = x[i] > m ? x[i] : m;
   return m;
 }
 
 template <class T>
 T sum(const T* x, std::size_t n) {
-  T s = 0;
-#pragma omp simd reduction(+ : s)
-  for (std::size_t i = 0; i < n; ++i) s += x[i];
-  return s;
+  return simd::sum(x, n);
 }
 
 template <class T>
 T dot(const T* x, const T* y, std::size_t n) {
-  T s = 0;
-#pragma omp simd reduction(+ : s)
-  for (std::size_t i = 0; i < n; ++i) s += x[i] * y[i];
-  return s;
+  return simd::dot(x, y, n);
 }
 
 // y = exp(x - shift) over one row (x and y may be the same row). Every element goes through xsimd's exp,

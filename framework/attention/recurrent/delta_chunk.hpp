@@ -147,7 +147,7 @@ void load_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, std:
   for (std::size_t i = 0; i < 2 * n; ++i) {
     const T* x = i < n ? q + i * dk : k + (i - n) * dk;
     T& factor = i < n ? in.q_factor[t0 + i] : in.k_factor[t0 + i - n];
-    if (fresh) factor = T(1) / std::sqrt(chunk_blocks::dot(x, x, dk) + static_cast<T>(kQkNormEps));
+    if (fresh) factor = T(1) / std::sqrt(rowops::dot(x, x, dk) + static_cast<T>(kQkNormEps));
     const T f = factor;
 #pragma omp simd
     for (std::size_t e = 0; e < dk; ++e) s.qk[i * dk + e] = x[e] * f;
@@ -162,7 +162,7 @@ void forward_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, s
   const std::size_t dk = d.dk, dv = d.dv, rows = d.delta ? 2 * n : n;
   chunk_gates(in.log_alpha ? in.log_alpha + t0 : nullptr, n, s);
   load_chunk(in, d, t0, n, true, s);
-  chunk_blocks::transpose(s.qk.data() + n * dk, n, dk, s.qk_t.data(), n);                                 // K^T [Dk, n]
+  simd::transpose(s.qk.data() + n * dk, n, dk, s.qk_t.data(), n);                                 // K^T [Dk, n]
   gemm(false, false, rows, n, dk, s.qk.data(), dk, s.qk_t.data(), n, s.pm.data(), n);  // [Q K^T; K K^T]
   if (t0 == 0) {  // the state starts at zero (a sequence of one chunk, as MQAR's, has no state products at all)
     std::fill(s.qks.begin(), s.qks.begin() + static_cast<std::ptrdiff_t>(rows * dv), T(0));
@@ -192,7 +192,7 @@ void forward_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, s
   if (d.normalise_output) {
     for (std::size_t i = 0; i < n; ++i) {
       T* oi = out + i * dv;
-      const T f = T(1) / std::sqrt(chunk_blocks::dot(oi, oi, dv) / static_cast<T>(dv) + static_cast<T>(kQkNormEps));
+      const T f = T(1) / std::sqrt(rowops::dot(oi, oi, dv) / static_cast<T>(dv) + static_cast<T>(kQkNormEps));
       in.out_factor[t0 + i] = f;
 #pragma omp simd
       for (std::size_t e = 0; e < dv; ++e) oi[e] *= f;

@@ -49,7 +49,7 @@ void output_pair_grad(std::size_t n, const RuleDims& d, Scratch<T>& s) {
   }
   if (d.gated)
     for (std::size_t j = 0; j < n; ++j) s.dl[j] -= s.columns[j];
-  chunk_blocks::transpose(s.prod.data(), n, n, s.left.data(), 2 * n);
+  simd::transpose(s.prod.data(), n, n, s.left.data(), 2 * n);
 }
 
 // The delta correction's share through A = diag(beta) M, given -dA = dB U^T in s.prod's last n rows:
@@ -63,7 +63,7 @@ void delta_pair_grad(const T* beta, std::size_t n, const RuleDims& d, const Chun
     const T *mi = s.pm.data() + (n + i) * n, *gamma = s.gamma.data() + i * n;
     T* xi = x + i * n;
     const T b = beta[i];
-    gr.dbeta[i] = -chunk_blocks::dot(xi, mi, i);
+    gr.dbeta[i] = -rowops::dot(xi, mi, i);
 #pragma omp simd
     for (std::size_t j = 0; j < i; ++j) xi[j] *= -b;  // dM
     std::fill(xi + i, xi + n, T(0));
@@ -75,7 +75,7 @@ void delta_pair_grad(const T* beta, std::size_t n, const RuleDims& d, const Chun
   if (d.gated)
     for (std::size_t j = 0; j < n; ++j) s.dl[j] -= s.columns[j];
   T* sym = s.left.data() + n;  // X + X^T, leading dimension 2n
-  chunk_blocks::transpose(x, n, n, sym, 2 * n);
+  simd::transpose(x, n, n, sym, 2 * n);
   for (std::size_t i = 0; i < n; ++i) {
 #pragma omp simd
     for (std::size_t j = 0; j < i; ++j) sym[i * 2 * n + j] += x[i * n + j];
@@ -91,17 +91,17 @@ void delta_value_grad(const T* v, const T* beta, std::size_t n, const RuleDims& 
     const T* vi = v + i * dv;
     const T gi = s.g[i], b = beta[i];
     T *db = s.ob.data() + (n + i) * dv, *dvi = gr.dv + i * dv;
-    using chunk_blocks::load_lanes, chunk_blocks::store_lanes;
-    chunk_blocks::Lanes<T> lanes_r{}, lanes_ks{};
+    constexpr std::size_t W = simd::kLanes<T>;
+    simd::Vec<T> lanes_r{}, lanes_ks{};
     std::size_t e = 0;
-    for (; e + 8 <= dv; e += 8) {
-      const chunk_blocks::Lanes<T> dbe = load_lanes(db + e), kse = load_lanes(ks + e), dr = b * dbe;
-      lanes_r += dbe * (load_lanes(vi + e) - gi * kse);
+    for (; e + W <= dv; e += W) {
+      const simd::Vec<T> dbe = simd::load(db + e), kse = simd::load(ks + e), dr = b * dbe;
+      lanes_r += dbe * (simd::load(vi + e) - gi * kse);
       lanes_ks += dr * kse;
-      store_lanes(dvi + e, dr);
-      store_lanes(db + e, dr);
+      simd::store(dvi + e, dr);
+      simd::store(db + e, dr);
     }
-    T db_r = chunk_blocks::lane_sum(lanes_r), dv_ks = chunk_blocks::lane_sum(lanes_ks);
+    T db_r = simd::horizontal_sum<T>(lanes_r), dv_ks = simd::horizontal_sum<T>(lanes_ks);
     for (; e < dv; ++e) {
       db_r += db[e] * (vi[e] - gi * ks[e]);
       const T dr = b * db[e];
@@ -118,7 +118,7 @@ void delta_value_grad(const T* v, const T* beta, std::size_t n, const RuleDims& 
 template <class T>
 void state_products(std::size_t n, const RuleDims& d, const T* state, const ChunkGrads<T>& gr, Scratch<T>& s) {
   const std::size_t dk = d.dk, dv = d.dv, rows = d.delta ? 2 * n : n;
-  chunk_blocks::transpose(state, dk, dv, s.st.data(), dk);
+  simd::transpose(state, dk, dv, s.st.data(), dk);
   gemm(false, false, rows, dk, dv, s.ob.data(), dv, s.st.data(), dk, s.prod.data(), dk);  // [dO S^T; dR S^T]
   for (std::size_t i = 0; i < n; ++i) {
     const T gi = s.g[i];
@@ -142,12 +142,12 @@ void state_grads(std::size_t t0, std::size_t n, const RuleDims& d, const T* stat
   const bool first = t0 == 0, final = t0 + n == d.tokens;
   if (!first) state_products(n, d, state, gr, s);
   if (d.gated && !first) {
-    for (std::size_t i = 0; i < n; ++i) s.dl[i] += s.g[i] * chunk_blocks::dot(gr.go + i * dv, s.qks.data() + i * 2 * dv, dv);  // dO . Q S
-    s.dl[last] += s.g[last] * chunk_blocks::dot(state, ds, dk * dv);
+    for (std::size_t i = 0; i < n; ++i) s.dl[i] += s.g[i] * rowops::dot(gr.go + i * dv, s.qks.data() + i * 2 * dv, dv);  // dO . Q S
+    s.dl[last] += s.g[last] * rowops::dot(state, ds, dk * dv);
   }
   if (!final) {
     T* ds_t = s.st.data() + dv * dk;
-    chunk_blocks::transpose(ds, dk, dv, ds_t, dk);
+    simd::transpose(ds, dk, dv, ds_t, dk);
     gemm(false, false, n, dk, dv, u, dv, ds_t, dk, s.nk.data(), dk);  // U dS^T
     for (std::size_t j = 0; j < n; ++j) {
       const T cj = s.c[j];
@@ -175,7 +175,7 @@ void unnormalise_grads(const HeadInputs<T>& in, const RuleDims& d, std::size_t t
   for (std::size_t i = 0; i < 2 * n; ++i) {
     const T* x = s.qk.data() + i * dk;
     T* dx = i < n ? gr.dq + i * dk : gr.dk + (i - n) * dk;
-    const T f = i < n ? in.q_factor[t0 + i] : in.k_factor[t0 + i - n], along = chunk_blocks::dot(x, dx, dk);
+    const T f = i < n ? in.q_factor[t0 + i] : in.k_factor[t0 + i - n], along = rowops::dot(x, dx, dk);
 #pragma omp simd
     for (std::size_t e = 0; e < dk; ++e) dx[e] = f * (dx[e] - x[e] * along);
   }
@@ -191,7 +191,7 @@ void backward_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, 
   chunk_gates(in.log_alpha ? in.log_alpha + t0 : nullptr, n, s);
   std::fill(s.dl.begin(), s.dl.end(), 0.0);
   load_chunk(in, d, t0, n, false, s);
-  chunk_blocks::transpose(s.qk.data(), 2 * n, dk, s.qk_t.data(), 2 * n);                           // [Q; K]^T [Dk, 2n]
+  simd::transpose(s.qk.data(), 2 * n, dk, s.qk_t.data(), 2 * n);                           // [Q; K]^T [Dk, 2n]
   gemm(false, false, rows, n, dk, s.qk.data(), dk, s.qk_t.data() + n, 2 * n, s.pm.data(), n);  // [Q K^T; K K^T]
   for (std::size_t r = 0; r < dk; ++r) {
     std::copy(state + r * dv, state + (r + 1) * dv, s.sd.data() + r * wide);
@@ -207,7 +207,7 @@ void backward_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, 
   gemm(true, false, n, dv, n, s.pm.data(), n, gr.go, dv, s.du.data(), dv);  // dU = P^T dO
   for (std::size_t j = 0; j < n; ++j) {  // dU += diag(c) K dS
     const T* kds = s.qks.data() + (n + j) * wide + dv;
-    const T cj = s.c[j], dc = chunk_blocks::dot(kds, u + j * dv, dv);
+    const T cj = s.c[j], dc = rowops::dot(kds, u + j * dv, dv);
 #pragma omp simd
     for (std::size_t e = 0; e < dv; ++e) s.du[j * dv + e] += cj * kds[e];
     s.dl[last] += cj * dc;
@@ -218,7 +218,7 @@ void backward_chunk(const HeadInputs<T>& in, const RuleDims& d, std::size_t t0, 
     std::copy(s.du.begin(), s.du.begin() + static_cast<std::ptrdiff_t>(n * dv), s.ob.begin() + static_cast<std::ptrdiff_t>(n * dv));
     chunk_blocks::unit_lower_solve(true, s.pm.data() + n * n, beta, n, s.ob.data() + n * dv, dv);  // dB = (I + A)^-T dU
   }
-  chunk_blocks::transpose(u, n, dv, s.ut.data(), n);
+  simd::transpose(u, n, dv, s.ut.data(), n);
   gemm(false, false, rows, n, dv, s.ob.data(), dv, s.ut.data(), n, s.prod.data(), n);  // [dP; -dA] = [dO; dB] U^T
   output_pair_grad(n, d, s);
   if (d.delta) delta_pair_grad(beta, n, d, gr, s);
@@ -290,7 +290,7 @@ const T* output_grad(const RuleDims& d, const Saved& saved, const Tensor& g, std
   if (!d.normalise_output) return gi;
   const T *y = saved.out.data<T>() + at * d.dv, *f = saved.out_factors.data<T>() + at;
   for (std::size_t i = 0; i < n; ++i) {
-    const T along = chunk_blocks::dot(y + i * d.dv, gi + i * d.dv, d.dv) / static_cast<T>(d.dv);
+    const T along = rowops::dot(y + i * d.dv, gi + i * d.dv, d.dv) / static_cast<T>(d.dv);
 #pragma omp simd
     for (std::size_t e = 0; e < d.dv; ++e) raw[i * d.dv + e] = f[i] * (gi[i * d.dv + e] - y[i * d.dv + e] * along);
   }

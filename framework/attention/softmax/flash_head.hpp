@@ -115,14 +115,11 @@ const T* scaled_rows(const T* rows, std::size_t n, std::size_t cols, std::size_t
 // the next whole vector are zero (tiles read whole vectors).
 template <class T>
 void pack_transposed(const T* rows, std::size_t d, std::size_t c0, std::size_t c, std::size_t ld, T* out) {
-  // Each key's row is read once, front to back, and scattered down its column: plain loads and stores
-  // (building each vector lane by lane cost a shuffle per element: 3% of a toy model's step).
+  // float in 8 x 8 blocks through registers (a toy model's 16 keys by 16 dims were scattered element by
+  // element: 12% of its attention op's time).
   constexpr std::size_t W = kLanes<T>;
   const std::size_t padded = (c + W - 1) / W * W;
-  for (std::size_t a = 0; a < c; ++a) {
-    const T* r = rows + (c0 + a) * d;
-    for (std::size_t kk = 0; kk < d; ++kk) out[kk * ld + a] = r[kk];
-  }
+  simd::transpose(rows + c0 * d, c, d, out, ld);
   if (padded > c)
     for (std::size_t kk = 0; kk < d; ++kk) std::fill(out + kk * ld + c, out + kk * ld + padded, T(0));
 }

@@ -1,137 +1,35 @@
-// Register tiles for the fused attention kernel (flash_forward.cpp, flash_backward.cpp): a SIMD vector
-// type through GCC's vector extensions, a vectorised exp, and the one micro-kernel every product of the
-// kernel runs on, written once for float and double so that the float64 tests run the code the float32
-// path runs.
+// Register tiles for the fused attention kernel (flash_forward.cpp, flash_backward.cpp): a vectorised
+// exp and the one micro-kernel every product of the kernel runs on, on the vectors of
+// framework/ops/simd.hpp, written once for float and double so that the float64 tests run the code the
+// float32 path runs.
 //
 // Why not OpenBLAS for these products: their inner or outer dimension is the head dim (16-128), so each
 // call is thin; OpenBLAS zeroed C for beta = 0 (sgemm_beta) and repacked both operands on every call,
 // about a quarter of the op's time at n = 4096 (perf), and its products could not apply the scale, the
 // masks and the exp while a tile was in registers.
 //
-// Vectors are as wide as the build's target allows: 64 bytes (16 floats, 8 doubles) where AVX-512 is
-// enabled (-march=native on a CPU that has it: Zen 5 runs 512-bit FMAs at full width, twice the 256-bit
-// rate), else 32 bytes (AVX2 + FMA). Everything below is written in lanes, and the tests run whichever
-// width the machine builds. Measured on an AVX-512 Zen 5 (2026-11-26, one thread, n = 4096, D = 32):
-// softmax forward + backward 193-196 ms with 64-byte vectors, 351-452 ms with 32-byte ones.
-//
 // Legend: MR rows of a tile, NV vectors across it, W lanes per vector.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <type_traits>
 
-#ifdef __AVX512F__
-#include <immintrin.h>
-#endif
+#include "framework/ops/simd.hpp"
 
 namespace attnlab::flash {
 
-#ifdef __AVX512F__
-constexpr int kVectorBytes = 64;
-#else
-constexpr int kVectorBytes = 32;
-#endif
-
-template <class T>
-struct Simd;
-template <>
-struct Simd<float> {
-  typedef float V __attribute__((vector_size(kVectorBytes)));
-  typedef std::int32_t I __attribute__((vector_size(kVectorBytes)));
-  static constexpr int lanes = kVectorBytes / 4;
-  static constexpr int mantissa_bits = 23, exponent_bias = 127;
-  // exp's range: at lowest, x log2 e rounds to -127 (2^-127 is built as 0); above highest it is capped
-  // (the kernel's arguments are <= 0 up to rounding).
-  static constexpr float lowest = -88.0f, highest = 88.0f;
-};
-template <>
-struct Simd<double> {
-  typedef double V __attribute__((vector_size(kVectorBytes)));
-  typedef std::int64_t I __attribute__((vector_size(kVectorBytes)));
-  static constexpr int lanes = kVectorBytes / 8;
-  static constexpr int mantissa_bits = 52, exponent_bias = 1023;
-  static constexpr double lowest = -709.0, highest = 709.0;
-  static constexpr double ln2_hi = 6.93145751953125e-1, ln2_lo = 1.42860682030941723212e-6;  // Cody-Waite split of ln 2
-};
-
-template <class T>
-using Vec = typename Simd<T>::V;
-template <class T>
-constexpr std::size_t kLanes = Simd<T>::lanes;
-
-template <class T>
-inline Vec<T> load(const T* p) {
-  Vec<T> v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-template <class T>
-inline void store(T* p, Vec<T> v) {
-  std::memcpy(p, &v, sizeof v);
-}
-template <class T>
-inline Vec<T> splat(T x) {
-  return Vec<T>{} + x;
-}
-// max(a, b) and min(a, b) lane by lane, for operands that are not NaN: one vmaxps / vminps with AVX
-// (GCC keeps `a > b ? a : b` as a compare and a blend, two instructions, for the sake of NaN and -0).
-inline Vec<float> max(Vec<float> a, Vec<float> b) {
-#if defined(__AVX512F__)
-  return _mm512_max_ps(a, b);
-#elif defined(__AVX__)
-  return __builtin_ia32_maxps256(a, b);
-#else
-  return a > b ? a : b;
-#endif
-}
-inline Vec<double> max(Vec<double> a, Vec<double> b) {
-#if defined(__AVX512F__)
-  return _mm512_max_pd(a, b);
-#elif defined(__AVX__)
-  return __builtin_ia32_maxpd256(a, b);
-#else
-  return a > b ? a : b;
-#endif
-}
-inline Vec<float> min(Vec<float> a, Vec<float> b) {
-#if defined(__AVX512F__)
-  return _mm512_min_ps(a, b);
-#elif defined(__AVX__)
-  return __builtin_ia32_minps256(a, b);
-#else
-  return a < b ? a : b;
-#endif
-}
-inline Vec<double> min(Vec<double> a, Vec<double> b) {
-#if defined(__AVX512F__)
-  return _mm512_min_pd(a, b);
-#elif defined(__AVX__)
-  return __builtin_ia32_minpd256(a, b);
-#else
-  return a < b ? a : b;
-#endif
-}
-// The lane indices 0, 1, ..., W - 1 as values.
-template <class T>
-inline Vec<T> iota() {
-  Vec<T> v;
-  for (std::size_t i = 0; i < kLanes<T>; ++i) v[i] = static_cast<T>(i);
-  return v;
-}
-template <class T>
-inline T horizontal_max(Vec<T> v) {
-  T m = v[0];
-  for (std::size_t i = 1; i < kLanes<T>; ++i) m = v[i] > m ? v[i] : m;
-  return m;
-}
-template <class T>
-inline T horizontal_sum(Vec<T> v) {
-  T s = v[0];
-  for (std::size_t i = 1; i < kLanes<T>; ++i) s += v[i];
-  return s;
-}
+using simd::horizontal_max;
+using simd::horizontal_sum;
+using simd::iota;
+using simd::kLanes;
+using simd::load;
+using simd::max;
+using simd::min;
+using simd::Simd;
+using simd::splat;
+using simd::store;
+using simd::Vec;
 
 // exp(x) lane by lane; exactly 0 at and below `lowest` (so exp(-inf) = 0, and no denormals).
 // float: 2^(x log2 e) = 2^n 2^f with n the nearest integer and |f| <= 1/2 (f by one FMA, exact up to
