@@ -92,13 +92,15 @@ void chunk_gates(const T* log_alpha, std::size_t n, Scratch<T>& s) {
     s.exps[n + i] = -total;
   }
   double *g = s.exps.data(), *minus_l = g + n, *c = minus_l + n;  // exp in double, by xsimd (std::exp was 3% of a step)
-  rowops::exp_shifted(s.l.data(), g, n, 0.0);                       // g_i = exp(l_i)
-  rowops::exp_shifted(minus_l, c, n, -s.l[n - 1]);                 // c_i = exp(l_{n-1} - l_i)
-  for (std::size_t i = 0; i < n; ++i) s.g[i] = static_cast<T>(g[i]), s.c[i] = static_cast<T>(c[i]);
   const double floor = sizeof(T) == 4 ? -60.0 : -600.0;
-  if (s.l[n - 1] > floor) {
+  if (s.l[n - 1] > floor) {  // one exp per token: 1 / g_i = exp(-l_i), g_i its reciprocal, c_i = g_{n-1} / g_i
     rowops::exp_shifted(minus_l, c, n, 0.0);
-    for (std::size_t j = 0; j < n; ++j) s.inv_g[j] = static_cast<T>(c[j]);  // 1 / g_j
+    const double g_last = 1.0 / c[n - 1];
+    for (std::size_t i = 0; i < n; ++i) {
+      s.g[i] = static_cast<T>(1.0 / c[i]);
+      s.c[i] = static_cast<T>(g_last * c[i]);
+      s.inv_g[i] = static_cast<T>(c[i]);
+    }
     for (std::size_t i = 0; i < n; ++i) {
       T* row = s.gamma.data() + i * n;
       const T gi = s.g[i];
@@ -109,6 +111,9 @@ void chunk_gates(const T* log_alpha, std::size_t n, Scratch<T>& s) {
     }
     return;
   }
+  rowops::exp_shifted(s.l.data(), g, n, 0.0);        // g_i = exp(l_i)
+  rowops::exp_shifted(minus_l, c, n, -s.l[n - 1]);  // c_i = exp(l_{n-1} - l_i)
+  for (std::size_t i = 0; i < n; ++i) s.g[i] = static_cast<T>(g[i]), s.c[i] = static_cast<T>(c[i]);
   for (std::size_t i = 0; i < n; ++i) {
     T* row = s.gamma.data() + i * n;
     const double li = s.l[i];

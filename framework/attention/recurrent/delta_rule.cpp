@@ -20,6 +20,7 @@
 #include "framework/ops/blas.hpp"
 #include "framework/ops/parallel.hpp"
 #include "framework/ops/row_kernels.hpp"
+#include "framework/ops/simd.hpp"
 
 namespace attnlab {
 namespace {
