@@ -29,6 +29,7 @@
 #include "framework/attention/kernel.hpp"
 #include "framework/attention/recurrent/delta_rule.hpp"
 #include "framework/nn/layers.hpp"
+#include "framework/ops/simd.hpp"
 
 namespace attnlab {
 namespace {
@@ -96,67 +97,79 @@ double decay_rate(GateKind kind, const Tensor& a_log, std::size_t h) {
   return kind == GateKind::decay ? std::exp(static_cast<double>(a_log.data<T>()[h])) : 0.0;
 }
 
+// head_gates' backward: dz from each gate's slope (sigmoid's s (1 - s) from the gate s itself; for the
+// decay, softplus' slope, the sigmoid of z, times -e^a), and da from the decay gates' values (d/da of
+// -e^a softplus is the gate itself).
+std::vector<Tensor> head_gates_backward(const Tensor& z, const Tensor& a_log, const std::vector<GateKind>& kinds, const std::vector<Tensor>& kept,
+                                        const std::vector<Tensor>& grads) {
+  const std::size_t batch = z.size(0), t = z.size(1), count = kinds.size(), heads = z.size(2) / count, width = count * heads;
+  Tensor dz = empty(z.shape(), z.dtype()), da = a_log.defined() ? zeros(a_log.shape(), z.dtype()) : Tensor();
+  dispatch_floating(z.dtype(), "head_gates backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    std::vector<T> rows(width * t), drows(width * t);
+    std::vector<double> slope(t), d_rate(width, 0.0);
+    for (std::size_t b = 0; b < batch; ++b) {
+      simd::transpose(z.data<T>() + b * t * width, t, width, rows.data(), t);
+      for (std::size_t g = 0; g < count; ++g)
+        for (std::size_t h = 0; h < heads; ++h) {
+          T* dr = drows.data() + (g * heads + h) * t;
+          if (!grads[g].defined()) {
+            std::fill(dr, dr + t, T(0));
+            continue;
+          }
+          const std::size_t first = (b * heads + h) * t;  // the row's first gate
+          const T *go = grads[g].data<T>() + first, *value = kept[g].data<T>() + first;
+          if (kinds[g] == GateKind::write) {
+            for (std::size_t i = 0; i < t; ++i) slope[i] = static_cast<double>(value[i]) * (1.0 - static_cast<double>(value[i]));
+          } else {
+            const T* zr = rows.data() + (g * heads + h) * t;
+            std::transform(zr, zr + t, slope.begin(), [](T x) { return static_cast<double>(x); });
+            const double rate = decay_rate<T>(kinds[g], a_log, h);
+            map_row(slope.data(), t, [rate](Doubles x) { return -rate * sigmoid(x); });
+            for (std::size_t i = 0; i < t; ++i) d_rate[g * heads + h] += static_cast<double>(go[i]) * static_cast<double>(value[i]);
+          }
+          for (std::size_t i = 0; i < t; ++i) dr[i] = static_cast<T>(static_cast<double>(go[i]) * slope[i]);
+        }
+      simd::transpose(drows.data(), width, t, dz.data<T>() + b * t * width, width);
+    }
+    for (std::size_t g = 0; g < count; ++g)
+      if (kinds[g] == GateKind::decay && grads[g].defined())
+        for (std::size_t h = 0; h < heads; ++h) da.data<T>()[h] += static_cast<T>(d_rate[g * heads + h]);
+  });
+  return {dz, da};
+}
+
+// One sequence's projections z [T, G H] as rows [G H, T] (a row per gate and head, as the gates are
+// laid out), and back: transposed through registers rather than gathered column by column.
 std::vector<Tensor> head_gates(const Tensor& z, const std::vector<GateKind>& kinds, const Tensor& a_log) {
-  const std::size_t batch = z.size(0), t = z.size(1), count = kinds.size(), heads = z.size(2) / count;
+  const std::size_t batch = z.size(0), t = z.size(1), count = kinds.size(), heads = z.size(2) / count, width = count * heads;
   std::vector<Tensor> gates;
   for (std::size_t i = 0; i < count; ++i) gates.push_back(empty({batch, heads, t}, z.dtype()));
   dispatch_floating(z.dtype(), "head_gates", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* pz = z.data<T>();
+    std::vector<T> rows(width * t);
     std::vector<double> row(t);
-    for (std::size_t g = 0; g < count; ++g) {
-      T* out = gates[g].data<T>();
-      for (std::size_t h = 0; h < heads; ++h) {
-        const double rate = decay_rate<T>(kinds[g], a_log, h);
-        for (std::size_t b = 0; b < batch; ++b) {
-          for (std::size_t i = 0; i < t; ++i) row[i] = static_cast<double>(pz[(b * t + i) * count * heads + g * heads + h]);
+    for (std::size_t b = 0; b < batch; ++b) {
+      simd::transpose(z.data<T>() + b * t * width, t, width, rows.data(), t);
+      for (std::size_t g = 0; g < count; ++g)
+        for (std::size_t h = 0; h < heads; ++h) {
+          const T* zr = rows.data() + (g * heads + h) * t;
+          std::transform(zr, zr + t, row.begin(), [](T x) { return static_cast<double>(x); });
           if (kinds[g] == GateKind::write) {
             map_row(row.data(), t, sigmoid);
           } else {
+            const double rate = decay_rate<T>(kinds[g], a_log, h);
             map_row(row.data(), t, [rate](Doubles x) { return -rate * (xsimd::max(x, Doubles(0.0)) + xsimd::log1p(xsimd::exp(-xsimd::abs(x)))); });
           }
-          std::transform(row.begin(), row.end(), out + (b * heads + h) * t, [](double x) { return static_cast<T>(x); });
+          std::transform(row.begin(), row.end(), gates[g].data<T>() + (b * heads + h) * t, [](double x) { return static_cast<T>(x); });
         }
-      }
     }
   });
   if (!needs_grad({&z, &a_log})) return gates;
   std::vector<Tensor> kept;  // the gates' values (d log alpha / d a_h = log alpha)
   for (const Tensor& gate : gates) kept.push_back(gate.detach());
   record(gates, "head_gates", {z, a_log}, [z = z.detach(), a_log = a_log.defined() ? a_log.detach() : Tensor(), kinds, kept](const std::vector<Tensor>& grads) {
-    const std::size_t batch = z.size(0), t = z.size(1), count = kinds.size(), heads = z.size(2) / count;
-    Tensor dz = zeros(z.shape(), z.dtype()), da = a_log.defined() ? zeros(a_log.shape(), z.dtype()) : Tensor();
-    dispatch_floating(z.dtype(), "head_gates backward", [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      const T* pz = z.data<T>();
-      T* pdz = dz.data<T>();
-      std::vector<double> slope(t);
-      for (std::size_t g = 0; g < count; ++g) {
-        if (!grads[g].defined()) continue;
-        const T *go = grads[g].data<T>(), *value = kept[g].data<T>();
-        for (std::size_t h = 0; h < heads; ++h) {
-          const double rate = decay_rate<T>(kinds[g], a_log, h);
-          double d_rate = 0;
-          for (std::size_t b = 0; b < batch; ++b) {
-            const std::size_t first = (b * heads + h) * t;  // the row's first gate
-            if (kinds[g] == GateKind::write) {  // sigmoid's slope s (1 - s), from the gate s itself
-              for (std::size_t i = 0; i < t; ++i) {
-                const double s = static_cast<double>(value[first + i]);
-                slope[i] = s * (1.0 - s);
-              }
-            } else {  // softplus' slope is the sigmoid; d/da of -e^a softplus is the gate itself
-              for (std::size_t i = 0; i < t; ++i) slope[i] = static_cast<double>(pz[(b * t + i) * count * heads + g * heads + h]);
-              map_row(slope.data(), t, [rate](Doubles x) { return -rate * sigmoid(x); });
-              for (std::size_t i = 0; i < t; ++i) d_rate += static_cast<double>(go[first + i]) * static_cast<double>(value[first + i]);
-            }
-            for (std::size_t i = 0; i < t; ++i)
-              pdz[(b * t + i) * count * heads + g * heads + h] = static_cast<T>(static_cast<double>(go[first + i]) * slope[i]);
-          }
-          if (kinds[g] == GateKind::decay) da.data<T>()[h] += static_cast<T>(d_rate);
-        }
-      }
-    });
-    return std::vector<Tensor>{dz, da};
+    return head_gates_backward(z, a_log, kinds, kept, grads);
   });
   return gates;
 }
