@@ -1,13 +1,11 @@
 // Row kernels shared by the fused ops that work row by row over contiguous raw pointers (softmax, layer
 // norm, cross-entropy, and the attention kernels' own fused ops): reductions in vector lanes folded in a
 // fixed tree (framework/ops/simd.hpp: without -ffast-math the compiler may not reorder a floating-point
-// reduction by itself, and a serial chain of adds is bound by their latency) and exp through xsimd
-// (xtensor expressions over one row), because a scalar std::exp loop does not vectorise without
-// -ffast-math. Include it only from .cpp files that already pay for xtensor's headers.
+// reduction by itself, and a serial chain of adds is bound by their latency) and exp and other maps
+// through xsimd batches, because a scalar std::exp loop does not vectorise without -ffast-math.
 #pragma once
 
 #include <algorithm>
-#include <array>
 #include <cstddef>
 #include <limits>
 #include <stdexcept>
@@ -16,10 +14,6 @@
 
 #include <xsimd/memory/xsimd_aligned_allocator.hpp>
 #include <xsimd/xsimd.hpp>
-
-#include <xtensor/xadapt.hpp>
-#include <xtensor/xmath.hpp>
-#include <xtensor/xnoalias.hpp>
 
 #include "framework/ops/simd.hpp"
 #include "framework/tensor/tensor.hpp"
@@ -32,11 +26,6 @@ namespace attnlab::rowops {
 // repeat bit for bit across builds that allocate differently).
 template <class T>
 using AlignedVector = std::vector<T, xsimd::aligned_allocator<T, 64>>;
-
-template <class T>
-auto view(T* data, std::size_t n) {
-  return xt::adapt(data, n, xt::no_ownership(), std::array<std::size_t, 1>{n});
-}
 
 template <class T>
 T max(const T* x, std::size_t n) {
@@ -62,21 +51,27 @@ T dot(const T* x, const T* y, std::size_t n) {
   return simd::dot(x, y, n);
 }
 
-// y = exp(x - shift) over one row (x and y may be the same row). Every element goes through xsimd's exp,
-// the tail too (through a padded batch): an element's value depends on nothing but its input, not on the
-// row's alignment or its place in the row, so results cannot move with what the heap held before.
-template <class T>
-void exp_shifted(const T* x, T* y, std::size_t n, T shift) {
+// y = f(x) over one row in xsimd batches (x and y may be the same row), the tail too (through a padded
+// batch): an element's value depends on nothing but its input, not on the row's alignment or its place
+// in the row, so results cannot move with what the heap held before.
+template <class T, class F>
+void map_row(const T* x, T* y, std::size_t n, F f) {
   using Batch = xsimd::batch<T>;
   constexpr std::size_t lanes = Batch::size;
-  const Batch s(shift);
   std::size_t i = 0;
-  for (; i + lanes <= n; i += lanes) xsimd::exp(Batch::load_unaligned(x + i) - s).store_unaligned(y + i);
+  for (; i + lanes <= n; i += lanes) f(Batch::load_unaligned(x + i)).store_unaligned(y + i);
   if (i == n) return;
   alignas(64) T tail[lanes] = {};
   std::copy(x + i, x + n, tail);
-  xsimd::exp(Batch::load_aligned(tail) - s).store_aligned(tail);
+  f(Batch::load_aligned(tail)).store_aligned(tail);
   std::copy(tail, tail + (n - i), y + i);
+}
+
+// y = exp(x - shift) over one row, every element through xsimd's exp.
+template <class T>
+void exp_shifted(const T* x, T* y, std::size_t n, T shift) {
+  const xsimd::batch<T> s(shift);
+  map_row(x, y, n, [&s](xsimd::batch<T> v) { return xsimd::exp(v - s); });
 }
 
 // y = exp(x - m) over one row; returns the sum of y.

@@ -120,24 +120,25 @@ template <int Half, class V, int... L>
 inline V rotate(V v, std::integer_sequence<int, L...>) {
   return __builtin_shufflevector(v, v, ((L + Half) % static_cast<int>(sizeof...(L)))...);
 }
-// The lanes folded in halves (lane l with lane l + W/2, then l + W/4, ...): log2(W) shuffles and
-// operations in a fixed order, where a loop over the lanes is W - 1 dependent operations (and GCC's
-// `#pragma omp simd reduction` ends the same way, lane after lane through the stack).
-template <class T, int Half = Simd<T>::lanes / 2, class Op>
-inline T fold_lanes(Vec<T> v, Op op) {
+// The lanes of any vector v (W of them) folded in halves (lane l with lane l + W/2, then l + W/4, ...):
+// log2(W) shuffles and operations in a fixed order, where a loop over the lanes is W - 1 dependent
+// operations (and GCC's `#pragma omp simd reduction` ends the same way, lane after lane through the stack).
+template <class V, class Op, int Half = static_cast<int>(sizeof(V) / sizeof(V{}[0])) / 2>
+inline auto fold_lanes(V v, Op op) {
+  constexpr int W = static_cast<int>(sizeof(V) / sizeof(v[0]));
   if constexpr (Half == 0) {
     return v[0];
   } else {
-    return fold_lanes<T, Half / 2>(op(v, rotate<Half>(v, std::make_integer_sequence<int, Simd<T>::lanes>{})), op);
+    return fold_lanes<V, Op, Half / 2>(op(v, rotate<Half>(v, std::make_integer_sequence<int, W>{})), op);
   }
 }
 template <class T>
 inline T horizontal_max(Vec<T> v) {
-  return fold_lanes<T>(v, [](Vec<T> a, Vec<T> b) { return a > b ? a : b; });
+  return fold_lanes(v, [](Vec<T> a, Vec<T> b) { return a > b ? a : b; });
 }
 template <class T>
 inline T horizontal_sum(Vec<T> v) {
-  return fold_lanes<T>(v, [](Vec<T> a, Vec<T> b) { return a + b; });
+  return fold_lanes(v, [](Vec<T> a, Vec<T> b) { return a + b; });
 }
 
 // Sums and maxima over a row of n: W lanes over the whole vectors, folded, then the tail in order.
@@ -182,11 +183,10 @@ inline void store_lanes(T* p, Lanes<T> v) {
   std::memcpy(p, &v, sizeof v);
 }
 
-// The eight lanes' sum in horizontal_sum's order: halves, quarters, pairs.
-template <class V>
-inline auto lane_sum(V v) {
-  const auto a = (v[0] + v[4]) + (v[2] + v[6]), b = (v[1] + v[5]) + (v[3] + v[7]);
-  return a + b;
+// The eight lanes' sum, in horizontal_sum's order.
+template <class T>
+inline T lane_sum(Lanes<T> v) {
+  return fold_lanes(v, [](Lanes<T> a, Lanes<T> b) { return a + b; });
 }
 
 // dst [cols, rows] (leading dimension ld) = src [rows, cols]^T.

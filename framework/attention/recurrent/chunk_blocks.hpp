@@ -125,7 +125,7 @@ inline double shares(const T* a, const T* b, std::size_t end, double* column) {
     acc += share;
     simd::store_lanes(column + j, simd::load_lanes(column + j) + share);
   }
-  double sum = simd::lane_sum(acc);
+  double sum = simd::lane_sum<double>(acc);
   for (; j < end; ++j) {
     const double share = static_cast<double>(a[j]) * static_cast<double>(b[j]);
     sum += share;

@@ -24,11 +24,10 @@
 #include <cmath>
 #include <vector>
 
-#include <xsimd/xsimd.hpp>
-
 #include "framework/attention/kernel.hpp"
 #include "framework/attention/recurrent/delta_rule.hpp"
 #include "framework/nn/layers.hpp"
+#include "framework/ops/row_kernels.hpp"
 #include "framework/ops/simd.hpp"
 
 namespace attnlab {
@@ -73,28 +72,17 @@ Tensor keep_mask(const AttentionContext& context, std::size_t batch, std::size_t
 // were 2% of a gated_delta step at 4096 tokens).
 enum class GateKind { write, decay };
 
-// f over the n doubles of a row in place, in xsimd batches, the tail through a padded batch: every
-// element by the same vector code, whatever its place in the row.
-template <class F>
-void map_row(double* x, std::size_t n, F f) {
-  using B = xsimd::batch<double>;
-  constexpr std::size_t lanes = B::size;
-  std::size_t i = 0;
-  for (; i + lanes <= n; i += lanes) f(B::load_unaligned(x + i)).store_unaligned(x + i);
-  if (i == n) return;
-  alignas(64) double tail[lanes] = {};
-  std::copy(x + i, x + n, tail);
-  f(B::load_aligned(tail)).store_aligned(tail);
-  std::copy(tail, tail + (n - i), x + i);
-}
-
 using Doubles = xsimd::batch<double>;
 Doubles sigmoid(Doubles x) { return Doubles(1.0) / (Doubles(1.0) + xsimd::exp(-x)); }
 
-// The rate exp(a_h) of head h's decay (0 for a write gate).
+// Each gate's and head's rate, at g H + h: exp(a_h) for a decay, 0 for a write gate.
 template <class T>
-double decay_rate(GateKind kind, const Tensor& a_log, std::size_t h) {
-  return kind == GateKind::decay ? std::exp(static_cast<double>(a_log.data<T>()[h])) : 0.0;
+std::vector<double> decay_rates(const std::vector<GateKind>& kinds, const Tensor& a_log, std::size_t heads) {
+  std::vector<double> rates(kinds.size() * heads, 0.0);
+  for (std::size_t g = 0; g < kinds.size(); ++g)
+    if (kinds[g] == GateKind::decay)
+      for (std::size_t h = 0; h < heads; ++h) rates[g * heads + h] = std::exp(static_cast<double>(a_log.data<T>()[h]));
+  return rates;
 }
 
 // head_gates' backward: dz from each gate's slope (sigmoid's s (1 - s) from the gate s itself; for the
@@ -108,6 +96,7 @@ std::vector<Tensor> head_gates_backward(const Tensor& z, const Tensor& a_log, co
     using T = typename decltype(tag)::type;
     std::vector<T> rows(width * t), drows(width * t);
     std::vector<double> slope(t), d_rate(width, 0.0);
+    const std::vector<double> rates = decay_rates<T>(kinds, a_log, heads);
     for (std::size_t b = 0; b < batch; ++b) {
       simd::transpose(z.data<T>() + b * t * width, t, width, rows.data(), t);
       for (std::size_t g = 0; g < count; ++g)
@@ -124,8 +113,8 @@ std::vector<Tensor> head_gates_backward(const Tensor& z, const Tensor& a_log, co
           } else {
             const T* zr = rows.data() + (g * heads + h) * t;
             std::transform(zr, zr + t, slope.begin(), [](T x) { return static_cast<double>(x); });
-            const double rate = decay_rate<T>(kinds[g], a_log, h);
-            map_row(slope.data(), t, [rate](Doubles x) { return -rate * sigmoid(x); });
+            const double rate = rates[g * heads + h];
+            rowops::map_row(slope.data(), slope.data(), t, [rate](Doubles x) { return -rate * sigmoid(x); });
             for (std::size_t i = 0; i < t; ++i) d_rate[g * heads + h] += static_cast<double>(go[i]) * static_cast<double>(value[i]);
           }
           for (std::size_t i = 0; i < t; ++i) dr[i] = static_cast<T>(static_cast<double>(go[i]) * slope[i]);
@@ -149,6 +138,7 @@ std::vector<Tensor> head_gates(const Tensor& z, const std::vector<GateKind>& kin
     using T = typename decltype(tag)::type;
     std::vector<T> rows(width * t);
     std::vector<double> row(t);
+    const std::vector<double> rates = decay_rates<T>(kinds, a_log, heads);
     for (std::size_t b = 0; b < batch; ++b) {
       simd::transpose(z.data<T>() + b * t * width, t, width, rows.data(), t);
       for (std::size_t g = 0; g < count; ++g)
@@ -156,10 +146,10 @@ std::vector<Tensor> head_gates(const Tensor& z, const std::vector<GateKind>& kin
           const T* zr = rows.data() + (g * heads + h) * t;
           std::transform(zr, zr + t, row.begin(), [](T x) { return static_cast<double>(x); });
           if (kinds[g] == GateKind::write) {
-            map_row(row.data(), t, sigmoid);
+            rowops::map_row(row.data(), row.data(), t, sigmoid);
           } else {
-            const double rate = decay_rate<T>(kinds[g], a_log, h);
-            map_row(row.data(), t, [rate](Doubles x) { return -rate * (xsimd::max(x, Doubles(0.0)) + xsimd::log1p(xsimd::exp(-xsimd::abs(x)))); });
+            const double rate = rates[g * heads + h];
+            rowops::map_row(row.data(), row.data(), t, [rate](Doubles x) { return -rate * (xsimd::max(x, Doubles(0.0)) + xsimd::log1p(xsimd::exp(-xsimd::abs(x)))); });
           }
           std::transform(row.begin(), row.end(), gates[g].data<T>() + (b * heads + h) * t, [](double x) { return static_cast<T>(x); });
         }
