@@ -251,6 +251,7 @@ void add_tool_commands(CLI::App& app, Commands& c) {
   cli::add_number(c.attention, "--batch", a.batch, "batch size", Range::at_least(1));
   cli::add_number(c.attention, "--heads", a.heads, "heads", Range::at_least(1));
   cli::add_number(c.attention, "--dhead", a.dhead, "head dimension", Range::at_least(1));
+  c.attention->add_flag("--causal", a.causal, "every kernel with a causal mask (by default only 'causal' and the kernels that are causal only)");
   cli::add_number(c.attention, "--proj", a.proj, "projected length of kernels with a fixed maximum length (linformer's k)", Range::at_least(1));
   add_threads_option(c.attention, c.threads);
   cli::add_number(c.attention, "--min-seconds", a.min_seconds, "time each case at least this long", Range::at_least(0));

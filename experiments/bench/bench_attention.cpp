@@ -14,7 +14,7 @@ namespace attnlab::bench {
 namespace {
 
 // The kernel name and options for a benchmark variant ("causal" is softmax with a causal mask; kernels that
-// are causal only run causal).
+// are causal only run causal, and every kernel does with options.causal).
 struct Variant {
   std::string kernel;
   bool causal = false;
@@ -29,7 +29,7 @@ Variant resolve(const std::string& name, const AttentionBenchOptions& o) {
     for (const auto& k : KernelRegistry::instance().names()) known += ", " + k;
     throw std::invalid_argument("bench attention: variant '" + name + "' is not among [" + known + "]");
   }
-  v.causal = name == "causal" || !KernelRegistry::instance().find(v.kernel).capabilities.bidirectional;
+  v.causal = o.causal || name == "causal" || !KernelRegistry::instance().find(v.kernel).capabilities.bidirectional;
   // A kernel that projects the sequence to a fixed length declares that length as its option proj_dim;
   // its maximum length is the benchmark's n (KernelSpec.max_len).
   for (const KeyDoc& option : KernelRegistry::instance().find(v.kernel).options)
@@ -82,6 +82,7 @@ int run_attention_bench(const AttentionBenchOptions& o) {
                                         {"n", n},
                                         {"ms", elapsed / static_cast<double>(reps) * 1e3},
                                         {"min_ms", fastest * 1e3},
+                                        {"causal", variant.causal},
                                         {"peak_rss_mb", peak_rss_mb()},
                                         {"base_rss_mb", base_rss}};
       std::printf("%s\n", line.dump(-1, ' ', false).c_str());
