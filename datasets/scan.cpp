@@ -79,7 +79,7 @@ void interpret_sentence(const Words& command, std::size_t begin, std::size_t end
 std::vector<ScanPair> generate() {
   std::vector<Words> verbs;
   for (const auto& u : kPrimitives) verbs.push_back({u});
-  for (const std::string& x : {"walk", "look", "run", "jump", "turn"})
+  for (const char* x : {"walk", "look", "run", "jump", "turn"})
     for (const auto& d : kDirections) {
       verbs.push_back({x, d});
       verbs.push_back({x, "opposite", d});

@@ -90,7 +90,9 @@ class DecodingSuite : public ::testing::TestWithParam<std::string> {
       const std::vector<double> got = out.to_vector(), recomputed = tokens(prefix, 2, t0, t1).to_vector(), full = tokens(whole, 2, t0, t1).to_vector();
       for (std::size_t i = 0; i < got.size(); ++i) {
         ASSERT_NEAR(got[i], recomputed[i], tolerance) << "tokens " << t0 << ".." << t1 << ", element " << i;
-        if (info().capabilities.incremental) ASSERT_NEAR(got[i], full[i], tolerance) << "tokens " << t0 << ".." << t1 << ", element " << i;
+        if (info().capabilities.incremental) {
+          ASSERT_NEAR(got[i], full[i], tolerance) << "tokens " << t0 << ".." << t1 << ", element " << i;
+        }
       }
       t0 = t1;
     }

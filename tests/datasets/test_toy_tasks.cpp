@@ -340,7 +340,9 @@ TEST(ToyTasks, MinLengthVariesSourcesAndPadsBatches) {
   const Batch tagged = t->batch(TaskSplit::train, TaskFormat::tagging, 16, gen);
   ASSERT_TRUE(tagged.key_padding_mask.defined());
   for (std::size_t i = 0; i < tagged.target.numel(); ++i) {
-    if (tagged.key_padding_mask.to_vector()[i] != 0) EXPECT_EQ(tagged.target.to_vector()[i], kIgnore);
+    if (tagged.key_padding_mask.to_vector()[i] != 0) {
+      EXPECT_EQ(tagged.target.to_vector()[i], kIgnore);
+    }
   }
 }
 

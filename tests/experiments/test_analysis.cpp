@@ -329,8 +329,9 @@ TEST(Analysis, EveryKernelIsAnalysed) {
                               "patching_head_positions", "patching_path_k", "attribution_heads", "attribution_positions", "probes_accuracy",
                               "circuits_composition_k"})
       EXPECT_TRUE(std::any_of(r.tables.begin(), r.tables.end(), [&](const AnalysisTable& t) { return t.name == table; })) << name << ": " << table;
-    if (info.capabilities.pattern)
+    if (info.capabilities.pattern) {
       EXPECT_TRUE(std::any_of(r.tables.begin(), r.tables.end(), [](const AnalysisTable& t) { return t.name == "detector_induction_head"; })) << name;
+    }
     EXPECT_NEAR(r.facts.at("attribution.unexplained"), 0.0, 1e-3) << name;
   }
 }

@@ -306,7 +306,9 @@ TEST_F(Training, AnEncoderDecoderRunCapturesItsThreeAttentionParts) {
   std::set<std::string> parts;
   for (const HeadMetricRow& h : run.captures.back().heads) {
     parts.insert(h.part);
-    if (h.part == "cross") EXPECT_TRUE(std::isnan(h.metrics.induction));
+    if (h.part == "cross") {
+      EXPECT_TRUE(std::isnan(h.metrics.induction));
+    }
   }
   EXPECT_EQ(parts, (std::set<std::string>{"encoder", "decoder", "cross"}));
   const std::string report = read_file(r.run_dir + "/report.html", "test file");

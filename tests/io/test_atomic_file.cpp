@@ -97,13 +97,13 @@ TEST_F(AtomicFile, StaleTemporariesOfGoneWritersAreRemoved) {
   ::waitpid(gone, nullptr, 0);
   const std::string dead = std::to_string(gone);
   fs::create_directories(dir_ + "/patterns");
-  for (const std::string f : std::vector<std::string>{"/last.ckpt.tmp", "/config.yaml.tmp-" + dead, "/patterns/a.npy.tmp-" + dead, "/keep.txt", "/x.tmp-12ab"})
+  for (const std::string& f : std::vector<std::string>{"/last.ckpt.tmp", "/config.yaml.tmp-" + dead, "/patterns/a.npy.tmp-" + dead, "/keep.txt", "/x.tmp-12ab"})
     write_file_atomically(dir_ + f, "x");
   write_file_atomically(temporary_path(dir_ + "/report.html"), "being written");
   fs::create_directories(dir_ + "/analysis.tmp-" + dead + "/inner");
   fs::create_directories(dir_ + "/analysis.old");
   remove_stale_temporaries(dir_, {"patterns"});
-  for (const std::string f : std::vector<std::string>{"/last.ckpt.tmp", "/config.yaml.tmp-" + dead, "/patterns/a.npy.tmp-" + dead, "/analysis.tmp-" + dead})
+  for (const std::string& f : std::vector<std::string>{"/last.ckpt.tmp", "/config.yaml.tmp-" + dead, "/patterns/a.npy.tmp-" + dead, "/analysis.tmp-" + dead})
     EXPECT_FALSE(fs::exists(dir_ + f)) << f;
   EXPECT_TRUE(fs::exists(temporary_path(dir_ + "/report.html")));
   EXPECT_TRUE(fs::exists(dir_ + "/keep.txt"));

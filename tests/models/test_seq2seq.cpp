@@ -139,13 +139,19 @@ TEST(Seq2Seq, TheThreeMaskingPatterns) {
       for (std::size_t j = 3; j < 5; ++j) EXPECT_EQ(encoder.at({0, h, i, j}), 0.0) << "encoder: padded source key " << j;
     for (std::size_t i = 0; i < 4; ++i)
       for (std::size_t j = 0; j < 4; ++j) {
-        if (j > i || j == 3) EXPECT_EQ(decoder.at({0, h, i, j}), 0.0) << "decoder: key " << j << " from query " << i;
-        if (j <= i && j < 3) EXPECT_GT(decoder.at({0, h, i, j}), 0.0);
+        if (j > i || j == 3) {
+          EXPECT_EQ(decoder.at({0, h, i, j}), 0.0) << "decoder: key " << j << " from query " << i;
+        } else {
+          EXPECT_GT(decoder.at({0, h, i, j}), 0.0);
+        }
       }
     for (std::size_t i = 0; i < 4; ++i)
       for (std::size_t j = 0; j < 5; ++j) {
-        if (j >= 3) EXPECT_EQ(cross.at({0, h, i, j}), 0.0) << "cross: padded source key " << j;
-        if (j < 3) EXPECT_GT(cross.at({0, h, i, j}), 0.0) << "cross: every real source key, later ones too";
+        if (j >= 3) {
+          EXPECT_EQ(cross.at({0, h, i, j}), 0.0) << "cross: padded source key " << j;
+        } else {
+          EXPECT_GT(cross.at({0, h, i, j}), 0.0) << "cross: every real source key, later ones too";
+        }
       }
   }
 }
