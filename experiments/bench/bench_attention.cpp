@@ -1,7 +1,7 @@
 #include "experiments/bench/bench_attention.hpp"
+#include "experiments/bench/timing.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <nlohmann/json.hpp>
 #include <cstdio>
 #include <stdexcept>
@@ -65,23 +65,12 @@ int run_attention_bench(const AttentionBenchOptions& o) {
         sum(kernel->forward(q, k, v, context).output).backward();
       };
       step();
-      std::size_t reps = 0;
-      const auto start = std::chrono::steady_clock::now();
-      double elapsed = 0, fastest = 0;  // the fastest step: what a machine shared with other work disturbs least
-      while (reps < 3 || elapsed < o.min_seconds) {
-        const auto before = std::chrono::steady_clock::now();
-        step();
-        const auto after = std::chrono::steady_clock::now();
-        const double took = std::chrono::duration<double>(after - before).count();
-        fastest = reps == 0 ? took : std::min(fastest, took);
-        ++reps;
-        elapsed = std::chrono::duration<double>(after - start).count();
-      }
+      const Timing t = time_runs(3, o.min_seconds, step);
       const nlohmann::ordered_json line{{"impl", "attnlab"},
                                         {"variant", name},
                                         {"n", n},
-                                        {"ms", elapsed / static_cast<double>(reps) * 1e3},
-                                        {"min_ms", fastest * 1e3},
+                                        {"ms", t.seconds / static_cast<double>(t.runs) * 1e3},
+                                        {"min_ms", t.fastest * 1e3},
                                         {"causal", variant.causal},
                                         {"peak_rss_mb", peak_rss_mb()},
                                         {"base_rss_mb", base_rss}};

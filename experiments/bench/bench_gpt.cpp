@@ -1,7 +1,7 @@
 #include "experiments/bench/bench_gpt.hpp"
+#include "experiments/bench/timing.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <optional>
 #include <utility>
 #include <nlohmann/json.hpp>
@@ -28,18 +28,8 @@ std::pair<double, double> measured_sgemm_gflops() {
   const Tensor a = randn({n, n}, gen), b = randn({n, n}, gen);
   NoGradGuard no_grad;
   matmul(a, b);
-  std::size_t products = 0;
-  const auto start = std::chrono::steady_clock::now();
-  double seconds = 0, fastest = 0;
-  for (; seconds < 0.33; ++products) {
-    const auto before = std::chrono::steady_clock::now();
-    matmul(a, b);
-    const auto after = std::chrono::steady_clock::now();
-    const double took = std::chrono::duration<double>(after - before).count();
-    fastest = products == 0 ? took : std::min(fastest, took);
-    seconds = std::chrono::duration<double>(after - start).count();
-  }
-  return {flops * static_cast<double>(products) / seconds / 1e9, flops / fastest / 1e9};
+  const Timing t = time_runs(1, 0.33, [&] { matmul(a, b); });
+  return {flops * static_cast<double>(t.runs) / t.seconds / 1e9, flops / t.fastest / 1e9};
 }
 
 // FLOPs of one training step per token, as nanoGPT estimates them (its estimate_mfu, after the PaLM
@@ -83,29 +73,12 @@ int run_forward_bench(const GptBenchOptions& o) {
   for (auto& id : ids) id = static_cast<std::int64_t>(data.next_below(o.vocab));
   const Tensor input = from_indices(ids, {o.batch, o.block});
   for (std::size_t i = 0; i < o.warmup; ++i) model.forward(Batch{input, Tensor(), Tensor()});
-  const auto start = std::chrono::steady_clock::now();
-  for (std::size_t i = 0; i < o.steps; ++i) model.forward(Batch{input, Tensor(), Tensor()});
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = time_runs(o.steps, 0, [&] { model.forward(Batch{input, Tensor(), Tensor()}); }).seconds;
   const nlohmann::ordered_json line{{"impl", "attnlab"},        {"mode", "forward"}, {"threads", o.threads},
                                     {"params", model.parameter_count()}, {"forward_ms", seconds * 1e3 / static_cast<double>(std::max<std::size_t>(o.steps, 1))},
                                     {"openblas_core", blas_core_name()}};
   std::printf("%s\n", line.dump(-1, ' ', false).c_str());
   return 0;
-}
-
-// `step` run n times: the seconds they took in all, and the fastest step's (what a machine shared with
-// other work disturbs least).
-template <class F>
-std::pair<double, double> time_steps(std::size_t n, F&& step) {
-  const auto start = std::chrono::steady_clock::now();
-  double fastest = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto before = std::chrono::steady_clock::now();
-    step();
-    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - before).count();
-    fastest = i == 0 ? took : std::min(fastest, took);
-  }
-  return {std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), fastest};
 }
 
 }  // namespace
@@ -151,7 +124,7 @@ int run_gpt_bench(const GptBenchOptions& o) {
   for (std::size_t i = 0; i < o.warmup; ++i) step();
   Storage::reset_peak_bytes();
   const double warmup_allreduce_s = parallel.reducer().seconds();
-  const auto [seconds, fastest] = time_steps(o.steps, step);
+  const auto [seconds, runs, fastest] = time_runs(o.steps, 0, step);
   const double step_s = seconds / static_cast<double>(std::max<std::size_t>(o.steps, 1));
   const std::size_t timed = tuner->steps(), shared = tuner->shared_steps();  // none timed on one thread
   tuner.reset();  // sgemm's rate below is measured on every thread

@@ -29,7 +29,7 @@ using AlignedVector = std::vector<T, xsimd::aligned_allocator<T, 64>>;
 
 template <class T>
 T max(const T* x, std::size_t n) {
-  constexpr std::size_t W = simd::Simd<T>::lanes;
+  constexpr std::size_t W = simd::kLanes<T>;
   simd::Vec<T> acc = simd::splat(-std::numeric_limits<T>::infinity());
   std::size_t i = 0;
   for (; i + W <= n; i += W) {

@@ -144,7 +144,7 @@ inline T horizontal_sum(Vec<T> v) {
 // Sums and maxima over a row of n: W lanes over the whole vectors, folded, then the tail in order.
 template <class T>
 inline T sum(const T* x, std::size_t n) {
-  constexpr std::size_t W = Simd<T>::lanes;
+  constexpr std::size_t W = kLanes<T>;
   Vec<T> acc{};
   std::size_t i = 0;
   for (; i + W <= n; i += W) acc += load(x + i);
@@ -154,7 +154,7 @@ inline T sum(const T* x, std::size_t n) {
 }
 template <class T>
 inline T dot(const T* x, const T* y, std::size_t n) {
-  constexpr std::size_t W = Simd<T>::lanes;
+  constexpr std::size_t W = kLanes<T>;
   Vec<T> acc{};
   std::size_t i = 0;
   for (; i + W <= n; i += W) acc += load(x + i) * load(y + i);
