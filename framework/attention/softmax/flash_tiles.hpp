@@ -86,7 +86,11 @@ template <class T, int MR, int NV>
 inline Acc<T, MR, NV> multiply(const T* a, std::ptrdiff_t a_row, std::ptrdiff_t a_inner, const T* b, std::ptrdiff_t ldb,
                                std::ptrdiff_t k0, std::ptrdiff_t k1) {
   constexpr std::ptrdiff_t W = kLanes<T>;
-  Vec<T> acc[MR][NV] = {};
+  Vec<T> acc[MR][NV];  // zeroed vector by vector: GCC 12 turns `= {}` into a rep stos of the array on the stack
+#pragma GCC unroll 8
+  for (int r = 0; r < MR; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = Vec<T>{};
   const T* ak = a + k0 * a_inner;
   const T* bk = b + k0 * ldb;
   for (std::ptrdiff_t k = k0; k < k1; ++k, ak += a_inner, bk += ldb) {
