@@ -138,17 +138,11 @@ Tensor gelu_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (grad) {
     record(out, "gelu_linear", {x, weight, bias},
            [h, slope, w = weight.detach(), rw = weight.requires_grad(), rb = bias.defined() && bias.requires_grad()](const Tensor& g) {
-             Tensor gx;
-             if (slope.defined()) {  // dx = (g W) * gelu'(x), multiplied in place: [..., in]
-               gx = matmul(g, w);
-               scale_by(gx, slope);
-             }
-             const auto rows = static_cast<std::int64_t>(shape_numel(Shape(h.shape().begin(), h.shape().end() - 1)));
-             Tensor gw, gb;
-             if (rw) gw = matmul(reshape(g, {rows, static_cast<std::int64_t>(g.size(-1))}),
-                                 reshape(h, {rows, static_cast<std::int64_t>(h.size(-1))}), true, false);  // [out, in]
+             LinearGrads grads = linear_grads(g, h, w, slope.defined(), rw);  // g W [..., in], g^T h [out, in]
+             if (slope.defined()) scale_by(grads.x, slope);                    // dx = (g W) * gelu'(x), in place
+             Tensor gb;
              if (rb) gb = sum_to(g, {g.size(-1)});
-             return std::vector<Tensor>{gx, gw, gb};
+             return std::vector<Tensor>{grads.x, grads.weight, gb};
            });
   }
   return out;

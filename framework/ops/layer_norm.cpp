@@ -228,21 +228,18 @@ Tensor layer_norm_linear(const Tensor& x, const Tensor& norm_weight, const Tenso
             rnw = norm_weight.defined() && norm_weight.requires_grad(), rnb = norm_bias.defined() && norm_bias.requires_grad(),
             rw = weight.requires_grad(), rb = bias.defined() && bias.requires_grad()](const Tensor& g) {
              NoGradGuard no_grad;
-             const std::size_t in = normalized.size(-1), out_features = g.size(-1);
-             const auto rows = static_cast<std::int64_t>(normalized.numel() / std::max<std::size_t>(in, 1));
-             Tensor gw, gb;
-             if (rw) {
-               const Tensor y = scale_shift_rows(normalized, nw, nb);  // the norm's output, recomputed: [..., in]
-               gw = matmul(reshape(g, {rows, static_cast<std::int64_t>(out_features)}), reshape(y, {rows, static_cast<std::int64_t>(in)}),
-                           true, false);  // [out, in]
-             }
-             if (rb) gb = sum_to(g, {out_features});
+             const std::size_t out_features = g.size(-1);
+             const bool norm_grads_wanted = rx || rnw || rnb;
+             // g^T y [out, in] with the norm's output y recomputed, and g W [..., in] for the norm's backward
+             const Tensor y = rw ? scale_shift_rows(normalized, nw, nb) : Tensor();
+             const LinearGrads product_grads = linear_grads(g, y, w, norm_grads_wanted, rw);
              std::vector<Tensor> grads(5);
-             if (rx || rnw || rnb) {
-               const std::vector<Tensor> norm_grads = layer_norm_backward(normalized, inv_std, nw, matmul(g, w), rx, rnw, rnb);
+             if (norm_grads_wanted) {
+               const std::vector<Tensor> norm_grads = layer_norm_backward(normalized, inv_std, nw, product_grads.x, rx, rnw, rnb);
                grads[0] = norm_grads[0], grads[1] = norm_grads[1], grads[2] = norm_grads[2];
              }
-             grads[3] = gw, grads[4] = gb;
+             grads[3] = product_grads.weight;
+             if (rb) grads[4] = sum_to(g, {out_features});
              return grads;
            });
   }

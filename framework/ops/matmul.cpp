@@ -14,32 +14,85 @@
 namespace attnlab {
 namespace {
 
-// One product C [m, n] = op(A) op(B) + beta C of contiguous operands, split into blocks of rows (or
-// columns, when n > m) across attnlab's threads when it is large enough to pay for it. OpenBLAS itself
-// runs on one thread (see parallel.hpp), so this is the only pool. With `row_init` ([n]), every row of C
-// starts as it instead (a Linear layer's bias), written by each block just before its product, while
+// One product C [m, n] = op(A) op(B) + beta C of contiguous operands. With `row_init` ([n]), every row of
+// C starts as it instead (a Linear layer's bias), written by each block just before its product, while
 // the block's rows are in cache and on every thread.
+template <class T>
+struct Product {
+  bool ta, tb;
+  std::size_t m, n, k;
+  const T* a;
+  const T* b;
+  T* c;
+  T beta = T(0);
+  const T* row_init = nullptr;
+
+  // A product is split along its longer side, rows of C or (when n > m) columns, into blocks of at
+  // least `grain` (8, or enough for 2^21 FLOPs).
+  std::size_t side() const { return m >= n ? m : n; }
+  std::size_t grain() const {
+    constexpr std::size_t kMinFlopsPerThread = 1 << 21;
+    return std::max<std::size_t>(8, kMinFlopsPerThread / std::max<std::size_t>(2 * (m >= n ? n : m) * k, 1));
+  }
+  // The blocks it is split into on `threads` threads, as parallel_for splits side() by grain().
+  std::size_t parts(std::size_t threads) const {
+    return threads < 2 || side() < 2 * grain() ? 1 : std::min(threads, side() / grain());
+  }
+  // Rows (or columns) [begin, end) of C.
+  void block(std::size_t begin, std::size_t end) const {
+    const std::size_t lda = ta ? m : k, ldb = tb ? k : n;
+    const T block_beta = row_init ? T(1) : beta;
+    if (m >= n) {
+      if (row_init)
+        for (std::size_t r = begin; r < end; ++r) std::copy(row_init, row_init + n, c + r * n);
+      gemm(ta, tb, end - begin, n, k, ta ? a + begin : a + begin * k, lda, b, ldb, c + begin * n, n, block_beta);
+    } else {
+      if (row_init)
+        for (std::size_t r = 0; r < m; ++r) std::copy(row_init + begin, row_init + end, c + r * n + begin);
+      gemm(ta, tb, m, end - begin, k, a, lda, tb ? b + begin * k : b + begin, ldb, c + begin, n, block_beta);
+    }
+  }
+};
+
+// A product split into blocks across attnlab's threads when it is large enough to pay for it. OpenBLAS
+// itself runs on one thread (see parallel.hpp), so this is the only pool.
+template <class T>
+void product(const Product<T>& p) {
+  parallel_for(p.side(), p.grain(), [&](std::size_t begin, std::size_t end) { p.block(begin, end); });
+}
+
 template <class T>
 void product(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const T* a, const T* b, T* c, T beta = T(0),
              const T* row_init = nullptr) {
-  const std::size_t lda = ta ? m : k, ldb = tb ? k : n;
-  const T block_beta = row_init ? T(1) : beta;
-  constexpr std::size_t kMinFlopsPerThread = 1 << 21;
-  if (m >= n) {
-    parallel_for(m, std::max<std::size_t>(8, kMinFlopsPerThread / std::max<std::size_t>(2 * n * k, 1)),
-                 [&](std::size_t r0, std::size_t r1) {
-                   if (row_init)
-                     for (std::size_t r = r0; r < r1; ++r) std::copy(row_init, row_init + n, c + r * n);
-                   gemm(ta, tb, r1 - r0, n, k, ta ? a + r0 : a + r0 * k, lda, b, ldb, c + r0 * n, n, block_beta);
-                 });
-  } else {
-    parallel_for(n, std::max<std::size_t>(8, kMinFlopsPerThread / std::max<std::size_t>(2 * m * k, 1)),
-                 [&](std::size_t c0, std::size_t c1) {
-                   if (row_init)
-                     for (std::size_t r = 0; r < m; ++r) std::copy(row_init + c0, row_init + c1, c + r * n + c0);
-                   gemm(ta, tb, m, c1 - c0, k, a, lda, tb ? b + c0 * k : b + c0, ldb, c + c0, n, block_beta);
-                 });
+  product(Product<T>{ta, tb, m, n, k, a, b, c, beta, row_init});
+}
+
+// Two independent products of equal FLOPs (a Linear's dx = g W and dW = g^T x) in one parallel region,
+// each on its own half of the threads: on two threads each runs whole on one of them, side by side,
+// where one after the other each would be split in two. Split, these thin products cost far more cycles
+// than whole: in the toy step at two threads (`bench gpt --dim 64 --block 16 --batch 32`, cycles inside
+// gemm counted per shape, 2026-11-28) the weight gradients' halves ([96 x 64] over 512 rows, each
+// packing the whole shared operand again) took 26-69% more than the whole products on one thread, the
+// input gradients' 6-20%; side by side and whole, 8-35% more (what is left is mostly each core reading
+// what the other wrote). Block c of the region is the same block of the same product whichever thread
+// runs it, so the results do not depend on timing.
+template <class T>
+void products_side_by_side(const Product<T>& first, const Product<T>& second) {
+  const std::size_t threads = static_cast<std::size_t>(num_threads());
+  const std::size_t parts1 = first.parts(threads / 2), parts2 = second.parts(threads - threads / 2);
+  const auto run = [&](std::size_t c) {
+    if (c < parts1)
+      first.block(first.side() * c / parts1, first.side() * (c + 1) / parts1);
+    else
+      second.block(second.side() * (c - parts1) / parts2, second.side() * (c - parts1 + 1) / parts2);
+  };
+  if (threads < 2) {
+    product(first), product(second);
+    return;
   }
+  parallel_for(parts1 + parts2, 1, [&](std::size_t c0, std::size_t c1) {
+    for (std::size_t c = c0; c < c1; ++c) run(c);
+  });
 }
 
 Shape batch_of(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
@@ -206,16 +259,47 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     record(out, "linear", {x, weight, bias},
            [x = x.detach(), w = weight.detach(), rx = x.requires_grad(), rw = weight.requires_grad(),
             rb = bias.defined() && bias.requires_grad()](const Tensor& g) {
-             const auto n = static_cast<std::int64_t>(g.size(-1)), k = static_cast<std::int64_t>(x.size(-1));
-             const std::int64_t r = static_cast<std::int64_t>(x.numel()) / std::max<std::int64_t>(k, 1);
-             Tensor gx, gw, gb;
-             if (rx) gx = matmul(g, w);                                                    // [..., in]
-             if (rw) gw = matmul(reshape(g, {r, n}), reshape(x, {r, k}), true, false);  // [out, in]
-             if (rb) gb = sum_to(g, {g.size(-1)});                                         // [out]
-             return std::vector<Tensor>{gx, gw, gb};
+             const LinearGrads grads = linear_grads(g, x, w, rx, rw);
+             Tensor gb;
+             if (rb) gb = sum_to(g, {g.size(-1)});  // [out]
+             return std::vector<Tensor>{grads.x, grads.weight, gb};
            });
   }
   return out;
+}
+
+LinearGrads linear_grads(const Tensor& g, const Tensor& x, const Tensor& weight, bool want_x, bool want_weight) {
+  if (weight.dim() != 2 || g.dim() < 1) throw std::invalid_argument("linear_grads: expected a weight [out, in] and g [..., out]");
+  const std::size_t out_features = weight.size(0), in = weight.size(1);
+  const std::size_t rows = shape_numel(Shape(g.shape().begin(), g.shape().end() - 1));
+  if (g.dtype() != weight.dtype() || g.size(-1) != out_features || (want_weight && (x.dtype() != g.dtype() || x.numel() != rows * in))) {
+    throw std::invalid_argument("linear_grads: expected g [..., " + std::to_string(out_features) + "] and x [..., " + std::to_string(in) +
+                                "] with its rows, of the weight's dtype, got " + shape_str(g.shape()) + " and " + shape_str(x.shape()));
+  }
+  LinearGrads grads;
+  Shape x_shape = g.shape();
+  x_shape.back() = in;
+  if (want_x) grads.x = empty(x_shape, g.dtype());
+  if (want_weight) grads.weight = empty({out_features, in}, g.dtype());
+  if (rows * in * out_features == 0) {  // no elements, or sums of nothing: zeros
+    if (want_x) grads.x = zeros(x_shape, g.dtype());
+    if (want_weight) grads.weight = zeros({out_features, in}, g.dtype());
+    return grads;
+  }
+  dispatch_floating(g.dtype(), "linear backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* pg = g.data<T>();
+    const Product<T> dx{false, false, rows, in, out_features, pg, weight.data<T>(), want_x ? grads.x.data<T>() : nullptr};
+    const Product<T> dw{true, false, out_features, in, rows, pg, want_weight ? x.data<T>() : nullptr,
+                        want_weight ? grads.weight.data<T>() : nullptr};
+    if (want_x && want_weight)
+      products_side_by_side(dx, dw);
+    else if (want_x)
+      product(dx);
+    else if (want_weight)
+      product(dw);
+  });
+  return grads;
 }
 
 }  // namespace attnlab

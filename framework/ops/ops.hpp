@@ -83,6 +83,14 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool t
 // the product's starting value (written where the product would otherwise zero its output, so no pass
 // adds it afterwards); the backward gives dx = g W, dW = g^T x, db = sum g.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+// A Linear's input and weight gradients from its output gradient g [..., out] and its input x [..., in]
+// (W [out, in]): dx = g W [..., in] and dW = g^T x [out, in], each undefined unless wanted. Wanted
+// together they run side by side on the threads (matmul.cpp says why); linear, layer_norm_linear and
+// gelu_linear take theirs here. Not recorded for autograd (backward closures run without it).
+struct LinearGrads {
+  Tensor x, weight;
+};
+LinearGrads linear_grads(const Tensor& g, const Tensor& x, const Tensor& weight, bool want_x, bool want_weight);
 
 // ---- shape ops (ops/shape_ops.cpp) ----
 // Same elements, new shape (one entry may be -1: inferred). Shares storage with x.

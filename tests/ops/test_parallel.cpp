@@ -4,9 +4,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <random>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 #include "framework/models/text_models.hpp"
 #include "framework/ops/parallel.hpp"
@@ -60,6 +62,42 @@ TEST(Parallel, MatmulSplitsGiveTheSameProducts) {
   expect_same_on_two_threads([&] { return linear(tall, w, bias); }, {tall, w, bias});  // rows split
   Tensor few = randn({40, 900}, gen).set_requires_grad(true), many_out = randn({256, 900}, gen).set_requires_grad(true);
   expect_same_on_two_threads([&] { return linear(few, many_out, wide_bias); }, {few, many_out, wide_bias});  // columns split
+}
+
+// A Linear's two gradients run side by side (each product on its own half of the threads): on 1, 2 and 3
+// threads, alone or together, they are the products g W and g^T x, and sums of nothing are zeros.
+TEST(Parallel, LinearGradsSideBySideAreTheTwoProducts) {
+  Generator gen(7);
+  const Tensor g = randn({3, 170, 48}, gen, DType::float64), x = randn({3, 170, 80}, gen, DType::float64),
+               w = randn({48, 80}, gen, DType::float64);
+  const Tensor want_x = matmul(g, w), want_w = matmul(reshape(g, {510, 48}), reshape(x, {510, 80}), true, false);
+  const auto expect_near = [](const Tensor& got, const Tensor& want, double tol) {
+    ASSERT_EQ(got.shape(), want.shape());
+    const std::vector<double> a = got.to_vector(), b = want.to_vector();
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], tol * (1 + std::fabs(b[i]))) << "element " << i;
+  };
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    for (const auto& [dx, dw] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
+      const LinearGrads grads = linear_grads(g, dw ? x : Tensor(), w, dx, dw);
+      EXPECT_EQ(grads.x.defined(), dx);
+      EXPECT_EQ(grads.weight.defined(), dw);
+      if (dx) expect_near(grads.x, want_x, 1e-12);
+      if (dw) expect_near(grads.weight, want_w, 1e-12);
+    }
+  }
+  set_num_threads(2);
+  const LinearGrads none = linear_grads(zeros({4, 0}), zeros({4, 5}), zeros({0, 5}), true, true);  // no output features
+  expect_near(none.x, zeros({4, 5}), 0);
+  EXPECT_EQ(none.weight.shape(), (Shape{0, 5}));
+  EXPECT_THROW(linear_grads(zeros({4, 3}), zeros({5, 5}), zeros({3, 5}), true, true), std::invalid_argument);  // x's rows
+  set_num_threads(1);
+  // The fused Linears that take their gradients there.
+  Tensor h = randn({300, 64}, gen).set_requires_grad(true), fc = randn({96, 64}, gen).set_requires_grad(true),
+         bias = randn({96}, gen).set_requires_grad(true), nw = randn({64}, gen).set_requires_grad(true),
+         nb = randn({64}, gen).set_requires_grad(true);
+  expect_same_on_two_threads([&] { return gelu_linear(h, fc, bias); }, {h, fc, bias});
+  expect_same_on_two_threads([&] { return layer_norm_linear(h, nw, nb, 1e-5, fc, bias); }, {h, nw, nb, fc, bias});
 }
 
 TEST(Parallel, RowKernelsAndElementwiseOpsGiveTheSameValues) {
