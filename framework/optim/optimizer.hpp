@@ -78,6 +78,10 @@ class Optimizer {
   // Applies one update to parameter `index`, whose grad is defined. updates(index) already counts this
   // step (1 on the parameter's first update).
   virtual void update(std::size_t index) = 0;
+  // Whether update(i) reads nothing that another update writes and writes only parameter i and its
+  // slots, so that step() may run the updates of different parameters at once on attnlab's threads.
+  // False unless an optimizer says so (SGD, Adam and AdamW do).
+  virtual bool independent_updates() const { return false; }
 
   Tensor& slot(std::size_t index, std::size_t slot_index) { return state_[index].slots[slot_index]; }
   std::size_t updates(std::size_t index) const { return state_[index].updates; }
@@ -89,6 +93,8 @@ class Optimizer {
   };
   // Follows a parameter converted to another dtype after the optimizer was built (Module::to).
   void match_param_dtype(std::size_t index);
+  // update(i) for each of `due`, on several threads when the updates are independent.
+  void update_all(const std::vector<std::size_t>& due);
 
   const char* name_;
   std::vector<NamedParameter> params_;
@@ -121,6 +127,7 @@ class SGD : public Optimizer {
 
  private:
   void update(std::size_t index) override;
+  bool independent_updates() const override { return true; }
   SGDOptions options_;
 };
 
@@ -145,6 +152,7 @@ class Adam : public Optimizer {
 
  private:
   void update(std::size_t index) override;
+  bool independent_updates() const override { return true; }
   AdamOptions options_;
 };
 
@@ -174,6 +182,7 @@ class AdamW : public Optimizer {
 
  private:
   void update(std::size_t index) override;
+  bool independent_updates() const override { return true; }
   AdamWOptions options_;
   std::vector<bool> decayed_;
 };

@@ -6,9 +6,11 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "framework/ops/parallel.hpp"
 #include "tests/optim/optim_testing.hpp"
 
 namespace attnlab::optim_testing {
@@ -51,6 +53,44 @@ TEST(Optimizer, TiedWeightIsUpdatedOnce) {
   set_grad(w, {0.5, 0.5});
   sgd.step();
   testing::expect_values(w, {0.5, 1.5}, 0.0);
+}
+
+// SGD, Adam and AdamW update different parameters on different threads at once: on two threads the
+// parameters, the skipped one and the state are bit for bit what one thread makes, over steps in which
+// the parameters with gradients change.
+TEST(Optimizer, UpdatesOnTwoThreadsAreThoseOfOne) {
+  const auto run = [](int threads, const std::string& which) {
+    set_num_threads(threads);
+    Generator gen(11);
+    std::vector<NamedParameter> params;
+    const std::size_t sizes[] = {40000, 3, 17, 9000, 25001, 64, 0};
+    for (std::size_t n : sizes)
+      params.push_back({"p" + std::to_string(params.size()), randn({n}, gen, DType::float32).set_requires_grad(true), ParamKind::weight});
+    std::unique_ptr<Optimizer> opt;
+    if (which == "sgd") {
+      SGDOptions o;
+      o.momentum = 0.9, o.weight_decay = 0.01;
+      opt = std::make_unique<SGD>(params, o);
+    } else if (which == "adam") {
+      opt = std::make_unique<Adam>(params);
+    } else {
+      opt = std::make_unique<AdamW>(params);
+    }
+    for (int step = 0; step < 4; ++step) {
+      for (std::size_t j = 0; j < params.size(); ++j) {
+        if ((j + step) % 5 == 4) continue;  // no gradient: this parameter is skipped at this step
+        params[j].tensor.set_grad(randn(params[j].tensor.shape(), gen, DType::float32));
+      }
+      opt->step();
+      for (NamedParameter& p : params) p.tensor.zero_grad();
+    }
+    std::vector<Values> out;
+    for (const NamedParameter& p : params) out.push_back(p.tensor.to_vector());
+    for (const auto& [name, t] : opt->state_dict()) out.push_back(t.to_vector());
+    set_num_threads(1);
+    return out;
+  };
+  for (const std::string which : {"sgd", "adam", "adamw"}) EXPECT_EQ(run(1, which), run(2, which)) << which;
 }
 
 TEST(Optimizer, FollowsAModelConvertedToFloat64) {
