@@ -24,6 +24,20 @@ wait_for() {
   for _ in $(seq 6000); do grep -q "$1" "$2" 2>/dev/null && return 0; sleep 0.1; done
   fail "\"$1\" never appeared in $2"; return 1
 }
+# Waits for mpirun ($1, a child of this script) to end after it was sent a signal, and sets `status`. It
+# ends within seconds (it forwards the signal, and kills the ranks a second later); one still running two
+# minutes after has the job's processes listed, with where each waits, and is killed: a hang reports
+# itself instead of running into the test's timeout (it did once, 2026-11-28, in section 3).
+wait_after_signal() {
+  for _ in $(seq 1200); do kill -0 "$1" 2> /dev/null || break; sleep 0.1; done
+  if kill -0 "$1" 2> /dev/null; then
+    fail "mpirun (pid $1) still runs two minutes after the signal; the job's processes:"
+    ps -eo pid,ppid,stat,etime,wchan:28,args --forest | grep -E "[m]pirun|[a]ttnlab|[o]rted"
+    kill -9 "$1"
+  fi
+  wait "$1"
+  status=$?
+}
 # An error said exactly once in log $3 (matching $2), without OpenMPI's ORTE_ERROR_LOG lines; $1 names it.
 once() {
   [ "$(grep -c "$2" "$3")" = 1 ] && ! grep -q "ORTE_ERROR_LOG" "$3" || { fail "$1: not said exactly once, or with ORTE_ERROR_LOG lines"; cat "$3"; }
@@ -109,8 +123,7 @@ bash "$here/mpirun.sh" "$mpirun" -np 2 "$attnlab" train "$source/configs/reverse
 pid=$!
 wait_for "step 500/" "$work/stopped.log"
 kill -TERM $pid
-wait $pid
-status=$?
+wait_after_signal $pid
 if [ $status -ne 0 ] && [ -s "$work/runs/stopped/last.ckpt" ] && [ "$(grep -c "stopped by SIGTERM" "$work/stopped.log")" = 1 ] \
    && grep -q "Resume with: mpirun -np 2 attnlab train --resume $work/runs/stopped" "$work/stopped.log"; then
   echo "ok: SIGTERM to mpirun writes one checkpoint and says how to resume"
@@ -129,8 +142,7 @@ bash "$here/mpirun.sh" "$mpirun" -np 2 "$attnlab" train "$source/configs/reverse
 pid=$!
 wait_for "step 500/" "$work/usr1.log"
 kill -USR1 $pid
-wait $pid
-status=$?
+wait_after_signal $pid
 [ $status -ne 0 ] && [ -s "$work/runs/usr1/last.ckpt" ] && [ "$(grep -c "stopped by SIGUSR1 after step" "$work/usr1.log")" = 1 ] \
   && grep -q "Resume with: mpirun -np 2 attnlab train --resume $work/runs/usr1" "$work/usr1.log" \
   && echo "ok: SIGUSR1 to mpirun writes one checkpoint and says how to resume" || { fail "SIGUSR1 to mpirun (status $status)"; cat "$work/usr1.log"; }
