@@ -79,19 +79,18 @@ void product(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, cons
 template <class T>
 void products_side_by_side(const Product<T>& first, const Product<T>& second) {
   const std::size_t threads = static_cast<std::size_t>(num_threads());
-  const std::size_t parts1 = first.parts(threads / 2), parts2 = second.parts(threads - threads / 2);
-  const auto run = [&](std::size_t c) {
-    if (c < parts1)
-      first.block(first.side() * c / parts1, first.side() * (c + 1) / parts1);
-    else
-      second.block(second.side() * (c - parts1) / parts2, second.side() * (c - parts1 + 1) / parts2);
-  };
   if (threads < 2) {
     product(first), product(second);
     return;
   }
+  const std::size_t parts1 = first.parts(threads / 2), parts2 = second.parts(threads - threads / 2);
   parallel_for(parts1 + parts2, 1, [&](std::size_t c0, std::size_t c1) {
-    for (std::size_t c = c0; c < c1; ++c) run(c);
+    for (std::size_t c = c0; c < c1; ++c) {
+      if (c < parts1)
+        first.block(first.side() * c / parts1, first.side() * (c + 1) / parts1);
+      else
+        second.block(second.side() * (c - parts1) / parts2, second.side() * (c - parts1 + 1) / parts2);
+    }
   });
 }
 
@@ -279,13 +278,10 @@ LinearGrads linear_grads(const Tensor& g, const Tensor& x, const Tensor& weight,
   LinearGrads grads;
   Shape x_shape = g.shape();
   x_shape.back() = in;
-  if (want_x) grads.x = empty(x_shape, g.dtype());
-  if (want_weight) grads.weight = empty({out_features, in}, g.dtype());
-  if (rows * in * out_features == 0) {  // no elements, or sums of nothing: zeros
-    if (want_x) grads.x = zeros(x_shape, g.dtype());
-    if (want_weight) grads.weight = zeros({out_features, in}, g.dtype());
-    return grads;
-  }
+  const bool nothing = rows * in * out_features == 0;  // no elements, or sums of nothing: zeros
+  if (want_x) grads.x = nothing ? zeros(x_shape, g.dtype()) : empty(x_shape, g.dtype());
+  if (want_weight) grads.weight = nothing ? zeros({out_features, in}, g.dtype()) : empty({out_features, in}, g.dtype());
+  if (nothing) return grads;
   dispatch_floating(g.dtype(), "linear backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* pg = g.data<T>();

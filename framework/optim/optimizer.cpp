@@ -243,8 +243,9 @@ void Optimizer::update_all(const std::vector<std::size_t>& due) {
   constexpr std::size_t kMinElements = std::size_t{1} << 15;  // below this one thread does it all
   const std::size_t threads = static_cast<std::size_t>(num_threads());
   std::vector<std::size_t> start(due.size() + 1, 0);  // elements before each due parameter
-  for (std::size_t j = 0; j < due.size(); ++j) start[j + 1] = start[j] + params_[due[j]].tensor.numel();
-  if (threads < 2 || due.size() < 2 || start.back() < kMinElements || !independent_updates()) {
+  const bool shared = threads > 1 && due.size() > 1 && independent_updates();
+  for (std::size_t j = 0; shared && j < due.size(); ++j) start[j + 1] = start[j] + params_[due[j]].tensor.numel();
+  if (!shared || start.back() < kMinElements) {
     for (std::size_t i : due) update(i);
     return;
   }
