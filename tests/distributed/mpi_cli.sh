@@ -24,16 +24,26 @@ wait_for() {
   for _ in $(seq 6000); do grep -q "$1" "$2" 2>/dev/null && return 0; sleep 0.1; done
   fail "\"$1\" never appeared in $2"; return 1
 }
-# Waits for mpirun ($1, a child of this script) to end after it was sent a signal, and sets `status`. It
-# ends within seconds (it forwards the signal, and kills the ranks a second later); one still running two
-# minutes after has the job's processes listed, with where each waits, and is killed: a hang reports
-# itself instead of running into the test's timeout (it did once, 2026-11-28, in section 3).
-wait_after_signal() {
-  for _ in $(seq 1200); do kill -0 "$1" 2> /dev/null || break; sleep 0.1; done
+# Waits for mpirun ($1, a child of this script) to end, at most $2 seconds, after an event that ends the
+# job within seconds ($3: a signal sent to it, a rank that died), and sets `status` (137 when killed).
+# mpirun still running then is killed after the job's processes are listed with where each waits. With
+# ranks left that is this job's hang: a failure, and 1 returned. With none left it is OpenMPI 4.1's own:
+# mpirun sometimes stays in a futex wait after every rank has exited (twice in about 18 runs of this
+# script under load, 2026-11-28, both after SIGTERM, the ranks' checkpoint and message complete), and the
+# checks on what the ranks did go on.
+wait_for_job_end() {
+  for _ in $(seq $(($2 * 10))); do kill -0 "$1" 2> /dev/null || break; sleep 0.1; done
   if kill -0 "$1" 2> /dev/null; then
-    fail "mpirun (pid $1) still runs two minutes after the signal; the job's processes:"
-    ps -eo pid,ppid,stat,etime,wchan:28,args --forest | grep -E "[m]pirun|[a]ttnlab|[o]rted"
+    local ranks
+    ranks=$(ps -o pid= --ppid "$1" | xargs)
+    echo "mpirun (pid $1) still runs $2 s after $3, with ${ranks:-no} ranks left; the job's processes:"
+    ps -eo pid,ppid,stat,etime,wchan:28,args --forest | grep -E "[m]pirun|[m]piexec|[a]ttnlab|[o]rted"
     kill -9 "$1"
+    wait "$1"
+    status=$?
+    [ -z "$ranks" ] && { echo "(OpenMPI's mpirun hang after its ranks ended, docs/distributed.md: not this job's)"; return 0; }
+    fail "the job still runs $2 s after $3"
+    return 1
   fi
   wait "$1"
   status=$?
@@ -123,7 +133,7 @@ bash "$here/mpirun.sh" "$mpirun" -np 2 "$attnlab" train "$source/configs/reverse
 pid=$!
 wait_for "step 500/" "$work/stopped.log"
 kill -TERM $pid
-wait_after_signal $pid
+wait_for_job_end $pid 60 "SIGTERM"
 if [ $status -ne 0 ] && [ -s "$work/runs/stopped/last.ckpt" ] && [ "$(grep -c "stopped by SIGTERM" "$work/stopped.log")" = 1 ] \
    && grep -q "Resume with: mpirun -np 2 attnlab train --resume $work/runs/stopped" "$work/stopped.log"; then
   echo "ok: SIGTERM to mpirun writes one checkpoint and says how to resume"
@@ -142,7 +152,7 @@ bash "$here/mpirun.sh" "$mpirun" -np 2 "$attnlab" train "$source/configs/reverse
 pid=$!
 wait_for "step 500/" "$work/usr1.log"
 kill -USR1 $pid
-wait_after_signal $pid
+wait_for_job_end $pid 60 "SIGUSR1"
 [ $status -ne 0 ] && [ -s "$work/runs/usr1/last.ckpt" ] && [ "$(grep -c "stopped by SIGUSR1 after step" "$work/usr1.log")" = 1 ] \
   && grep -q "Resume with: mpirun -np 2 attnlab train --resume $work/runs/usr1" "$work/usr1.log" \
   && echo "ok: SIGUSR1 to mpirun writes one checkpoint and says how to resume" || { fail "SIGUSR1 to mpirun (status $status)"; cat "$work/usr1.log"; }
@@ -163,12 +173,7 @@ pid=$!
 wait_for "step 20/" "$work/killed.log"
 rank=$(ps -o pid= --ppid $pid | tail -n 1)
 [ -n "$rank" ] && kill -9 $rank
-for _ in $(seq 300); do kill -0 $pid 2> /dev/null || break; sleep 0.1; done
-if kill -0 $pid 2> /dev/null; then
-  fail "the job still runs 30 s after a rank died"; kill -9 $pid
-else
-  wait $pid
-  status=$?
+if wait_for_job_end $pid 30 "a rank died"; then
   [ $status -ne 0 ] && grep -q "exited on signal 9" "$work/killed.log" && echo "ok: a dead rank ends the job (status $status)" \
     || { fail "a dead rank (status $status)"; cat "$work/killed.log"; }
 fi
