@@ -39,7 +39,7 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-SharingTuner::SharingTuner() : active_(ThreadPool::instance().threads() > 1) {
+SharingTuner::SharingTuner(SharingTiming timing) : timing_(timing), active_(ThreadPool::instance().threads() > 1) {
   if (active_) plan_probe();
 }
 
@@ -61,23 +61,27 @@ void SharingTuner::plan_probe() {
 
 void SharingTuner::begin_step() {
   if (!active_) return;
-  step_start_ = std::chrono::steady_clock::now();
-  if (settled_ && step_start_ >= settled_until_) plan_probe();
-  mode_ = settled_ || unrecorded_ > 0 ? choice_ : plan_.back();
+  step_start_ = Clock::now();
+  const auto warm = std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timing_.warm_s));
+  if (first_step_) warm_until_ = step_start_ + warm;
+  if (settled_ && step_start_ >= settled_until_) {
+    plan_probe();
+    if (!choice_) warm_until_ = step_start_ + warm;  // the workers have been idle: shared steps start slow again
+  }
+  const bool warming = first_step_ || step_start_ < warm_until_;
+  timed_ = !settled_ && !warming;
+  mode_ = settled_ ? choice_ : warming || plan_.back();
   ThreadPool::instance().set_sharing(mode_);
 }
 
 void SharingTuner::end_step() {
   if (!active_) return;
-  const auto now = std::chrono::steady_clock::now();
+  const auto now = Clock::now();
   change_.clear();
+  first_step_ = false;
   ++steps_;
   if (mode_) ++shared_steps_;
-  if (settled_) return;
-  if (unrecorded_ > 0) {
-    --unrecorded_;
-    return;
-  }
+  if (!timed_) return;
   (mode_ ? shared_s_ : alone_s_).push_back(std::chrono::duration<double>(now - step_start_).count());
   plan_.pop_back();
   if (!plan_.empty()) return;
@@ -90,10 +94,9 @@ void SharingTuner::end_step() {
                   shared * 1e3, ThreadPool::instance().threads(), alone * 1e3);
     change_ = line;
   }
-  hold_s_ = hold_s_ > 0 && choice == choice_ ? std::min(2 * hold_s_, kLongestHoldSeconds) : kFirstHoldSeconds;
+  hold_s_ = hold_s_ > 0 && choice == choice_ ? std::min(2 * hold_s_, timing_.longest_hold_s) : timing_.first_hold_s;
   choice_ = choice;
   settled_ = true;
-  using Clock = std::chrono::steady_clock;
   settled_until_ = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hold_s_));
 }
 

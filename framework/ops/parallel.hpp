@@ -24,20 +24,33 @@ int available_cores();
 // `sharers` that run at once on this machine (ranks, a comparison's jobs), at least 1.
 int default_threads(int requested, int sharers);
 
+// How long a SharingTuner lets steps run shared before it times them, and how long it keeps a choice
+// (seconds). Tests shorten them.
+struct SharingTiming {
+  // The first steps of a loop, and the first after a stretch alone, run shared slower than they will
+  // (on the 2-vCPU VM, 2026-11-28: 1.3-2x for the first tens of milliseconds; the worker's core wakes up
+  // and the scheduler often starts the two threads on one core and separates them only later). Timed
+  // then, sharing lost most probes of the toy benchmark (`bench gpt --dim 64 --block 16`, 50 steps),
+  // where it settles about 1.2x faster.
+  double warm_s = 0.25;
+  double first_hold_s = 5;
+  double longest_hold_s = 120;
+};
+
 // Chooses, from measured step times, whether a loop's parallel regions hand chunks to the pool's workers
 // or run them all on the calling thread. Sharing loses when another process holds one of the cores (a
 // worker descheduled with a chunk in hand holds the step up for a scheduler time slice) and on models so
-// small that moving their data between cores costs more than the second core saves (the toy model of
-// `attnlab bench gpt --dim 64 --block 16` on a 2-vCPU VM: two threads hardly faster than one on a quiet
-// machine). After the loop's first step the tuner times steps alternately shared and alone (kProbePairs
-// pairs, in the order SA AS SA AS against drift), keeps the mode whose median step was shorter, and
-// probes again after kFirstHoldSeconds, doubling while the choice stays the same up to
-// kLongestHoldSeconds, since the machine's load changes. The chunks are the same either way, so a run's
-// results do not depend on the choice (tested bit for bit). With one thread it does nothing; sharing is
-// back on when the tuner goes.
+// small that moving their data between cores costs more than the second core saves. The loop's steps
+// run shared and untimed until warm_s has passed (at least its first step: first allocations, cold
+// caches); then the tuner times steps alternately shared and alone (kProbePairs pairs, in the order SA AS
+// SA AS against drift), keeps the mode whose median step was shorter, and probes again after
+// first_hold_s, doubling while the choice stays the same up to longest_hold_s, since the machine's load
+// changes; a probe after a stretch alone warms up shared first, as the loop's start does. The chunks are
+// the same either way, so a run's results do not depend on the choice (tested bit for bit). With one
+// thread it does nothing; sharing is back on when the tuner goes.
 class SharingTuner {
  public:
-  SharingTuner();
+  explicit SharingTuner(SharingTiming timing = SharingTiming());
   ~SharingTuner();
   SharingTuner(const SharingTuner&) = delete;
   SharingTuner& operator=(const SharingTuner&) = delete;
@@ -52,18 +65,20 @@ class SharingTuner {
   const std::string& change() const { return change_; }
 
   static constexpr std::size_t kProbePairs = 4;
-  static constexpr double kFirstHoldSeconds = 5, kLongestHoldSeconds = 120;
 
  private:
+  using Clock = std::chrono::steady_clock;
   void plan_probe();
 
+  SharingTiming timing_;
   bool active_;
   std::vector<bool> plan_;  // modes of the probe steps still to run, last first
   std::vector<double> shared_s_, alone_s_;
-  std::size_t unrecorded_ = 1;  // the loop's first step (first allocations, cold caches) runs shared, untimed
+  bool first_step_ = true;  // the loop's first step is untimed however short the warm-up
+  bool timed_ = false;      // whether the current step counts for the probe
   bool settled_ = false, choice_ = true, mode_ = true;
   double hold_s_ = 0;
-  std::chrono::steady_clock::time_point step_start_, settled_until_;
+  Clock::time_point step_start_, settled_until_, warm_until_;
   std::size_t steps_ = 0, shared_steps_ = 0;
   std::string change_;
 };

@@ -273,8 +273,11 @@ TEST(ThreadPool, AStepIsBitForBitTheSameWithSharingOnAndOff) {
 }
 
 // The tuner keeps the mode whose steps were faster: here a "step" is a sleep that is longer in one mode.
+// No warm-up: the probe starts after the first step.
 bool settles_on_sharing(bool sharing_is_faster) {
-  SharingTuner tuner;
+  SharingTiming timing;
+  timing.warm_s = 0;
+  SharingTuner tuner(timing);
   auto step = [&] {
     tuner.begin_step();
     const bool fast = ThreadPool::instance().sharing() == sharing_is_faster;
@@ -310,6 +313,42 @@ TEST(SharingTuner, KeepsWhicheverModeRanFasterAndSharesAgainWhenItGoes) {
   idle.end_step();
   EXPECT_EQ(idle.steps(), 0u);
   EXPECT_TRUE(ThreadPool::instance().sharing());
+}
+
+// Nothing is timed, and every step runs shared, until the warm-up has passed: at the loop's start and
+// again when a probe follows a stretch alone. Each check compares times read on either side of the
+// tuner's own reading, so it holds however late a step starts.
+TEST(SharingTuner, RunsSharedUntilTheWarmUpHasPassed) {
+  set_num_threads(2);
+  using Clock = std::chrono::steady_clock;
+  SharingTiming timing;
+  timing.warm_s = 0.02;
+  timing.first_hold_s = 0.03;
+  SharingTuner tuner(timing);
+  const auto warm = std::chrono::duration<double>(timing.warm_s);
+  Clock::time_point warm_from = Clock::now();  // at or before the tuner's start of the warm-up
+  // 0: the loop's warm-up and first probe, which chooses to run alone; 1: alone until the hold ends;
+  // 2: the next probe's warm-up, until its first step alone; 3: done.
+  int phase = 0;
+  for (int i = 0; i < 5000 && phase < 3; ++i) {
+    const Clock::time_point before = Clock::now();
+    tuner.begin_step();
+    const bool shared = ThreadPool::instance().sharing();
+    if (phase == 1 && shared) warm_from = before, phase = 2;
+    if (!shared) {
+      EXPECT_GE(Clock::now() - warm_from, warm) << "step " << i << " ran alone during a warm-up";
+      if (phase == 2) phase = 3;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(shared ? 8 : 1));  // alone is faster
+    tuner.end_step();
+    if (phase == 0 && !tuner.change().empty()) {
+      EXPECT_NE(tuner.change().find("calling thread alone"), std::string::npos) << tuner.change();
+      phase = 1;
+    }
+  }
+  EXPECT_EQ(phase, 3) << "the tuner did not probe again after its hold";
+  ThreadPool::instance().set_sharing(true);
+  set_num_threads(1);
 }
 
 }  // namespace
