@@ -150,6 +150,15 @@ class DecodeState {
 class AttentionKernel : public Module {
  public:
   virtual AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) = 0;
+  // Optional, a shortcut for the training hot path: self-attention on heads still packed as the module's
+  // fused projection writes them, qkv [B, T, 3 H D] (q, k, v in turn; head h's D columns at h D of each),
+  // returning the heads merged, [B, T, H D]: forward's output on the split heads, without the copies that
+  // split and merge them. context.need_pattern is false. An undefined result (the default) means no such
+  // path for this call: the module then splits the heads and calls forward.
+  virtual Tensor forward_packed(const Tensor& qkv, std::size_t heads, const AttentionContext& context) {
+    (void)qkv, (void)heads, (void)context;
+    return Tensor();
+  }
   // Continuing causal sequences (inference, under no-grad). start_decoding: the state of `batch` empty
   // sequences. decode: appends the next n tokens of every sequence, q, k, v [B, H, n, D], with
   // context.key_padding_mask [B, n] for the new keys (or undefined), context.input [B, n, C] (kernels that

@@ -58,8 +58,14 @@ Tensor MultiHeadAttention::self_attention(const Tensor& x, const AttentionContex
   check_input(x, "x");
   Tensor projected = input_norm_ ? input_norm_->forward_into(x, *qkv) : qkv->forward(x);  // [B, T, 3C]
   if (short_conv) projected = short_conv->forward(projected);
+  AttentionContext c = kernel_context(context, x);
+  if (!rotary_ && !hooks.active()) {  // the training hot path: a kernel may attend to the packed heads in place
+    c.need_pattern = false;
+    const Tensor z = kernel->forward_packed(projected, n_heads_, c);  // [B, T, C] merged heads, or undefined
+    if (z.defined()) return proj->forward(z);
+  }
   auto heads = split_heads(projected, 3, n_heads_);  // 3 x [B, H, T, D]
-  return attend(heads[0], heads[1], heads[2], kernel_context(context, x), hooks);
+  return attend(heads[0], heads[1], heads[2], c, hooks);
 }
 
 Tensor MultiHeadAttention::cross_attention(const Tensor& x, const Tensor& memory, const AttentionContext& context,

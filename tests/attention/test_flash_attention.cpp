@@ -4,13 +4,14 @@
 // not divide the lengths, Tq != Tk both ways, causal, windows, ALiBi and padding. float64 against the
 // composed form to 1e-12 in values and gradients; float32 against it within float tolerance (the float
 // path has twice double's lanes, 16 and 8 with AVX-512, 8 and 4 without, so it crosses other edges);
-// float32 against float64 at n = 4096.
+// float32 against float64 at n = 4096; heads packed as a fused projection writes them against the split.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "framework/attention/softmax/blocked_attention.hpp"
 #include "framework/attention/softmax/softmax_attention.hpp"
 #include "framework/nn/positional.hpp"
 #include "tests/attention/composed_attention.hpp"
@@ -92,6 +93,41 @@ TEST_P(FlashAttention, Float32EqualsTheComposedFormWithinFloatRounding) {
   const Result got = run(GetParam(), DType::float32, true), want = run(GetParam(), DType::float64, false);
   EXPECT_LT(relative_error(got.out, want.out), 5e-6);
   EXPECT_LT(relative_error(got.grads, want.grads), 5e-6);
+}
+
+// The op on heads packed as a fused projection writes them, qkv [B, T, 3 H D], reads and writes them in
+// place: its output is the split op's merged, and its gradient the split op's packed back, bit for bit
+// (the same arithmetic on the same values), in both types. Self-attention: cases with Tq = Tk, D = Dv.
+TEST_P(FlashAttention, PackedHeadsGiveTheSplitHeadsResultsBitForBit) {
+  const Case c = GetParam();
+  if (c.tq != c.tk || c.d != c.dv) GTEST_SKIP() << "packed heads are self-attention's";
+  const std::size_t width = kHeads * c.d;
+  const std::vector<double> slopes = c.alibi ? alibi_slopes(kHeads) : std::vector<double>{};
+  Tensor mask;
+  if (c.padded) {
+    mask = reshape(from_mask(padding_of(c), {kBatch, c.tk}), {static_cast<std::int64_t>(kBatch), 1, 1, static_cast<std::int64_t>(c.tk)});
+  }
+  for (DType dtype : {DType::float64, DType::float32}) {
+    std::vector<double> got[2];
+    for (int packed = 0; packed < 2; ++packed) {
+      Tensor qkv = testing::param({kBatch, c.tq, 3 * width}, 13).detach().to(dtype);
+      qkv.set_requires_grad(true);
+      Tensor out;  // [B, T, H D]
+      if (packed) {
+        ASSERT_TRUE(detail::packed_attention_applies(qkv, kHeads, mask));
+        out = detail::blocked_softmax_attention_packed(qkv, kHeads, kScale, mask, c.causal, ScoreBand{c.window, slopes});
+      } else {
+        const auto heads = split_heads(qkv, 3, kHeads);
+        const Tensor z = softmax_attention(heads[0], heads[1], heads[2], kScale, mask, c.causal, nullptr, ScoreBand{c.window, slopes});
+        out = reshape(permute(z, {0, 2, 1, 3}), {static_cast<std::int64_t>(kBatch), static_cast<std::int64_t>(c.tq), static_cast<std::int64_t>(width)});
+      }
+      sum(out * testing::param({kBatch, c.tq, width}, 14).detach().to(dtype)).backward();
+      got[packed] = out.to_vector();
+      for (double g : qkv.grad().to_vector()) got[packed].push_back(g);
+    }
+    ASSERT_EQ(got[1].size(), got[0].size());
+    for (std::size_t i = 0; i < got[0].size(); ++i) ASSERT_EQ(got[1][i], got[0][i]) << dtype_name(dtype) << " element " << i;
+  }
 }
 
 // Lengths 1, 7, 67, 130, 600 against row tiles of 6, vectors of 16 floats / 8 doubles (AVX-512) or 8 / 4,

@@ -48,13 +48,20 @@ struct HeadShape {
 };
 
 // One head's operands, row-major: q [Tq, D], k [Tk, D], v [Tk, Dv]; padding [Tk] (true = padded) or null;
-// slope ALiBi's m_h (the score of key j gets -m_h |p_i - j|), 0 for no bias.
+// slope ALiBi's m_h (the score of key j gets -m_h |p_i - j|), 0 for no bias. Rows may lie further apart
+// than their width (heads read in place from a fused projection [T, 3 H D]): q_ld, k_ld, v_ld are the
+// distances between rows of q, k, v and of their gradients dq, dk, dv, o_ld those of the output and its
+// gradient; 0 means dense (D, D, Dv, Dv).
 template <class T>
 struct HeadOperands {
   const T *q = nullptr, *k = nullptr, *v = nullptr;
   const bool* padding = nullptr;
   T slope = 0;
+  std::size_t q_ld = 0, k_ld = 0, v_ld = 0, o_ld = 0;
 };
+
+// A row distance of HeadOperands: `ld`, or `width` when 0 (dense).
+inline std::size_t row_distance(std::size_t ld, std::size_t width) { return ld ? ld : width; }
 
 // Scratch of one thread, reused across heads (sizes O(T D)).
 template <class T>
@@ -69,8 +76,8 @@ class FlashScratch {
   std::unique_ptr<Buffers> buffers_;
 };
 
-// out [Tq, Dv] = softmax(scale q k^T + bias, masked) v and lse [Tq] each row's log-sum-exp; a row that
-// sees no key gets zeros and lse = +inf.
+// out [Tq, Dv] (rows o_ld apart) = softmax(scale q k^T + bias, masked) v and lse [Tq] each row's
+// log-sum-exp; a row that sees no key gets zeros and lse = +inf.
 template <class T>
 void flash_forward(const HeadShape& shape, const HeadOperands<T>& x, T* out, T* lse, FlashScratch<T>& scratch);
 
@@ -80,9 +87,9 @@ void flash_forward(const HeadShape& shape, const HeadOperands<T>& x, T* out, T* 
 // train with) it sums D = sum_j P_ij dP_ij over the row itself, and the output need not be kept.
 bool flash_backward_needs_output(const HeadShape& shape);
 
-// dq [Tq, D], dk [Tk, D], dv [Tk, Dv] (overwritten) from the output gradient g [Tq, Dv], the forward's
-// lse and out (which may be null when flash_backward_needs_output is false): the weights recomputed tile
-// by tile, dS = scale P (dP - D).
+// dq [Tq, D], dk [Tk, D], dv [Tk, Dv] (overwritten; rows q_ld, k_ld, v_ld apart) from the output
+// gradient g [Tq, Dv], the forward's lse and out (rows o_ld apart; out may be null when
+// flash_backward_needs_output is false): the weights recomputed tile by tile, dS = scale P (dP - D).
 template <class T>
 void flash_backward(const HeadShape& shape, const HeadOperands<T>& x, const T* out, const T* lse, const T* g, T* dq, T* dk,
                     T* dv, FlashScratch<T>& scratch);

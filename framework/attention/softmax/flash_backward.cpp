@@ -129,10 +129,10 @@ void add_transposed_product(const Head<T>& h, const BackwardChunk<T>& ch, std::s
   });
 }
 
-// rows [n, padded] into [n, cols], dropping the padding columns.
+// rows [n, padded] into [n, cols] (rows ld apart), dropping the padding columns.
 template <class T>
-void unpad_rows(const T* rows, std::size_t n, std::size_t padded, std::size_t cols, T* out) {
-  for (std::size_t i = 0; i < n; ++i) std::copy(rows + i * padded, rows + i * padded + cols, out + i * cols);
+void unpad_rows(const T* rows, std::size_t n, std::size_t padded, std::size_t cols, T* out, std::size_t ld) {
+  for (std::size_t i = 0; i < n; ++i) copy_row(rows + i * padded, cols, out + i * ld);
 }
 
 }  // namespace
@@ -144,33 +144,37 @@ void flash_backward(const HeadShape& shape, const HeadOperands<T>& x, const T* o
   count_padding(x, shape.tk, w.padded_before);
   const Tiling<T> t = tiling<T>(shape);
   const T scale = static_cast<T>(shape.scale);
-  const Head<T> h{shape, x, t, w.padded_before, {x.slope, shape.shift()}, scaled_rows(x.q, shape.tq, shape.d, t.dp, scale, w.q_rows)};
+  const std::size_t q_ld = row_distance(x.q_ld, shape.d), k_ld = row_distance(x.k_ld, shape.d), v_ld = row_distance(x.v_ld, shape.dv),
+                    o_ld = row_distance(x.o_ld, shape.dv);
+  const Head<T> h{shape, x, t, w.padded_before, {x.slope, shape.shift()}, scaled_rows(x.q, shape.tq, shape.d, q_ld, t.dp, scale, w.q_rows)};
   T* delta = nullptr;  // D_i = dO_i . O_i, from the output when it was kept
   if (!out && t.chunks > 1) throw std::logic_error("flash_backward: keys in several chunks need the forward's output");
   if (out) {
     delta = w.delta.take(shape.tq);
     for (std::size_t i = 0; i < shape.tq; ++i) {
       T sum = 0;
-      for (std::size_t c = 0; c < shape.dv; ++c) sum += g[i * shape.dv + c] * out[i * shape.dv + c];
+      for (std::size_t c = 0; c < shape.dv; ++c) sum += g[i * o_ld + c] * out[i * o_ld + c];
       delta[i] = sum;
     }
   }
-  const BackwardRows<T> a{g,     padded_rows(g, shape.tq, shape.dv, t.dvp, w.g_rows), h.queries,
-                          lse,   delta,
-                          t.dp == shape.d ? dq : w.dq_acc.take(shape.tq * t.dp)};
+  const T* g_dense = padded_rows(g, shape.tq, shape.dv, o_ld, shape.dv, w.g_dense);  // the tiles read its rows Dv apart
+  const BackwardRows<T> a{g_dense, padded_rows(g_dense, shape.tq, shape.dv, shape.dv, t.dvp, w.g_rows), h.queries,
+                          lse,     delta,
+                          t.dp == shape.d && q_ld == shape.d ? dq : w.dq_acc.take(shape.tq * t.dp)};
   std::fill(a.dq, a.dq + shape.tq * t.dp, T(0));
-  const T* keys = padded_rows(x.k, shape.tk, shape.d, t.dp, w.k_rows);
+  const T* keys = padded_rows(x.k, shape.tk, shape.d, k_ld, t.dp, w.k_rows);
   T* keys_t = w.keys_t.take(shape.d * t.bc);
   T* values_t = w.values_t.take(shape.dv * t.bc);
   T* p = w.scores.take(t.br * t.bc);
   T* ds = w.dscores.take(t.br * t.bc);
   for (std::size_t c0 = 0; c0 < shape.tk; c0 += t.bc) {
     const std::size_t c = std::min(t.bc, shape.tk - c0);
-    pack_transposed(x.k, shape.d, c0, c, t.bc, keys_t);
-    pack_transposed(x.v, shape.dv, c0, c, t.bc, values_t);
-    // dK, dV accumulate in place when their rows need no padding, else in scratch copied out after.
-    T* dk_rows = t.dp == shape.d ? dk + c0 * shape.d : w.dk_acc.take(c * t.dp);
-    T* dv_rows = t.dvp == shape.dv ? dv + c0 * shape.dv : w.dv_acc.take(c * t.dvp);
+    pack_transposed(x.k, shape.d, k_ld, c0, c, t.bc, keys_t);
+    pack_transposed(x.v, shape.dv, v_ld, c0, c, t.bc, values_t);
+    // dK, dV accumulate in place when their rows are dense and need no padding, else in scratch copied
+    // out after.
+    T* dk_rows = t.dp == shape.d && k_ld == shape.d ? dk + c0 * shape.d : w.dk_acc.take(c * t.dp);
+    T* dv_rows = t.dvp == shape.dv && v_ld == shape.dv ? dv + c0 * shape.dv : w.dv_acc.take(c * t.dvp);
     std::fill(dk_rows, dk_rows + c * t.dp, T(0));
     std::fill(dv_rows, dv_rows + c * t.dvp, T(0));
     const BackwardChunk<T> ch{keys_t, values_t, keys + c0 * t.dp, c0, c, dk_rows, dv_rows};
@@ -183,12 +187,13 @@ void flash_backward(const HeadShape& shape, const HeadOperands<T>& x, const T* o
       add_transposed_product(h, ch, i0, rows, p, a.g_rows, t.dvp, ch.dv);  // dV += P^T dO
       add_transposed_product(h, ch, i0, rows, ds, a.q_rows, t.dp, ch.dk);  // dK += dS^T Q
     }
-    if (dk_rows != dk + c0 * shape.d) unpad_rows(dk_rows, c, t.dp, shape.d, dk + c0 * shape.d);
-    if (dv_rows != dv + c0 * shape.dv) unpad_rows(dv_rows, c, t.dvp, shape.dv, dv + c0 * shape.dv);
+    if (dk_rows != dk + c0 * shape.d) unpad_rows(dk_rows, c, t.dp, shape.d, dk + c0 * k_ld, k_ld);
+    if (dv_rows != dv + c0 * shape.dv) unpad_rows(dv_rows, c, t.dvp, shape.dv, dv + c0 * v_ld, v_ld);
   }
   // dS was left unscaled: dQ = scale dS K.
-  if (a.dq != dq) unpad_rows(a.dq, shape.tq, t.dp, shape.d, dq);
-  for (std::size_t e = 0; e < shape.tq * shape.d; ++e) dq[e] *= scale;
+  if (a.dq != dq) unpad_rows(a.dq, shape.tq, t.dp, shape.d, dq, q_ld);
+  for (std::size_t i = 0; i < shape.tq; ++i)
+    for (std::size_t c = 0; c < shape.d; ++c) dq[i * q_ld + c] *= scale;
 }
 
 template void flash_backward(const HeadShape&, const HeadOperands<float>&, const float*, const float*, const float*, float*, float*,

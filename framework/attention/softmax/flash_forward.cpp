@@ -85,17 +85,18 @@ __attribute__((noinline)) void forward_row_tile(const Head<T>& h, const ForwardC
   });
 }
 
-// A block's output rows: the accumulated sum over l, and L = m + log l (zeros and +inf for l = 0).
+// A block's output rows (ld apart): the accumulated sum over l, and L = m + log l (zeros and +inf for
+// l = 0).
 template <class T>
 void finish_block(const T* out_acc, const T* row_max, const T* row_sum, std::size_t rows, std::size_t dv, std::size_t dvp, T* out,
-                  T* lse) {
+                  std::size_t ld, T* lse) {
   for (std::size_t r = 0; r < rows; ++r) {
     if (row_sum[r] > T(0)) {
       const T inv = T(1) / row_sum[r];
-      for (std::size_t c = 0; c < dv; ++c) out[r * dv + c] = out_acc[r * dvp + c] * inv;
+      for (std::size_t c = 0; c < dv; ++c) out[r * ld + c] = out_acc[r * dvp + c] * inv;
       lse[r] = row_max[r] + std::log(row_sum[r]);
     } else {
-      std::fill(out + r * dv, out + (r + 1) * dv, T(0));
+      std::fill(out + r * ld, out + r * ld + dv, T(0));
       lse[r] = std::numeric_limits<T>::infinity();
     }
   }
@@ -112,12 +113,13 @@ void flash_forward(const HeadShape& shape, const HeadOperands<T>& x, T* out, T* 
   auto& w = scratch.buffers();
   count_padding(x, shape.tk, w.padded_before);
   const Tiling<T> t = tiling<T>(shape);
+  const std::size_t o_ld = row_distance(x.o_ld, shape.dv), k_ld = row_distance(x.k_ld, shape.d);
   const Head<T> h{shape, x, t, w.padded_before, {x.slope, shape.shift()},
-                  scaled_rows(x.q, shape.tq, shape.d, t.dp, static_cast<T>(shape.scale), w.q_rows)};
+                  scaled_rows(x.q, shape.tq, shape.d, row_distance(x.q_ld, shape.d), t.dp, static_cast<T>(shape.scale), w.q_rows)};
   T* keys_t = w.keys_t.take(t.chunks * shape.d * t.bc);
   for (std::size_t c = 0; c < t.chunks; ++c)
-    pack_transposed(x.k, shape.d, c * t.bc, std::min(t.bc, shape.tk - c * t.bc), t.bc, keys_t + c * shape.d * t.bc);
-  const T* values = padded_rows(x.v, shape.tk, shape.dv, t.dvp, w.v_rows);
+    pack_transposed(x.k, shape.d, k_ld, c * t.bc, std::min(t.bc, shape.tk - c * t.bc), t.bc, keys_t + c * shape.d * t.bc);
+  const T* values = padded_rows(x.v, shape.tk, shape.dv, row_distance(x.v_ld, shape.dv), t.dvp, w.v_rows);
   T* scores = w.scores.take(6 * t.bc);
   T* out_acc = w.out_acc.take(t.br * t.dvp);
   T* row_max = w.row_max.take(t.br);
@@ -134,7 +136,7 @@ void flash_forward(const HeadShape& shape, const HeadOperands<T>& x, T* out, T* 
         forward_row_tile<T, decltype(mr)::value>(h, ch, i0 + r0, scores, out_acc + r0 * t.dvp, row_max + r0, row_sum + r0);
       });
     }
-    finish_block(out_acc, row_max, row_sum, rows, shape.dv, t.dvp, out + i0 * shape.dv, lse + i0);
+    finish_block(out_acc, row_max, row_sum, rows, shape.dv, t.dvp, out + i0 * o_ld, o_ld, lse + i0);
   }
 }
 

@@ -82,44 +82,56 @@ struct FlashScratch<T>::Buffers {
   Buffer<T> keys_t, values_t;                    // K^T, V^T in chunks [D, Bc]
   Buffer<T> q_rows;                              // scale Q [Tq, Dp]
   Buffer<T> k_rows, v_rows, g_rows;              // copies [T, Dp] padded to whole vectors, when D needs it
+  Buffer<T> g_dense;                             // the output gradient [Tq, Dv] when its rows lie further apart
   Buffer<T> scores, dscores;                     // P and dS of a block [Br, Bc]
   Buffer<T> out_acc, row_max, row_sum;           // forward: a block's output [Br, Dvp], running max and sum
   Buffer<T> dq_acc, dk_acc, dv_acc, delta;       // backward: dQ [Tq, Dp], a chunk's dK, dV [Bc, Dp], D [Tq]
   std::vector<std::uint32_t> padded_before;      // padded keys before key j, [Tk + 1]
 };
 
-// rows [T, cols] as [T, padded] with zero columns after cols (or the rows themselves when no padding).
+// cols values from src to dst: whole vectors, then the rest one by one (a head's rows are short; a call
+// to memmove per row cost more than its copy).
 template <class T>
-const T* padded_rows(const T* rows, std::size_t n, std::size_t cols, std::size_t padded, Buffer<T>& buffer) {
-  if (cols == padded) return rows;
+inline void copy_row(const T* src, std::size_t cols, T* dst) {
+  constexpr std::size_t W = kLanes<T>;
+  std::size_t c = 0;
+  for (; c + W <= cols; c += W) flash::store(dst + c, flash::load(src + c));
+  for (; c < cols; ++c) dst[c] = src[c];
+}
+
+// rows [T, cols] (lds apart) as dense [T, padded] with zero columns after cols (or the rows themselves
+// when they are dense and need no padding).
+template <class T>
+const T* padded_rows(const T* rows, std::size_t n, std::size_t cols, std::size_t lds, std::size_t padded, Buffer<T>& buffer) {
+  if (cols == padded && lds == cols) return rows;
   T* out = buffer.take(n * padded);
   for (std::size_t i = 0; i < n; ++i) {
-    std::copy(rows + i * cols, rows + (i + 1) * cols, out + i * padded);
+    copy_row(rows + i * lds, cols, out + i * padded);
     std::fill(out + i * padded + cols, out + (i + 1) * padded, T(0));
   }
   return out;
 }
 
-// factor * rows [T, cols] as [T, padded], zero columns after cols.
+// factor * rows [T, cols] (lds apart) as [T, padded], zero columns after cols.
 template <class T>
-const T* scaled_rows(const T* rows, std::size_t n, std::size_t cols, std::size_t padded, T factor, Buffer<T>& buffer) {
+const T* scaled_rows(const T* rows, std::size_t n, std::size_t cols, std::size_t lds, std::size_t padded, T factor, Buffer<T>& buffer) {
   T* out = buffer.take(n * padded);
   for (std::size_t i = 0; i < n; ++i) {
-    for (std::size_t c = 0; c < cols; ++c) out[i * padded + c] = factor * rows[i * cols + c];
+    for (std::size_t c = 0; c < cols; ++c) out[i * padded + c] = factor * rows[i * lds + c];
     std::fill(out + i * padded + cols, out + (i + 1) * padded, T(0));
   }
   return out;
 }
 
-// Keys [c0, c0 + C) of rows [Tk, D] transposed into out [D, ld]; the columns from C to
+// Keys [c0, c0 + C) of rows [Tk, D] (lds apart) transposed into out [D, ld]; the columns from C to
 // the next whole vector are zero (tiles read whole vectors).
 template <class T>
-void pack_transposed(const T* rows, std::size_t d, std::size_t c0, std::size_t c, std::size_t ld, T* out) {
+void pack_transposed(const T* rows, std::size_t d, std::size_t lds, std::size_t c0, std::size_t c, std::size_t ld, T* out) {
   // float in 8 x 8 blocks through registers (a toy model's 16 keys by 16 dims were scattered element by
   // element: 12% of its attention op's time).
   constexpr std::size_t W = kLanes<T>;
   const std::size_t padded = (c + W - 1) / W * W;
-  simd::transpose(rows + c0 * d, c, d, out, ld);
+  simd::transpose(rows + c0 * lds, c, d, lds, out, ld);
   if (padded > c)
     for (std::size_t kk = 0; kk < d; ++kk) std::fill(out + kk * ld + c, out + kk * ld + padded, T(0));
 }

@@ -10,6 +10,7 @@
 #include <cmath>
 
 #include "framework/attention/kernel.hpp"
+#include "framework/attention/softmax/blocked_attention.hpp"
 #include "framework/attention/softmax/cached_attention.hpp"
 #include "framework/attention/softmax/softmax_attention.hpp"
 
@@ -45,6 +46,22 @@ AttentionResult banded_softmax(const Tensor& q, const Tensor& k, const Tensor& v
   return result;
 }
 
+// The same through the fused op on heads still packed as the projection wrote them, qkv [B, T, 3 H D],
+// returning them merged [B, T, H D]; undefined where the weights must be formed (dropout in training, a
+// pattern asked for) or the shapes are not the blocked op's.
+Tensor packed_softmax(const Tensor& qkv, std::size_t heads, const AttentionContext& context, double scale, std::size_t window,
+                      double dropout_p, bool training) {
+  if ((dropout_p > 0 && training) || context.need_pattern || qkv.dim() != 3) return Tensor();
+  const std::size_t batch = qkv.size(0), t = qkv.size(1);
+  Tensor padding;  // [B, 1, 1, T]
+  if (context.key_padding_mask.defined()) {
+    check_key_padding_mask(context.key_padding_mask, batch, t);
+    padding = reshape(context.key_padding_mask, {static_cast<std::int64_t>(batch), 1, 1, static_cast<std::int64_t>(t)});
+  }
+  if (!detail::packed_attention_applies(qkv, heads, padding)) return Tensor();
+  return detail::blocked_softmax_attention_packed(qkv, heads, scale, padding, context.causal, ScoreBand{window, context.alibi_slopes});
+}
+
 class SoftmaxKernel : public AttentionKernel {
  public:
   static constexpr const char* kName = "softmax";
@@ -75,6 +92,9 @@ class SoftmaxKernel : public AttentionKernel {
 
   AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
     return banded_softmax(q, k, v, context, scale_, 0, config_.dropout, is_training(), gen_);
+  }
+  Tensor forward_packed(const Tensor& qkv, std::size_t heads, const AttentionContext& context) override {
+    return packed_softmax(qkv, heads, context, scale_, 0, config_.dropout, is_training());
   }
   std::unique_ptr<DecodeState> start_decoding(std::size_t batch) const override { return std::make_unique<KeyValueCache>(batch); }
   Tensor decode(DecodeState& state, const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
@@ -123,6 +143,9 @@ class SlidingWindowKernel : public AttentionKernel {
 
   AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
     return banded_softmax(q, k, v, context, scale_, config_.window, config_.dropout, is_training(), gen_);
+  }
+  Tensor forward_packed(const Tensor& qkv, std::size_t heads, const AttentionContext& context) override {
+    return packed_softmax(qkv, heads, context, scale_, config_.window, config_.dropout, is_training());
   }
   std::unique_ptr<DecodeState> start_decoding(std::size_t batch) const override {
     return std::make_unique<KeyValueCache>(batch, config_.window);
