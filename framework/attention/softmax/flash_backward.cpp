@@ -17,26 +17,32 @@
 namespace attnlab::detail {
 namespace {
 
-// One chunk of keys [c0, c0 + c) with its packed operands and its dK, dV accumulators [c, Dp] / [c, Dvp].
+// One chunk of keys [c0, c0 + c) with its packed operands and its dK, dV accumulators [c, Dp] / [c, Dvp]
+// (rows of each the given distance apart).
 template <class T>
 struct BackwardChunk {
   const T* keys_t;    // [D, Bc]
   const T* values_t;  // [Dv, Bc]
   const T* keys;      // the chunk's K rows [c, Dp]
+  std::size_t keys_ld;
   std::size_t c0, c;
   T* dk;
   T* dv;
+  std::size_t dk_ld, dv_ld;
 };
 
-// Operands of the whole head the backward reads by rows.
+// Operands of the whole head the backward reads by rows (g, g_rows and dq with their row distances).
 template <class T>
 struct BackwardRows {
   const T* g;       // dO [Tq, Dv]
+  std::size_t g_ld;
   const T* g_rows;  // dO [Tq, Dvp]
+  std::size_t g_rows_ld;
   const T* q_rows;  // scale Q [Tq, Dp]
   const T* lse;     // [Tq]
   const T* delta;   // D_i = dO_i . O_i, [Tq]; null when one chunk holds every key (D is then sum_j P_ij dP_ij)
   T* dq;            // [Tq, Dp]
+  std::size_t dq_ld;
 };
 
 // Rows [i, i + MR) against the chunk: P = exp(scale s + bias - L) and dS' = P (dP - D) (dS without its
@@ -76,7 +82,7 @@ __attribute__((noinline)) void backward_row_tile(const Head<T>& h, const Backwar
         for (int v = 0; v < NV; ++v) flash::store(ds + r * bc + (v0 + v) * W, Vec<T>{});
       return;
     }
-    const Acc<T, MR, NV> dweights = flash::multiply<T, MR, NV>(a.g + i * s.dv, s.dv, 1, ch.values_t + v0 * W, bc, 0, s.dv);
+    const Acc<T, MR, NV> dweights = flash::multiply<T, MR, NV>(a.g + i * a.g_ld, a.g_ld, 1, ch.values_t + v0 * W, bc, 0, s.dv);
 #pragma GCC unroll 8
     for (int r = 0; r < MR; ++r)
 #pragma GCC unroll 4
@@ -100,33 +106,44 @@ __attribute__((noinline)) void backward_row_tile(const Head<T>& h, const Backwar
   }
   flash::for_each_col_tile(0, dp / W, [&](auto nv, std::size_t v0) {
     constexpr int NV = decltype(nv)::value;
-    const Acc<T, MR, NV> acc = flash::multiply<T, MR, NV>(ds, bc, 1, ch.keys + v0 * W, dp, lo, hi);
+    const Acc<T, MR, NV> acc = flash::multiply<T, MR, NV>(ds, bc, 1, ch.keys + v0 * W, ch.keys_ld, lo, hi);
     for (int r = 0; r < MR; ++r)
       for (int v = 0; v < NV; ++v) {
-        T* o = a.dq + (i + r) * dp + (v0 + v) * W;
+        T* o = a.dq + (i + r) * a.dq_ld + (v0 + v) * W;
         flash::store(o, flash::load(o) + acc.v[r][v]);
       }
   });
 }
 
-// dacc [c, cols] += A^T B for the chunk's keys: A = p [rows, Bc] of block rows [i0, i0 + rows), B = b's
-// rows [Tq, cols] from i0; each tile of keys sums over the block's rows that see one of its keys.
+// dacc [c, cols] (rows ldd apart) += A^T B for the chunk's keys: A = p [rows, Bc] of block rows
+// [i0, i0 + rows), B = b's rows [Tq, cols] (ldb apart) from i0; each tile of keys sums over the block's
+// rows that see one of its keys.
 template <class T>
 void add_transposed_product(const Head<T>& h, const BackwardChunk<T>& ch, std::size_t i0, std::size_t rows, const T* p, const T* b,
-                            std::size_t cols, T* dacc) {
+                            std::size_t ldb, std::size_t cols, T* dacc, std::size_t ldd) {
   constexpr std::size_t W = kLanes<T>;
   const HeadShape& s = h.shape;
   flash::for_each_tile(ch.c, cols / W, [&](auto mr, auto nv, std::size_t k0, std::size_t v0) {
     constexpr int MR = decltype(mr)::value, NV = decltype(nv)::value;
     const std::size_t lo = std::max(s.first_row(ch.c0 + k0), i0), hi = std::min(s.end_row(ch.c0 + k0 + MR - 1), i0 + rows);
     if (lo >= hi) return;
-    const Acc<T, MR, NV> acc = flash::multiply<T, MR, NV>(p + k0, 1, h.t.bc, b + i0 * cols + v0 * W, cols, lo - i0, hi - i0);
+    const Acc<T, MR, NV> acc = flash::multiply<T, MR, NV>(p + k0, 1, h.t.bc, b + i0 * ldb + v0 * W, ldb, lo - i0, hi - i0);
     for (int r = 0; r < MR; ++r)
       for (int v = 0; v < NV; ++v) {
-        T* o = dacc + (k0 + r) * cols + (v0 + v) * W;
+        T* o = dacc + (k0 + r) * ldd + (v0 + v) * W;
         flash::store(o, flash::load(o) + acc.v[r][v]);
       }
   });
+}
+
+// n rows of `cols` zeros, ld apart.
+template <class T>
+void zero_rows(T* rows, std::size_t n, std::size_t cols, std::size_t ld) {
+  if (ld == cols) {
+    std::fill(rows, rows + n * cols, T(0));
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i) std::fill(rows + i * ld, rows + i * ld + cols, T(0));
 }
 
 // rows [n, padded] into [n, cols] (rows ld apart), dropping the padding columns.
@@ -157,12 +174,21 @@ void flash_backward(const HeadShape& shape, const HeadOperands<T>& x, const T* o
       delta[i] = sum;
     }
   }
-  const T* g_dense = padded_rows(g, shape.tq, shape.dv, o_ld, shape.dv, w.g_dense);  // the tiles read its rows Dv apart
-  const BackwardRows<T> a{g_dense, padded_rows(g_dense, shape.tq, shape.dv, shape.dv, t.dvp, w.g_rows), h.queries,
-                          lse,     delta,
-                          t.dp == shape.d && q_ld == shape.d ? dq : w.dq_acc.take(shape.tq * t.dp)};
-  std::fill(a.dq, a.dq + shape.tq * t.dp, T(0));
-  const T* keys = padded_rows(x.k, shape.tk, shape.d, k_ld, t.dp, w.k_rows);
+  // dO, K, dQ, dK, dV are read and accumulated in place, rows their own distance apart, when their rows
+  // need no padding to whole vectors; else through dense padded copies.
+  const bool whole_d = t.dp == shape.d, whole_dv = t.dvp == shape.dv;
+  const BackwardRows<T> a{g,
+                          o_ld,
+                          whole_dv ? g : padded_rows(g, shape.tq, shape.dv, o_ld, t.dvp, w.g_rows),
+                          whole_dv ? o_ld : t.dvp,
+                          h.queries,
+                          lse,
+                          delta,
+                          whole_d ? dq : w.dq_acc.take(shape.tq * t.dp),
+                          whole_d ? q_ld : t.dp};
+  zero_rows(a.dq, shape.tq, t.dp, a.dq_ld);
+  const T* keys = whole_d ? x.k : padded_rows(x.k, shape.tk, shape.d, k_ld, t.dp, w.k_rows);
+  const std::size_t keys_ld = whole_d ? k_ld : t.dp;
   T* keys_t = w.keys_t.take(shape.d * t.bc);
   T* values_t = w.values_t.take(shape.dv * t.bc);
   T* p = w.scores.take(t.br * t.bc);
@@ -171,27 +197,26 @@ void flash_backward(const HeadShape& shape, const HeadOperands<T>& x, const T* o
     const std::size_t c = std::min(t.bc, shape.tk - c0);
     pack_transposed(x.k, shape.d, k_ld, c0, c, t.bc, keys_t);
     pack_transposed(x.v, shape.dv, v_ld, c0, c, t.bc, values_t);
-    // dK, dV accumulate in place when their rows are dense and need no padding, else in scratch copied
-    // out after.
-    T* dk_rows = t.dp == shape.d && k_ld == shape.d ? dk + c0 * shape.d : w.dk_acc.take(c * t.dp);
-    T* dv_rows = t.dvp == shape.dv && v_ld == shape.dv ? dv + c0 * shape.dv : w.dv_acc.take(c * t.dvp);
-    std::fill(dk_rows, dk_rows + c * t.dp, T(0));
-    std::fill(dv_rows, dv_rows + c * t.dvp, T(0));
-    const BackwardChunk<T> ch{keys_t, values_t, keys + c0 * t.dp, c0, c, dk_rows, dv_rows};
+    T* dk_rows = whole_d ? dk + c0 * k_ld : w.dk_acc.take(c * t.dp);
+    T* dv_rows = whole_dv ? dv + c0 * v_ld : w.dv_acc.take(c * t.dvp);
+    const std::size_t dk_ld = whole_d ? k_ld : t.dp, dv_ld = whole_dv ? v_ld : t.dvp;
+    zero_rows(dk_rows, c, t.dp, dk_ld);
+    zero_rows(dv_rows, c, t.dvp, dv_ld);
+    const BackwardChunk<T> ch{keys_t, values_t, keys + c0 * keys_ld, keys_ld, c0, c, dk_rows, dv_rows, dk_ld, dv_ld};
     const std::size_t row_lo = shape.first_row(c0), row_hi = shape.end_row(c0 + c - 1);
     for (std::size_t i0 = row_lo; i0 < row_hi; i0 += t.br) {
       const std::size_t rows = std::min(t.br, row_hi - i0);
       flash::for_each_row_tile(rows, [&](auto mr, std::size_t r0) {
         backward_row_tile<T, decltype(mr)::value>(h, ch, a, i0 + r0, p + r0 * t.bc, ds + r0 * t.bc);
       });
-      add_transposed_product(h, ch, i0, rows, p, a.g_rows, t.dvp, ch.dv);  // dV += P^T dO
-      add_transposed_product(h, ch, i0, rows, ds, a.q_rows, t.dp, ch.dk);  // dK += dS^T Q
+      add_transposed_product(h, ch, i0, rows, p, a.g_rows, a.g_rows_ld, t.dvp, ch.dv, dv_ld);  // dV += P^T dO
+      add_transposed_product(h, ch, i0, rows, ds, a.q_rows, t.dp, t.dp, ch.dk, dk_ld);       // dK += dS^T Q
     }
-    if (dk_rows != dk + c0 * shape.d) unpad_rows(dk_rows, c, t.dp, shape.d, dk + c0 * k_ld, k_ld);
-    if (dv_rows != dv + c0 * shape.dv) unpad_rows(dv_rows, c, t.dvp, shape.dv, dv + c0 * v_ld, v_ld);
+    if (!whole_d) unpad_rows(dk_rows, c, t.dp, shape.d, dk + c0 * k_ld, k_ld);
+    if (!whole_dv) unpad_rows(dv_rows, c, t.dvp, shape.dv, dv + c0 * v_ld, v_ld);
   }
   // dS was left unscaled: dQ = scale dS K.
-  if (a.dq != dq) unpad_rows(a.dq, shape.tq, t.dp, shape.d, dq, q_ld);
+  if (!whole_d) unpad_rows(a.dq, shape.tq, t.dp, shape.d, dq, q_ld);
   for (std::size_t i = 0; i < shape.tq; ++i)
     for (std::size_t c = 0; c < shape.d; ++c) dq[i * q_ld + c] *= scale;
 }

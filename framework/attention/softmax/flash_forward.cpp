@@ -30,7 +30,8 @@ namespace {
 template <class T>
 struct ForwardChunk {
   const T* keys_t;  // the chunk's K^T [D, Bc]
-  const T* values;  // its V rows [c, Dvp]
+  const T* values;  // its V rows [c, Dvp], values_ld apart
+  std::size_t values_ld;
   std::size_t c0, c;
 };
 
@@ -76,7 +77,7 @@ __attribute__((noinline)) void forward_row_tile(const Head<T>& h, const ForwardC
   }
   flash::for_each_col_tile(0, dvp / W, [&](auto nv, std::size_t v0) {
     constexpr int NV = decltype(nv)::value;
-    const Acc<T, MR, NV> acc = flash::multiply<T, MR, NV>(scores, bc, 1, ch.values + v0 * W, dvp, lo, hi);
+    const Acc<T, MR, NV> acc = flash::multiply<T, MR, NV>(scores, bc, 1, ch.values + v0 * W, ch.values_ld, lo, hi);
     for (int r = 0; r < MR; ++r)
       for (int v = 0; v < NV; ++v) {
         T* o = out + r * dvp + (v0 + v) * W;
@@ -119,7 +120,9 @@ void flash_forward(const HeadShape& shape, const HeadOperands<T>& x, T* out, T* 
   T* keys_t = w.keys_t.take(t.chunks * shape.d * t.bc);
   for (std::size_t c = 0; c < t.chunks; ++c)
     pack_transposed(x.k, shape.d, k_ld, c * t.bc, std::min(t.bc, shape.tk - c * t.bc), t.bc, keys_t + c * shape.d * t.bc);
-  const T* values = padded_rows(x.v, shape.tk, shape.dv, row_distance(x.v_ld, shape.dv), t.dvp, w.v_rows);
+  // V is read in place, rows their own distance apart, when its rows need no padding to whole vectors.
+  const std::size_t v_ld = row_distance(x.v_ld, shape.dv), values_ld = t.dvp == shape.dv ? v_ld : t.dvp;
+  const T* values = t.dvp == shape.dv ? x.v : padded_rows(x.v, shape.tk, shape.dv, v_ld, t.dvp, w.v_rows);
   T* scores = w.scores.take(6 * t.bc);
   T* out_acc = w.out_acc.take(t.br * t.dvp);
   T* row_max = w.row_max.take(t.br);
@@ -131,7 +134,8 @@ void flash_forward(const HeadShape& shape, const HeadOperands<T>& x, T* out, T* 
     std::fill(row_sum, row_sum + rows, T(0));
     const std::size_t key_lo = shape.first_key(i0), key_hi = shape.last_key(i0 + rows - 1);
     for (std::size_t c = key_lo / t.bc; key_lo < key_hi && c * t.bc < key_hi; ++c) {
-      const ForwardChunk<T> ch{keys_t + c * shape.d * t.bc, values + c * t.bc * t.dvp, c * t.bc, std::min(t.bc, shape.tk - c * t.bc)};
+      const ForwardChunk<T> ch{keys_t + c * shape.d * t.bc, values + c * t.bc * values_ld, values_ld, c * t.bc,
+                               std::min(t.bc, shape.tk - c * t.bc)};
       flash::for_each_row_tile(rows, [&](auto mr, std::size_t r0) {
         forward_row_tile<T, decltype(mr)::value>(h, ch, i0 + r0, scores, out_acc + r0 * t.dvp, row_max + r0, row_sum + r0);
       });

@@ -82,7 +82,6 @@ struct FlashScratch<T>::Buffers {
   Buffer<T> keys_t, values_t;                    // K^T, V^T in chunks [D, Bc]
   Buffer<T> q_rows;                              // scale Q [Tq, Dp]
   Buffer<T> k_rows, v_rows, g_rows;              // copies [T, Dp] padded to whole vectors, when D needs it
-  Buffer<T> g_dense;                             // the output gradient [Tq, Dv] when its rows lie further apart
   Buffer<T> scores, dscores;                     // P and dS of a block [Br, Bc]
   Buffer<T> out_acc, row_max, row_sum;           // forward: a block's output [Br, Dvp], running max and sum
   Buffer<T> dq_acc, dk_acc, dv_acc, delta;       // backward: dQ [Tq, Dp], a chunk's dK, dV [Bc, Dp], D [Tq]
