@@ -51,7 +51,7 @@ struct HeadShape {
 // slope ALiBi's m_h (the score of key j gets -m_h |p_i - j|), 0 for no bias. Rows may lie further apart
 // than their width (heads read in place from a fused projection [T, 3 H D]): q_ld, k_ld, v_ld are the
 // distances between rows of q, k, v and of their gradients dq, dk, dv, o_ld those of the output and its
-// gradient; 0 means dense (D, D, Dv, Dv).
+// gradient (dense heads: D, D, Dv, Dv).
 template <class T>
 struct HeadOperands {
   const T *q = nullptr, *k = nullptr, *v = nullptr;
@@ -59,9 +59,6 @@ struct HeadOperands {
   T slope = 0;
   std::size_t q_ld = 0, k_ld = 0, v_ld = 0, o_ld = 0;
 };
-
-// A row distance of HeadOperands: `ld`, or `width` when 0 (dense).
-inline std::size_t row_distance(std::size_t ld, std::size_t width) { return ld ? ld : width; }
 
 // Scratch of one thread, reused across heads (sizes O(T D)).
 template <class T>

@@ -161,8 +161,7 @@ void flash_backward(const HeadShape& shape, const HeadOperands<T>& x, const T* o
   count_padding(x, shape.tk, w.padded_before);
   const Tiling<T> t = tiling<T>(shape);
   const T scale = static_cast<T>(shape.scale);
-  const std::size_t q_ld = row_distance(x.q_ld, shape.d), k_ld = row_distance(x.k_ld, shape.d), v_ld = row_distance(x.v_ld, shape.dv),
-                    o_ld = row_distance(x.o_ld, shape.dv);
+  const std::size_t q_ld = x.q_ld, k_ld = x.k_ld, v_ld = x.v_ld, o_ld = x.o_ld;
   const Head<T> h{shape, x, t, w.padded_before, {x.slope, shape.shift()}, scaled_rows(x.q, shape.tq, shape.d, q_ld, t.dp, scale, w.q_rows)};
   T* delta = nullptr;  // D_i = dO_i . O_i, from the output when it was kept
   if (!out && t.chunks > 1) throw std::logic_error("flash_backward: keys in several chunks need the forward's output");

@@ -114,14 +114,14 @@ void flash_forward(const HeadShape& shape, const HeadOperands<T>& x, T* out, T* 
   auto& w = scratch.buffers();
   count_padding(x, shape.tk, w.padded_before);
   const Tiling<T> t = tiling<T>(shape);
-  const std::size_t o_ld = row_distance(x.o_ld, shape.dv), k_ld = row_distance(x.k_ld, shape.d);
+  const std::size_t o_ld = x.o_ld, k_ld = x.k_ld;
   const Head<T> h{shape, x, t, w.padded_before, {x.slope, shape.shift()},
-                  scaled_rows(x.q, shape.tq, shape.d, row_distance(x.q_ld, shape.d), t.dp, static_cast<T>(shape.scale), w.q_rows)};
+                  scaled_rows(x.q, shape.tq, shape.d, x.q_ld, t.dp, static_cast<T>(shape.scale), w.q_rows)};
   T* keys_t = w.keys_t.take(t.chunks * shape.d * t.bc);
   for (std::size_t c = 0; c < t.chunks; ++c)
     pack_transposed(x.k, shape.d, k_ld, c * t.bc, std::min(t.bc, shape.tk - c * t.bc), t.bc, keys_t + c * shape.d * t.bc);
   // V is read in place, rows their own distance apart, when its rows need no padding to whole vectors.
-  const std::size_t v_ld = row_distance(x.v_ld, shape.dv), values_ld = t.dvp == shape.dv ? v_ld : t.dvp;
+  const std::size_t v_ld = x.v_ld, values_ld = t.dvp == shape.dv ? v_ld : t.dvp;
   const T* values = t.dvp == shape.dv ? x.v : padded_rows(x.v, shape.tk, shape.dv, v_ld, t.dvp, w.v_rows);
   T* scores = w.scores.take(6 * t.bc);
   T* out_acc = w.out_acc.take(t.br * t.dvp);

@@ -98,11 +98,10 @@ inline void copy_row(const T* src, std::size_t cols, T* dst) {
   for (; c < cols; ++c) dst[c] = src[c];
 }
 
-// rows [T, cols] (lds apart) as dense [T, padded] with zero columns after cols (or the rows themselves
-// when they are dense and need no padding).
+// rows [T, cols] (lds apart) as dense [T, padded] with zero columns after cols (rows that need no padding
+// are read in place instead).
 template <class T>
 const T* padded_rows(const T* rows, std::size_t n, std::size_t cols, std::size_t lds, std::size_t padded, Buffer<T>& buffer) {
-  if (cols == padded && lds == cols) return rows;
   T* out = buffer.take(n * padded);
   for (std::size_t i = 0; i < n; ++i) {
     copy_row(rows + i * lds, cols, out + i * padded);

@@ -17,16 +17,19 @@
 namespace attnlab {
 namespace {
 
+// The context's key padding mask [B, Tk] as the fused op takes it, [B, 1, 1, Tk] (undefined: none).
+Tensor padding_rows(const AttentionContext& context, std::size_t batch, std::size_t tk) {
+  if (!context.key_padding_mask.defined()) return Tensor();
+  check_key_padding_mask(context.key_padding_mask, batch, tk);
+  return reshape(context.key_padding_mask, {static_cast<std::int64_t>(batch), 1, 1, static_cast<std::int64_t>(tk)});
+}
+
 // softmax(scale q k^T + bias) v within `window` (0: every key), through the fused op; with dropout in
 // training, composed (the weights are then formed).
 AttentionResult banded_softmax(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context, double scale,
                                std::size_t window, double dropout_p, bool training, Generator& gen) {
-  const std::size_t batch = q.size(0), tk = k.size(-2);
-  Tensor padding;  // [B, 1, 1, Tk]
-  if (context.key_padding_mask.defined()) {
-    check_key_padding_mask(context.key_padding_mask, batch, tk);
-    padding = reshape(context.key_padding_mask, {static_cast<std::int64_t>(batch), 1, 1, static_cast<std::int64_t>(tk)});
-  }
+  const std::size_t tk = k.size(-2);
+  const Tensor padding = padding_rows(context, q.size(0), tk);  // [B, 1, 1, Tk]
   const ScoreBand band{window, context.alibi_slopes};
   AttentionResult result;
   if (dropout_p == 0 || !training) {
@@ -52,12 +55,7 @@ AttentionResult banded_softmax(const Tensor& q, const Tensor& k, const Tensor& v
 Tensor packed_softmax(const Tensor& qkv, std::size_t heads, const AttentionContext& context, double scale, std::size_t window,
                       double dropout_p, bool training) {
   if ((dropout_p > 0 && training) || context.need_pattern || qkv.dim() != 3) return Tensor();
-  const std::size_t batch = qkv.size(0), t = qkv.size(1);
-  Tensor padding;  // [B, 1, 1, T]
-  if (context.key_padding_mask.defined()) {
-    check_key_padding_mask(context.key_padding_mask, batch, t);
-    padding = reshape(context.key_padding_mask, {static_cast<std::int64_t>(batch), 1, 1, static_cast<std::int64_t>(t)});
-  }
+  const Tensor padding = padding_rows(context, qkv.size(0), qkv.size(1));  // [B, 1, 1, T]
   if (!detail::packed_attention_applies(qkv, heads, padding)) return Tensor();
   return detail::blocked_softmax_attention_packed(qkv, heads, scale, padding, context.causal, ScoreBand{window, context.alibi_slopes});
 }
