@@ -124,7 +124,10 @@ int run_gpt_bench(const GptBenchOptions& o) {
   for (std::size_t i = 0; i < o.warmup; ++i) step();
   Storage::reset_peak_bytes();
   const double warmup_allreduce_s = parallel.reducer().seconds();
+  count_products(true);
   const auto [seconds, runs, fastest] = time_runs(o.steps, 0, step);
+  count_products(false);
+  const ProductTotals products = product_totals();
   const double step_s = seconds / static_cast<double>(std::max<std::size_t>(o.steps, 1));
   const std::size_t timed = tuner->steps(), shared = tuner->shared_steps();  // none timed on one thread
   tuner.reset();  // sgemm's rate below is measured on every thread
@@ -153,6 +156,15 @@ int run_gpt_bench(const GptBenchOptions& o) {
   line["of_sgemm"] = gflop / step_s / sgemm;
   line["sgemm_fastest_gflops"] = sgemm_fastest;
   line["of_sgemm_fastest"] = gflop / fastest / sgemm_fastest;
+  // The steps' own products (every gemm() call, timed inside it; cores' time, summed over the threads):
+  // their rate per core against sgemm's per core, and the share of the cores' time they took. What the
+  // step loses to the rest (attention, norms, GELU, the optimizer) is the distance between of_sgemm and
+  // products_of_sgemm.
+  const double steps = static_cast<double>(std::max<std::size_t>(o.steps, 1)), threads = static_cast<double>(o.threads);
+  line["products_ms"] = products.seconds * 1e3 / steps;
+  line["products_gflops_per_core"] = products.flops / std::max(products.seconds, 1e-12) / 1e9;
+  line["products_of_sgemm"] = products.flops / std::max(products.seconds, 1e-12) / 1e9 / (sgemm_mean / threads);
+  line["products_share"] = products.seconds / (seconds * threads);
   if (parallel.active()) {
     const double allreduce_ms = 1e3 * (parallel.reducer().seconds() - warmup_allreduce_s) / static_cast<double>(std::max<std::size_t>(o.steps, 1));
     line["processes"] = comm.size();

@@ -9,6 +9,9 @@
 #include <cpuid.h>
 #endif
 
+#include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -115,7 +118,42 @@ void one_openmp_thread() {
   (void)asked;
 }
 
+std::atomic<bool> counting{false};
+std::atomic<std::uint64_t> counted_ns{0}, counted_flops{0}, counted_calls{0};
+
+// Adds the enclosing product's time and FLOPs to the totals when counting is on.
+class ProductClock {
+ public:
+  ProductClock(std::size_t m, std::size_t n, std::size_t k)
+      : on_(counting.load(std::memory_order_relaxed)), flops_(2 * static_cast<std::uint64_t>(m) * n * k) {
+    if (on_) start_ = std::chrono::steady_clock::now();
+  }
+  ~ProductClock() {
+    if (!on_) return;
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
+    counted_ns.fetch_add(static_cast<std::uint64_t>(ns), std::memory_order_relaxed);
+    counted_flops.fetch_add(flops_, std::memory_order_relaxed);
+    counted_calls.fetch_add(1, std::memory_order_relaxed);
+  }
+  ProductClock(const ProductClock&) = delete;
+  ProductClock& operator=(const ProductClock&) = delete;
+
+ private:
+  bool on_;
+  std::uint64_t flops_;
+  std::chrono::steady_clock::time_point start_;
+};
+
 }  // namespace
+
+void count_products(bool on) {
+  if (on) counted_ns = 0, counted_flops = 0, counted_calls = 0;
+  counting = on;
+}
+
+ProductTotals product_totals() {
+  return {static_cast<double>(counted_ns.load()) * 1e-9, static_cast<double>(counted_flops.load()), counted_calls.load()};
+}
 
 std::string sgemm_library() {
   const dnnl_version_t* v = dnnl_version();
@@ -145,6 +183,7 @@ bool sgemm_uses_onednn(bool ta, bool tb, std::size_t m, std::size_t n, std::size
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda,
           const float* b, std::size_t ldb, float* c, std::size_t ldc, float beta) {
   if (empty_product(m, n, k, c, ldc, beta)) return;
+  const ProductClock clock(m, n, k);
   const bool onednn = sgemm_uses_onednn(ta, tb, m, n, k);
   if (onednn) one_openmp_thread();
   const auto dim = [](std::size_t x) { return static_cast<dnnl_dim_t>(x); };
@@ -160,6 +199,7 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const f
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const double* a, std::size_t lda,
           const double* b, std::size_t ldb, double* c, std::size_t ldc, double beta) {
   if (empty_product(m, n, k, c, ldc, beta)) return;
+  const ProductClock clock(m, n, k);
   beta = zero_then_accumulate(m, n, c, ldc, beta);
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), 1.0, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,

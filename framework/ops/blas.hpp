@@ -47,6 +47,18 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const f
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const double* a, std::size_t lda,
           const double* b, std::size_t ldb, double* c, std::size_t ldc, double beta = 0.0);
 
+// The time spent inside gemm() and the FLOPs it did (2 m n k a call), summed over the threads that
+// called it, while counting is on: `attnlab bench gpt` reports how fast a step's products run against the
+// machine's sgemm rate and what share of the step they take. Off by default, when a product pays one
+// relaxed atomic load for it.
+struct ProductTotals {
+  double seconds = 0.0;
+  double flops = 0.0;
+  std::size_t calls = 0;
+};
+void count_products(bool on);
+ProductTotals product_totals();  // since the last count_products(true)
+
 // Solves op(L) X = B in place: B [m, n] (row-major, leading dimension ldb) becomes X, for L [m, m] unit
 // lower triangular (its diagonal and upper part are not read); op(L) = L^T when `transpose`. cblas_?trsm.
 void unit_lower_solve(bool transpose, std::size_t m, std::size_t n, const float* l, std::size_t ldl, float* b, std::size_t ldb);

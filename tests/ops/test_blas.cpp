@@ -99,5 +99,29 @@ TEST(Gemm, FloatProductsAreTheSameBitsOnEveryCallAndThread) {
 
 TEST(Gemm, NamesTheFloatLibrary) { EXPECT_EQ(sgemm_library().rfind("oneDNN ", 0), 0u) << sgemm_library(); }
 
+// count_products: every product while on (float and double, empty ones not), none after, reset when
+// turned on again.
+TEST(Gemm, CountsTheProductsWhileCountingIsOn) {
+  std::vector<float> a(64 * 48, 0.5f), b(48 * 32, 0.25f), c(64 * 32);
+  std::vector<double> ad(8 * 4, 1.0), bd(4 * 2, 1.0), cd(8 * 2);
+  gemm(false, false, 64, 32, 48, a.data(), 48, b.data(), 32, c.data(), 32);  // before: not counted
+  count_products(true);
+  gemm(false, false, 64, 32, 48, a.data(), 48, b.data(), 32, c.data(), 32);
+  gemm(true, false, 32, 32, 64, a.data(), 32, a.data(), 32, c.data(), 32);
+  gemm(false, false, 8, 2, 4, ad.data(), 4, bd.data(), 2, cd.data(), 2);
+  gemm(false, false, 0, 32, 48, a.data(), 48, b.data(), 32, c.data(), 32);  // empty
+  ProductTotals totals = product_totals();
+  EXPECT_EQ(totals.calls, 3u);
+  EXPECT_EQ(totals.flops, 2.0 * (64 * 32 * 48 + 32 * 32 * 64 + 8 * 2 * 4));
+  EXPECT_GE(totals.seconds, 0.0);
+  count_products(false);
+  gemm(false, false, 64, 32, 48, a.data(), 48, b.data(), 32, c.data(), 32);
+  EXPECT_EQ(product_totals().calls, 3u);
+  count_products(true);
+  EXPECT_EQ(product_totals().calls, 0u);
+  EXPECT_EQ(product_totals().flops, 0.0);
+  count_products(false);
+}
+
 }  // namespace
 }  // namespace attnlab
