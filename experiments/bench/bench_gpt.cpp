@@ -81,6 +81,29 @@ int run_forward_bench(const GptBenchOptions& o) {
   return 0;
 }
 
+// The achieved FLOP rate (all processes together) against what sgemm reaches on as many cores: the mean
+// step against the mean product, and the fastest step against the fastest product (of_sgemm_fastest:
+// each the figure other work on the machine disturbed least). Then the steps' own products (every gemm()
+// call, timed inside it; cores' time, summed over this process's threads): their rate per core against
+// sgemm's per core, and the share of the cores' time they took. What the step loses to the rest
+// (attention, norms, GELU, the optimizer) is the distance between of_sgemm and products_of_sgemm.
+void add_rates(nlohmann::ordered_json& line, double gflop, double step_s, double fastest_s, double steps, const ProductTotals& products,
+               double threads, double processes) {
+  const auto [sgemm_mean, sgemm_best] = measured_sgemm_gflops();
+  const double sgemm = sgemm_mean * processes, sgemm_fastest = sgemm_best * processes;
+  line["model_gflop_per_step"] = gflop;
+  line["achieved_gflops"] = gflop / step_s;
+  line["sgemm_gflops"] = sgemm;
+  line["of_sgemm"] = gflop / step_s / sgemm;
+  line["sgemm_fastest_gflops"] = sgemm_fastest;
+  line["of_sgemm_fastest"] = gflop / fastest_s / sgemm_fastest;
+  const double product_rate = products.flops / std::max(products.seconds, 1e-12) / 1e9;
+  line["products_ms"] = products.seconds * 1e3 / steps;
+  line["products_gflops_per_core"] = product_rate;
+  line["products_of_sgemm"] = product_rate / (sgemm_mean / threads);
+  line["products_share"] = products.seconds / (step_s * steps * threads);
+}
+
 }  // namespace
 
 int run_gpt_bench(const GptBenchOptions& o) {
@@ -144,27 +167,9 @@ int run_gpt_bench(const GptBenchOptions& o) {
                               {"openblas_core", blas_core_name()},
                               {"sgemm_library", sgemm_library()}};
   if (timed) line["shared_steps"] = static_cast<double>(shared) / static_cast<double>(timed);  // share of steps run shared
-  // The achieved FLOP rate (all processes together) against what sgemm reaches on as many cores: the mean
-  // step against the mean product, and the fastest step against the fastest product (of_sgemm_fastest:
-  // each the figure other work on the machine disturbed least).
-  const double gflop = flops_per_token(model, o) * static_cast<double>(o.batch * o.block) / 1e9;
-  const auto [sgemm_mean, sgemm_best] = measured_sgemm_gflops();
-  const double sgemm = sgemm_mean * static_cast<double>(comm.size()), sgemm_fastest = sgemm_best * static_cast<double>(comm.size());
-  line["model_gflop_per_step"] = gflop;
-  line["achieved_gflops"] = gflop / step_s;
-  line["sgemm_gflops"] = sgemm;
-  line["of_sgemm"] = gflop / step_s / sgemm;
-  line["sgemm_fastest_gflops"] = sgemm_fastest;
-  line["of_sgemm_fastest"] = gflop / fastest / sgemm_fastest;
-  // The steps' own products (every gemm() call, timed inside it; cores' time, summed over the threads):
-  // their rate per core against sgemm's per core, and the share of the cores' time they took. What the
-  // step loses to the rest (attention, norms, GELU, the optimizer) is the distance between of_sgemm and
-  // products_of_sgemm.
-  const double steps = static_cast<double>(std::max<std::size_t>(o.steps, 1)), threads = static_cast<double>(o.threads);
-  line["products_ms"] = products.seconds * 1e3 / steps;
-  line["products_gflops_per_core"] = products.flops / std::max(products.seconds, 1e-12) / 1e9;
-  line["products_of_sgemm"] = products.flops / std::max(products.seconds, 1e-12) / 1e9 / (sgemm_mean / threads);
-  line["products_share"] = products.seconds / (seconds * threads);
+  add_rates(line, flops_per_token(model, o) * static_cast<double>(o.batch * o.block) / 1e9, step_s, fastest,
+            static_cast<double>(std::max<std::size_t>(o.steps, 1)), products, static_cast<double>(o.threads),
+            static_cast<double>(comm.size()));
   if (parallel.active()) {
     const double allreduce_ms = 1e3 * (parallel.reducer().seconds() - warmup_allreduce_s) / static_cast<double>(std::max<std::size_t>(o.steps, 1));
     line["processes"] = comm.size();
