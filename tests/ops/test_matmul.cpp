@@ -2,6 +2,9 @@
 // float64 gradchecks for each form.
 #include <gtest/gtest.h>
 
+#include <utility>
+
+#include "framework/ops/parallel.hpp"
 #include "tests/test_util.hpp"
 
 namespace attnlab {
@@ -126,8 +129,8 @@ TEST(MatmulGradcheck, PlainMatrixAgainstABatchWithTransposes) {
     }
 }
 
-// linear(x, W, b) is x W^T + b: the bias as the product's starting value gives the composed values
-// bit for bit in float32, and float64 gradients pass gradcheck with and without a bias.
+// linear(x, W, b) is x W^T + b: the bias added to the rounded product gives the composed values bit for
+// bit in float32, and float64 gradients pass gradcheck with and without a bias.
 TEST(Linear, EqualsTheComposedFormAndPassesGradcheck) {
   Generator gen(11);
   const Tensor x = randn({3, 5, 7}, gen), w = randn({4, 7}, gen), b = randn({4}, gen);
@@ -138,6 +141,21 @@ TEST(Linear, EqualsTheComposedFormAndPassesGradcheck) {
   EXPECT_TRUE(gradcheck_passes([](const auto& in) { return linear(in[0], in[1], Tensor()); }, {param({6, 5}, 4), param({3, 5}, 5)}));
   EXPECT_THROW(linear(x, randn({4, 6}, gen), b), std::invalid_argument);
   EXPECT_THROW(linear(x, w, randn({5}, gen)), std::invalid_argument);
+}
+
+// The same bits on one thread and two, where the product is split by rows (768 rows) or by columns (2
+// rows, 4096 outputs), and where the inner dimension is long enough (512) for oneDNN to split it: the
+// bias is added once the product is whole, never as its starting value.
+TEST(Linear, TheBiasIsAddedToTheWholeProductOnEveryThreadCount) {
+  Generator gen(12);
+  for (const auto& [rows, out] : {std::pair<std::size_t, std::size_t>{768, 128}, {2, 4096}}) {
+    const Tensor x = randn({rows, 512}, gen), w = randn({out, 512}, gen), b = randn({out}, gen);
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      EXPECT_EQ(linear(x, w, b).to_vector(), (matmul(x, w, false, true) + b).to_vector()) << rows << " rows, " << threads << " threads";
+    }
+    set_num_threads(1);
+  }
 }
 
 }  // namespace
