@@ -79,9 +79,9 @@ Tensor argmax(const Tensor& x, std::int64_t axis, bool keepdim = false);
 // a [..., M, K] times b [..., K, N] -> [..., M, N], batch axes broadcast; transpose_a / transpose_b read
 // the last two axes of an operand transposed (passed to BLAS as flags, no copy). Both operands rank >= 2.
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
-// A Linear layer's product: x [..., in] W^T + b, W [out, in], b [out] or undefined. The bias rows are
-// the product's starting value (written where the product would otherwise zero its output, so no pass
-// adds it afterwards); the backward gives dx = g W, dW = g^T x, db = sum g.
+// A Linear layer's product: x [..., in] W^T + b, W [out, in], b [out] or undefined. The bias is added
+// to each block of output rows right after its product, while they are in cache (matmul.cpp says why
+// not as the product's starting value); the backward gives dx = g W, dW = g^T x, db = sum g.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // A Linear's input and weight gradients from its output gradient g [..., out] and its input x [..., in]
 // (W [out, in]): dx = g W [..., in] and dW = g^T x [out, in], each undefined unless wanted. Wanted
