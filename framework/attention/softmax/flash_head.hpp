@@ -185,10 +185,11 @@ struct Head {
     if (!rows.sees_any(j, width)) return TileKind::hidden;
     return rows.all_see(j, width) && !padded_in(j, width) ? TileKind::visible : TileKind::mixed;
   }
-  // Lanes of the W keys from j that row i sees: all bits set, or zero.
-  typename flash::Simd<T>::I visible_lanes(std::size_t i, std::size_t j) const {
+  // Lanes of the W keys from j that a row seeing keys [first, last) (its first_key and last_key) sees:
+  // all bits set, or zero. The bounds come from the caller, once per row rather than once per vector.
+  typename flash::Simd<T>::I visible_lanes(T first, T last, std::size_t j) const {
     const Vec<T> key = flash::iota<T>() + static_cast<T>(j);
-    typename flash::Simd<T>::I lanes = (key >= static_cast<T>(shape.first_key(i))) & (key < static_cast<T>(shape.last_key(i)));
+    typename flash::Simd<T>::I lanes = (key >= first) & (key < last);
     if (padded_in(j, kLanes<T>))
       for (std::size_t l = 0; l < kLanes<T>; ++l)
         if (j + l < shape.tk && x.padding[j + l]) lanes[l] = 0;
@@ -213,6 +214,8 @@ void store_logits(const Head<T>& h, const T* keys_t, std::size_t c0, const RowSp
   const std::size_t bc = h.t.bc;
   const Bias<T> bias = h.bias;
   const bool alibi = bias.any();
+  T first[MR], last[MR];  // the keys each row sees, [first, last), for the masks of mixed tiles
+  for (int r = 0; r < MR; ++r) first[r] = static_cast<T>(h.shape.first_key(i + r)), last[r] = static_cast<T>(h.shape.last_key(i + r));
   flash::for_each_col_tile(v_lo, v_hi, [&](auto nv, std::size_t v0) {
     constexpr int NV = decltype(nv)::value;
     const std::size_t j = c0 + v0 * W;
@@ -236,7 +239,7 @@ void store_logits(const Head<T>& h, const T* keys_t, std::size_t c0, const RowSp
     for (int r = 0; r < MR; ++r)
       for (int v = 0; v < NV; ++v) {
         Vec<T> x = bias(acc.v[r][v], i + r, j + v * W, alibi);
-        if (kind == TileKind::mixed) x = h.visible_lanes(i + r, j + v * W) ? x : flash::splat(neg_inf);
+        if (kind == TileKind::mixed) x = h.visible_lanes(first[r], last[r], j + v * W) ? x : flash::splat(neg_inf);
         flash::store(out + r * bc + (v0 + v) * W, x);
         top[r] = flash::max(x, top[r]);
       }
