@@ -43,6 +43,10 @@ struct BackwardRows {
   const T* delta;   // D_i = dO_i . O_i, [Tq]; null when one chunk holds every key (D is then sum_j P_ij dP_ij)
   T* dq;            // [Tq, Dp]
   std::size_t dq_ld;
+  // One chunk holds every key: each row's dQ is one tile's product, stored with its scale (scale dS' K)
+  // rather than added to zeros and scaled at the end; a tile whose rows see no key stores zeros.
+  bool dq_once;
+  T scale;
 };
 
 // Rows [i, i + MR) against the chunk: P = exp(scale s + bias - L) and dS' = P (dP - D) (dS without its
@@ -63,6 +67,7 @@ __attribute__((noinline)) void backward_row_tile(const Head<T>& h, const Backwar
     for (int r = 0; r < MR; ++r) {
       std::fill(p + r * bc, p + r * bc + vectors * W, T(0));
       std::fill(ds + r * bc, ds + r * bc + vectors * W, T(0));
+      if (a.dq_once) std::fill(a.dq + (i + r) * a.dq_ld, a.dq + (i + r) * a.dq_ld + dp, T(0));
     }
     return;
   }
@@ -92,13 +97,17 @@ __attribute__((noinline)) void backward_row_tile(const Head<T>& h, const Backwar
     T* pr = p + r * bc;
     T* dr = ds + r * bc;
     const Vec<T> lse = flash::splat(a.lse[i + r]);
-    for (std::size_t v = v_lo; v < v_hi; ++v) flash::store(pr + v * W, flash::exp<T>(flash::load(pr + v * W) - lse));
     T d_row;
     if (a.delta) {
       d_row = a.delta[i + r];
-    } else {  // the chunk holds each row's every key: D = sum_j P_ij dP_ij over it
+      for (std::size_t v = v_lo; v < v_hi; ++v) flash::store(pr + v * W, flash::exp<T>(flash::load(pr + v * W) - lse));
+    } else {  // the chunk holds each row's every key: D = sum_j P_ij dP_ij over it, in the same pass as P
       Vec<T> total{};
-      for (std::size_t v = v_lo; v < v_hi; ++v) total += flash::load(pr + v * W) * flash::load(dr + v * W);
+      for (std::size_t v = v_lo; v < v_hi; ++v) {
+        const Vec<T> weight = flash::exp<T>(flash::load(pr + v * W) - lse);
+        flash::store(pr + v * W, weight);
+        total += weight * flash::load(dr + v * W);
+      }
       d_row = flash::horizontal_sum<T>(total);
     }
     const Vec<T> d = flash::splat(d_row);
@@ -110,28 +119,34 @@ __attribute__((noinline)) void backward_row_tile(const Head<T>& h, const Backwar
     for (int r = 0; r < MR; ++r)
       for (int v = 0; v < NV; ++v) {
         T* o = a.dq + (i + r) * a.dq_ld + (v0 + v) * W;
-        flash::store(o, flash::load(o) + acc.v[r][v]);
+        flash::store(o, a.dq_once ? acc.v[r][v] * a.scale : flash::load(o) + acc.v[r][v]);
       }
   });
 }
 
 // dacc [c, cols] (rows ldd apart) += A^T B for the chunk's keys: A = p [rows, Bc] of block rows
 // [i0, i0 + rows), B = b's rows [Tq, cols] (ldb apart) from i0; each tile of keys sums over the block's
-// rows that see one of its keys.
+// rows that see one of its keys. `once`: this block holds every row that sees the chunk, so dacc = A^T B
+// is stored (zeros where no row sees a tile's keys) and dacc need not be zeroed first.
 template <class T>
 void add_transposed_product(const Head<T>& h, const BackwardChunk<T>& ch, std::size_t i0, std::size_t rows, const T* p, const T* b,
-                            std::size_t ldb, std::size_t cols, T* dacc, std::size_t ldd) {
+                            std::size_t ldb, std::size_t cols, T* dacc, std::size_t ldd, bool once) {
   constexpr std::size_t W = kLanes<T>;
   const HeadShape& s = h.shape;
   flash::for_each_tile(ch.c, cols / W, [&](auto mr, auto nv, std::size_t k0, std::size_t v0) {
     constexpr int MR = decltype(mr)::value, NV = decltype(nv)::value;
     const std::size_t lo = std::max(s.first_row(ch.c0 + k0), i0), hi = std::min(s.end_row(ch.c0 + k0 + MR - 1), i0 + rows);
-    if (lo >= hi) return;
+    if (lo >= hi) {
+      if (once)
+        for (int r = 0; r < MR; ++r)
+          for (int v = 0; v < NV; ++v) flash::store(dacc + (k0 + r) * ldd + (v0 + v) * W, Vec<T>{});
+      return;
+    }
     const Acc<T, MR, NV> acc = flash::multiply<T, MR, NV>(p + k0, 1, h.t.bc, b + i0 * ldb + v0 * W, ldb, lo - i0, hi - i0);
     for (int r = 0; r < MR; ++r)
       for (int v = 0; v < NV; ++v) {
         T* o = dacc + (k0 + r) * ldd + (v0 + v) * W;
-        flash::store(o, flash::load(o) + acc.v[r][v]);
+        flash::store(o, once ? acc.v[r][v] : flash::load(o) + acc.v[r][v]);
       }
   });
 }
@@ -184,8 +199,16 @@ void flash_backward(const HeadShape& shape, const HeadOperands<T>& x, const T* o
                           lse,
                           delta,
                           whole_d ? dq : w.dq_acc.take(shape.tq * t.dp),
-                          whole_d ? q_ld : t.dp};
-  zero_rows(a.dq, shape.tq, t.dp, a.dq_ld);
+                          whole_d ? q_ld : t.dp,
+                          t.chunks == 1,
+                          scale};
+  if (a.dq_once) {  // rows no tile reaches (those that see no key, e.g. ahead of a window)
+    zero_rows(a.dq, std::min(shape.first_row(0), shape.tq), t.dp, a.dq_ld);
+    const std::size_t end = shape.tk ? shape.end_row(shape.tk - 1) : 0;
+    zero_rows(a.dq + end * a.dq_ld, shape.tq - end, t.dp, a.dq_ld);
+  } else {
+    zero_rows(a.dq, shape.tq, t.dp, a.dq_ld);
+  }
   const T* keys = whole_d ? x.k : padded_rows(x.k, shape.tk, shape.d, k_ld, t.dp, w.k_rows);
   const std::size_t keys_ld = whole_d ? k_ld : t.dp;
   T* keys_t = w.keys_t.take(shape.d * t.bc);
@@ -199,25 +222,28 @@ void flash_backward(const HeadShape& shape, const HeadOperands<T>& x, const T* o
     T* dk_rows = whole_d ? dk + c0 * k_ld : w.dk_acc.take(c * t.dp);
     T* dv_rows = whole_dv ? dv + c0 * v_ld : w.dv_acc.take(c * t.dvp);
     const std::size_t dk_ld = whole_d ? k_ld : t.dp, dv_ld = whole_dv ? v_ld : t.dvp;
-    zero_rows(dk_rows, c, t.dp, dk_ld);
-    zero_rows(dv_rows, c, t.dvp, dv_ld);
     const BackwardChunk<T> ch{keys_t, values_t, keys + c0 * keys_ld, keys_ld, c0, c, dk_rows, dv_rows, dk_ld, dv_ld};
     const std::size_t row_lo = shape.first_row(c0), row_hi = shape.end_row(c0 + c - 1);
+    const bool once = row_lo < row_hi && row_hi - row_lo <= t.br;  // one block of rows: dK, dV stored, not added
+    if (!once) {
+      zero_rows(dk_rows, c, t.dp, dk_ld);
+      zero_rows(dv_rows, c, t.dvp, dv_ld);
+    }
     for (std::size_t i0 = row_lo; i0 < row_hi; i0 += t.br) {
       const std::size_t rows = std::min(t.br, row_hi - i0);
       flash::for_each_row_tile(rows, [&](auto mr, std::size_t r0) {
         backward_row_tile<T, decltype(mr)::value>(h, ch, a, i0 + r0, p + r0 * t.bc, ds + r0 * t.bc);
       });
-      add_transposed_product(h, ch, i0, rows, p, a.g_rows, a.g_rows_ld, t.dvp, ch.dv, dv_ld);  // dV += P^T dO
-      add_transposed_product(h, ch, i0, rows, ds, a.q_rows, t.dp, t.dp, ch.dk, dk_ld);       // dK += dS^T Q
+      add_transposed_product(h, ch, i0, rows, p, a.g_rows, a.g_rows_ld, t.dvp, ch.dv, dv_ld, once);  // dV += P^T dO
+      add_transposed_product(h, ch, i0, rows, ds, a.q_rows, t.dp, t.dp, ch.dk, dk_ld, once);       // dK += dS^T Q
     }
     if (!whole_d) unpad_rows(dk_rows, c, t.dp, shape.d, dk + c0 * k_ld, k_ld);
     if (!whole_dv) unpad_rows(dv_rows, c, t.dvp, shape.dv, dv + c0 * v_ld, v_ld);
   }
-  // dS was left unscaled: dQ = scale dS K.
   if (!whole_d) unpad_rows(a.dq, shape.tq, t.dp, shape.d, dq, q_ld);
-  for (std::size_t i = 0; i < shape.tq; ++i)
-    for (std::size_t c = 0; c < shape.d; ++c) dq[i * q_ld + c] *= scale;
+  if (!a.dq_once)  // dS was left unscaled: dQ = scale dS K
+    for (std::size_t i = 0; i < shape.tq; ++i)
+      for (std::size_t c = 0; c < shape.d; ++c) dq[i * q_ld + c] *= scale;
 }
 
 template void flash_backward(const HeadShape&, const HeadOperands<float>&, const float*, const float*, const float*, float*, float*,
