@@ -61,9 +61,11 @@ __attribute__((noinline)) void forward_row_tile(const Head<T>& h, const ForwardC
       continue;
     }
     if (m_chunk > row_max[r]) {
-      const T alpha = std::exp(row_max[r] - m_chunk);  // 0 when the row saw no key before
-      row_sum[r] *= alpha;
-      for (std::size_t c = 0; c < dvp; ++c) out[r * dvp + c] *= alpha;
+      if (row_max[r] != neg_inf) {  // else the row saw no key before: its sum and output are still 0
+        const T alpha = std::exp(row_max[r] - m_chunk);
+        row_sum[r] *= alpha;
+        for (std::size_t c = 0; c < dvp; ++c) out[r * dvp + c] *= alpha;
+      }
       row_max[r] = m_chunk;
     }
     const Vec<T> m = flash::splat(row_max[r]);
