@@ -202,9 +202,9 @@ void flash_backward(const HeadShape& shape, const HeadOperands<T>& x, const T* o
                           whole_d ? q_ld : t.dp,
                           t.chunks == 1,
                           scale};
-  if (a.dq_once) {  // rows no tile reaches (those that see no key, e.g. ahead of a window)
-    zero_rows(a.dq, std::min(shape.first_row(0), shape.tq), t.dp, a.dq_ld);
-    const std::size_t end = shape.tk ? shape.end_row(shape.tk - 1) : 0;
+  if (a.dq_once) {  // the rows outside [first_row(0), end_row(Tk - 1)), which no tile of the one chunk reaches
+    const std::size_t first = shape.first_row(0), end = shape.end_row(shape.tk - 1);
+    zero_rows(a.dq, first, t.dp, a.dq_ld);
     zero_rows(a.dq + end * a.dq_ld, shape.tq - end, t.dp, a.dq_ld);
   } else {
     zero_rows(a.dq, shape.tq, t.dp, a.dq_ld);
