@@ -29,12 +29,13 @@ Linear::Linear(const Tensor& shared_weight, bool with_bias, Generator& gen) {
   }
 }
 
-Tensor Linear::forward(const Tensor& x) const {
+Tensor Linear::forward(const Tensor& x, bool with_bias) const {
   if (x.dim() == 0 || x.size(-1) != in_features()) {
     throw std::invalid_argument("Linear: expected input [..., " + std::to_string(in_features()) + "], got " +
                                 shape_str(x.shape()));
   }
-  return x.dim() == 1 ? reshape(linear(unsqueeze(x, 0), weight, bias), {-1}) : linear(x, weight, bias);  // [..., out]
+  const Tensor b = with_bias ? bias : Tensor();
+  return x.dim() == 1 ? reshape(linear(unsqueeze(x, 0), weight, b), {-1}) : linear(x, weight, b);  // [..., out]
 }
 
 Embedding::Embedding(std::size_t num_embeddings, std::size_t dim, Generator& gen) {
@@ -54,12 +55,12 @@ LayerNorm::LayerNorm(std::size_t dim, double eps_, bool affine, bool with_bias) 
 
 Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps); }
 
-Tensor LayerNorm::forward_into(const Tensor& x, const Linear& next) const {
+Tensor LayerNorm::forward_into(const Tensor& x, const Linear& next, bool with_bias) const {
   if (x.dim() == 0 || x.size(-1) != next.in_features()) {
     throw std::invalid_argument("LayerNorm -> Linear: expected input [..., " + std::to_string(next.in_features()) + "], got " +
                                 shape_str(x.shape()));
   }
-  return layer_norm_linear(x, weight, bias, eps, next.weight, next.bias);
+  return layer_norm_linear(x, weight, bias, eps, next.weight, with_bias ? next.bias : Tensor());
 }
 
 Dropout::Dropout(double p, Generator& gen) : p_(p), gen_(gen.split()) {
@@ -91,10 +92,12 @@ FeedForward::FeedForward(std::size_t dim, std::size_t hidden, Activation activat
 }
 
 Tensor FeedForward::forward(const Tensor& x) {
-  const Tensor hidden = input_norm_ ? input_norm_->forward_into(x, *fc1) : fc1->forward(x);
-  // GELU and fc2 as one op, which keeps only `hidden` for backward (recomputing the activation).
-  const Tensor out = activation == Activation::gelu ? gelu_linear(hidden, fc2->weight, fc2->bias)
-                                                    : fc2->forward(activate(hidden, activation));
+  // With GELU, fc1's bias is added, and its gradient summed, in gelu_linear's own passes (ops.hpp), not
+  // in fc1's product: hidden is x W1^T alone.
+  const bool gelu = activation == Activation::gelu;
+  const Tensor hidden = input_norm_ ? input_norm_->forward_into(x, *fc1, !gelu) : fc1->forward(x, !gelu);
+  // GELU and fc2 as one op, which keeps the activation and GELU's slope for the backward.
+  const Tensor out = gelu ? gelu_linear(hidden, fc2->weight, fc2->bias, fc1->bias) : fc2->forward(activate(hidden, activation));
   return drop->forward(out);
 }
 

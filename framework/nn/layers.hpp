@@ -21,7 +21,8 @@ class Linear : public Module {
   // Over an existing weight [out, in], registered as this layer's own: tied weights, as GPT-2's output
   // layer reading the token embedding. A module holding both lists the tensor once, under its first name.
   Linear(const Tensor& shared_weight, bool bias, Generator& gen);
-  Tensor forward(const Tensor& x) const;  // [..., in] -> [..., out]
+  // [..., in] -> [..., out]; with_bias false leaves b out, for a next op that adds it itself (gelu_linear).
+  Tensor forward(const Tensor& x, bool with_bias = true) const;
   std::size_t in_features() const { return weight.size(1); }
   std::size_t out_features() const { return weight.size(0); }
 
@@ -44,8 +45,8 @@ class LayerNorm : public Module {
  public:
   explicit LayerNorm(std::size_t dim, double eps = 1e-5, bool affine = true, bool bias = true);
   Tensor forward(const Tensor& x) const;
-  // next.forward(forward(x)) as one op (ops.hpp: layer_norm_linear).
-  Tensor forward_into(const Tensor& x, const Linear& next) const;
+  // next.forward(forward(x), with_bias) as one op (ops.hpp: layer_norm_linear).
+  Tensor forward_into(const Tensor& x, const Linear& next, bool with_bias = true) const;
 
   Tensor weight, bias;  // [C] each; weight undefined without affine, bias without affine or bias
   double eps;

@@ -120,28 +120,6 @@ Tensor map_binary(const Tensor& x, const Tensor& y, const char* name, F f) {
   return out;
 }
 
-// o[c] += the sum of column c of g [rows, cols] over its rows in order, for columns [c0, c1). Blocks of
-// kBlock columns are summed in registers and stored once: accumulated in o itself, every row's vector
-// add waited on the store of the row before (the bias gradients were 1% of a toy step). Same additions
-// in the same order as o[c] += g[r][c] row by row.
-template <class T>
-void sum_rows(const T* g, std::size_t rows, std::size_t cols, std::size_t c0, std::size_t c1, T* o) {
-  constexpr std::size_t kBlock = 64;
-  std::size_t c = c0;
-  for (; c + kBlock <= c1; c += kBlock) {
-    T acc[kBlock];
-    for (std::size_t j = 0; j < kBlock; ++j) acc[j] = o[c + j];
-    for (std::size_t r = 0; r < rows; ++r) {
-      const T* row = g + r * cols + c;
-#pragma GCC unroll 64
-      for (std::size_t j = 0; j < kBlock; ++j) acc[j] += row[j];
-    }
-    for (std::size_t j = 0; j < kBlock; ++j) o[c + j] = acc[j];
-  }
-  for (std::size_t r = 0; r < rows && c < c1; ++r)
-    for (std::size_t i = c; i < c1; ++i) o[i] += g[r * cols + i];
-}
-
 }  // namespace
 
 // ---- sum_to: the reverse of broadcasting ----
@@ -160,7 +138,9 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
     if (is_trailing(shape, grad.shape()) && out.numel() > 0) {
       // Sum of rows (a bias gradient): threads split the columns; each column is summed row after row.
       const std::size_t cols = out.numel(), rows = grad.numel() / cols;
-      parallel_for(cols, 256, [&](std::size_t c0, std::size_t c1) { sum_rows(g, rows, cols, c0, c1, o); });
+      parallel_for(cols, detail::kSumRowsGrain, [&](std::size_t c0, std::size_t c1) {
+        detail::sum_rows(const_cast<T*>(g), static_cast<const T*>(nullptr), rows, cols, c0, c1, o);  // g only read
+      });
       return;
     }
     detail::BroadcastLoop<2> loop(grad.shape(), {&grad.shape(), &shape});

@@ -1,5 +1,5 @@
 // Internal to ops: what the elementwise ops of elementwise.cpp and gelu.cpp share, the size of their
-// parallel chunks and the check that two operands share a dtype.
+// parallel chunks, the check that two operands share a dtype, and the column sums of a bias gradient.
 #pragma once
 
 #include <cstddef>
@@ -19,5 +19,44 @@ inline void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
                                 " and " + dtype_name(b.dtype()) + "); convert one with .to()");
   }
 }
+
+// o[c] += the sum of column c of g [rows, cols] over its rows in order, for columns [c0, c1). Blocks of
+// kBlock columns are summed in registers and stored once: accumulated in o itself, every row's vector
+// add waited on the store of the row before (the bias gradients were 1% of a toy step). Same additions
+// in the same order as o[c] += g[r][c] row by row. With `scale` ([rows, cols]), each element of g is
+// first multiplied by scale's, in place, and the products are summed: gelu_linear's backward makes dx =
+// (g W) * gelu'(x) and the bias gradient of the Linear before the GELU in one pass, the same bits as
+// scaling and then summing with sum_to. g is written only then.
+template <class T>
+void sum_rows(T* __restrict g, const T* __restrict scale, std::size_t rows, std::size_t cols, std::size_t c0, std::size_t c1,
+              T* __restrict o) {
+  constexpr std::size_t kBlock = 64;
+  std::size_t c = c0;
+  for (; c + kBlock <= c1; c += kBlock) {
+    T acc[kBlock];
+    for (std::size_t j = 0; j < kBlock; ++j) acc[j] = o[c + j];
+    for (std::size_t r = 0; r < rows; ++r) {
+      T* __restrict row = g + r * cols + c;
+      if (scale) {
+        const T* __restrict s = scale + r * cols + c;
+#pragma GCC unroll 64
+        for (std::size_t j = 0; j < kBlock; ++j) row[j] *= s[j];
+      }
+#pragma GCC unroll 64
+      for (std::size_t j = 0; j < kBlock; ++j) acc[j] += row[j];
+    }
+    for (std::size_t j = 0; j < kBlock; ++j) o[c + j] = acc[j];
+  }
+  for (std::size_t r = 0; r < rows && c < c1; ++r) {
+    for (std::size_t i = c; i < c1; ++i) {
+      if (scale) g[r * cols + i] *= scale[r * cols + i];
+      o[i] += g[r * cols + i];
+    }
+  }
+}
+
+// Columns per parallel chunk of sum_rows: threads split the columns, never the rows, so each column is
+// summed in row order on any number of threads.
+inline constexpr std::size_t kSumRowsGrain = 256;
 
 }  // namespace attnlab::detail

@@ -1,6 +1,7 @@
 // GELU, exact (x Phi(x)): its value and its slope come from one vectorised pass with one erf and one exp
 // per element, the same lane-wise code for every element whatever the thread count; its backward; and
-// gelu_linear, a Linear after a GELU whose backward reads the activation and slope its forward made.
+// gelu_linear, a Linear after a GELU whose backward reads the activation and slope its forward made, and
+// which can take the bias of the Linear before the GELU into the same passes.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -41,15 +42,17 @@ xsimd::batch<T> one_plus_erf(const xsimd::batch<T>& u, xsimd::batch<T>& gauss) {
 
 // GELU's value and slope in one pass over x, one erf and one exp per element:
 //   h = x Phi(x),  s = g (Phi(x) + x phi(x)),  Phi(x) = (1 + erf(x / sqrt 2)) / 2, phi its density,
-// writing h and/or s where the pointer is given; g (the output gradient) scales s when given. The last
-// partial vector goes through the same vector code (padded), so every element takes one path.
+// writing h and/or s where the pointer is given; g (the output gradient) scales s when given; b, when
+// given, is added to x first (element by element: x + b is rounded, then goes through GELU, as when the
+// sum is made by another op). The last partial vector goes through the same vector code (padded), so
+// every element takes one path.
 template <class T>
-void gelu_pass(const T* x, const T* g, T* h, T* s, std::size_t n) {
+void gelu_pass(const T* x, const T* b, const T* g, T* h, T* s, std::size_t n) {
   using B = xsimd::batch<T>;
   constexpr std::size_t width = B::size;
   const T c = static_cast<T>(0.5 * M_2_SQRTPI * M_SQRT1_2);  // 1 / sqrt(2 pi)
-  auto vector = [&](const T* xi, const T* gi, T* hi, T* si) {
-    const B v = B::load_unaligned(xi);
+  auto vector = [&](const T* xi, const T* bi, const T* gi, T* hi, T* si) {
+    const B v = bi ? B::load_unaligned(xi) + B::load_unaligned(bi) : B::load_unaligned(xi);
     B gauss;
     const B erf1 = one_plus_erf(v * B(static_cast<T>(M_SQRT1_2)), gauss);
     if (hi) (B(T(0.5)) * v * erf1).store_unaligned(hi);
@@ -60,19 +63,22 @@ void gelu_pass(const T* x, const T* g, T* h, T* s, std::size_t n) {
     }
   };
   std::size_t i = 0;
-  for (; i + width <= n; i += width) vector(x + i, g ? g + i : nullptr, h ? h + i : nullptr, s ? s + i : nullptr);
+  for (; i + width <= n; i += width)
+    vector(x + i, b ? b + i : nullptr, g ? g + i : nullptr, h ? h + i : nullptr, s ? s + i : nullptr);
   if (i == n) return;
-  std::array<T, width> xt{}, gt{}, ht{}, st{};
+  std::array<T, width> xt{}, bt{}, gt{}, ht{}, st{};
   std::copy(x + i, x + n, xt.begin());
+  if (b) std::copy(b + i, b + n, bt.begin());
   if (g) std::copy(g + i, g + n, gt.begin());
-  vector(xt.data(), g ? gt.data() : nullptr, h ? ht.data() : nullptr, s ? st.data() : nullptr);
+  vector(xt.data(), b ? bt.data() : nullptr, g ? gt.data() : nullptr, h ? ht.data() : nullptr, s ? st.data() : nullptr);
   if (h) std::copy(ht.begin(), ht.begin() + static_cast<std::ptrdiff_t>(n - i), h + i);
   if (s) std::copy(st.begin(), st.begin() + static_cast<std::ptrdiff_t>(n - i), s + i);
 }
 
 // gelu_pass over floating tensors of one shape, split across threads: returns h when `value`, and writes
-// the slope (times `grad` when given) into `slope` when given, which may be `grad` itself.
-Tensor gelu_parts(const Tensor& x, const Tensor& grad, bool value, const Tensor& slope) {
+// the slope (times `grad` when given) into `slope` when given, which may be `grad` itself. With `x_bias`
+// ([C] for x [..., C]), GELU is taken of x + x_bias, a row at a time.
+Tensor gelu_parts(const Tensor& x, const Tensor& grad, bool value, const Tensor& slope, const Tensor& x_bias = Tensor()) {
   Tensor h = value ? empty(x.shape(), x.dtype()) : Tensor();
   dispatch_floating(x.dtype(), "gelu", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -81,12 +87,25 @@ Tensor gelu_parts(const Tensor& x, const Tensor& grad, bool value, const Tensor&
     T* ph = value ? h.data<T>() : nullptr;
     T* ps = slope.defined() ? const_cast<T*>(slope.data<T>()) : nullptr;
     // Every element takes the same lane-wise vector code wherever it falls, so the values do not depend
-    // on the thread count; whole blocks of 64 values leave the padded copy to the tensor's own tail.
-    constexpr std::size_t kBlock = 64;
+    // on the thread count; whole blocks of 64 values leave the padded copy to the tensor's own tail (or,
+    // with a bias, to each row's).
     const std::size_t n = x.numel();
+    if (x_bias.defined()) {
+      const T* pb = x_bias.data<T>();
+      const std::size_t cols = x_bias.numel(), rows = cols ? n / cols : 0;
+      parallel_for(rows, std::max<std::size_t>(1, kGrain / std::max<std::size_t>(cols, 1)), [&](std::size_t r0, std::size_t r1) {
+        for (std::size_t r = r0; r < r1; ++r) {
+          const std::size_t i0 = r * cols;
+          gelu_pass(px + i0, pb, pg ? pg + i0 : nullptr, ph ? ph + i0 : nullptr, ps ? ps + i0 : nullptr, cols);
+        }
+      });
+      return;
+    }
+    constexpr std::size_t kBlock = 64;
     parallel_for((n + kBlock - 1) / kBlock, kGrain / kBlock, [&](std::size_t b0, std::size_t b1) {
       const std::size_t i0 = b0 * kBlock, i1 = std::min(n, b1 * kBlock);
-      gelu_pass(px + i0, pg ? pg + i0 : nullptr, ph ? ph + i0 : nullptr, ps ? ps + i0 : nullptr, i1 - i0);
+      gelu_pass(px + i0, static_cast<const T*>(nullptr), pg ? pg + i0 : nullptr, ph ? ph + i0 : nullptr, ps ? ps + i0 : nullptr,
+                i1 - i0);
     });
   });
   return h;
@@ -103,6 +122,24 @@ void scale_by(Tensor& x, const Tensor& y) {
       for (std::size_t i = i0; i < i1; ++i) px[i] *= py[i];
     });
   });
+}
+
+// x *= y elementwise, in place, as scale_by, and the sums of x's columns over its rows (x [..., C]) in
+// the same pass: the bias gradient of the Linear before a GELU, the same bits as sum_to of the scaled x
+// (detail::sum_rows adds in the same order), without reading x again.
+Tensor scale_by_and_sum_rows(Tensor& x, const Tensor& y) {
+  const std::size_t cols = x.size(-1), rows = cols ? x.numel() / cols : 0;
+  Tensor sums = zeros({cols}, x.dtype());
+  dispatch_floating(x.dtype(), "gelu_linear backward", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* px = x.data<T>();
+    const T* py = y.data<T>();
+    T* o = sums.data<T>();
+    parallel_for(cols, detail::kSumRowsGrain, [&](std::size_t c0, std::size_t c1) {
+      detail::sum_rows(px, py, rows, cols, c0, c1, o);
+    });
+  });
+  return sums;
 }
 
 }  // namespace
@@ -125,24 +162,39 @@ Tensor gelu_backward(const Tensor& x, const Tensor& grad) {
 
 // The activation h and its slope come from one pass in the forward and are kept for the backward, which
 // then needs no GELU pass: dx = (g W) * slope, dW = g^T h. (It kept x and made both again there: 4% of
-// the toy step. The values are the same bits either way: the same pass over the same x.)
-Tensor gelu_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  const bool grad = needs_grad({&x, &weight, &bias});
-  const Tensor slope = grad && x.requires_grad() ? empty(x.shape(), x.dtype()) : Tensor();
-  const Tensor h = gelu_parts(x, Tensor(), true, slope);
+// the toy step. The values are the same bits either way: the same pass over the same x.) With x_bias,
+// the bias of the Linear that made x is added in that pass, and its gradient (the column sums of dx) is
+// summed in the pass that makes dx: two passes over x's size fewer than the Linear adding its bias and
+// sum_to summing dx (in a GPT step, the fc1 output's), with the same bits.
+Tensor gelu_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& x_bias) {
+  if (x_bias.defined() && (x.dim() == 0 || x_bias.shape() != Shape{x.size(-1)} || x_bias.dtype() != x.dtype())) {
+    throw std::invalid_argument("gelu_linear: x_bias must be [" + (x.dim() ? std::to_string(x.size(-1)) : std::string("C")) +
+                                "] of dtype " + dtype_name(x.dtype()) + " for x " + shape_str(x.shape()) + ", got " +
+                                shape_str(x_bias.shape()) + " " + dtype_name(x_bias.dtype()));
+  }
+  const bool grad = needs_grad({&x, &weight, &bias, &x_bias});
+  const bool rx = x.requires_grad(), rxb = x_bias.defined() && x_bias.requires_grad();
+  const Tensor slope = grad && (rx || rxb) ? empty(x.shape(), x.dtype()) : Tensor();
+  const Tensor h = gelu_parts(x, Tensor(), true, slope, x_bias);
   Tensor out;
   {
     NoGradGuard no_grad;
     out = linear(h, weight, bias);
   }
   if (grad) {
-    record(out, "gelu_linear", {x, weight, bias},
-           [h, slope, w = weight.detach(), rw = weight.requires_grad(), rb = bias.defined() && bias.requires_grad()](const Tensor& g) {
+    record(out, "gelu_linear", {x, weight, bias, x_bias},
+           [h, slope, w = weight.detach(), rx, rxb, rw = weight.requires_grad(),
+            rb = bias.defined() && bias.requires_grad()](const Tensor& g) {
              LinearGrads grads = linear_grads(g, h, w, slope.defined(), rw);  // g W [..., in], g^T h [out, in]
-             if (slope.defined()) scale_by(grads.x, slope);                    // dx = (g W) * gelu'(x), in place
+             Tensor gxb;                                                       // dx = (g W) * gelu'(x), in place
+             if (rxb) {
+               gxb = scale_by_and_sum_rows(grads.x, slope);
+             } else if (slope.defined()) {
+               scale_by(grads.x, slope);
+             }
              Tensor gb;
              if (rb) gb = sum_to(g, {g.size(-1)});
-             return std::vector<Tensor>{grads.x, grads.weight, gb};
+             return std::vector<Tensor>{rx ? grads.x : Tensor(), grads.weight, gb, gxb};
            });
   }
   return out;

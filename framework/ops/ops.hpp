@@ -33,10 +33,12 @@ Tensor relu(const Tensor& x);   // gradient at exactly 0 is 0
 Tensor gelu(const Tensor& x);   // exact form: x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2))
 // grad * gelu'(x), the backward of gelu (for fused ops that recompute it).
 Tensor gelu_backward(const Tensor& x, const Tensor& grad);
-// gelu(x) W^T + b (a Linear after a GELU): the activation and GELU's slope come from one pass and are
-// held for the backward, which makes no GELU pass. x [..., in], weight [out, in], bias [out] or
-// undefined.
-Tensor gelu_linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
+// gelu(x + x_bias) W^T + b (a Linear after a GELU): the activation and GELU's slope come from one pass
+// and are held for the backward, which makes no GELU pass. x [..., in], weight [out, in], bias [out] or
+// undefined, x_bias [in] or undefined: the bias of the Linear before the GELU (the feed-forward's fc1,
+// left out of fc1's product), added and its gradient summed in gelu_linear's own passes; the same bits
+// as gelu_linear(x + x_bias, weight, bias).
+Tensor gelu_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& x_bias = Tensor());
 Tensor elu(const Tensor& x, double alpha = 1.0);
 // condition ? a : b elementwise, all three broadcast together; condition is a bool tensor.
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "framework/ops/parallel.hpp"
 #include "tests/test_util.hpp"
 
 namespace attnlab {
@@ -226,6 +227,38 @@ TEST(ElementwiseGradcheck, GeluLinear) {
                                         {testing::param({2, 3, 5}, 1), testing::param({4, 5}, 2), testing::param({4}, 3)}));
   EXPECT_TRUE(testing::gradcheck_passes([](const auto& in) { return gelu_linear(in[0], in[1], Tensor()); },
                                         {testing::param({3, 5}, 4), testing::param({2, 5}, 5)}));
+  // With the bias of the Linear before the GELU (gelu(x + x_bias) W^T + b), also without b.
+  EXPECT_TRUE(testing::gradcheck_passes([](const auto& in) { return gelu_linear(in[0], in[1], in[2], in[3]); },
+                                        {testing::param({2, 3, 5}, 6), testing::param({4, 5}, 7), testing::param({4}, 8),
+                                         testing::param({5}, 9)}));
+  EXPECT_TRUE(testing::gradcheck_passes([](const auto& in) { return gelu_linear(in[0], in[1], Tensor(), in[2]); },
+                                        {testing::param({3, 17}, 10), testing::param({2, 17}, 11), testing::param({17}, 12)}));
+}
+
+// gelu_linear with x_bias is the same float32 bits, values and gradients, as adding the bias first: the
+// bias is added to each element before its GELU, and its gradient sums the rows of dx in order, as
+// sum_to does. Rows of 40 (not a whole number of vectors) and of 512 (several column blocks).
+TEST(Elementwise, GeluLinearWithInputBiasIsBitForBitTheBiasAddedFirst) {
+  Generator gen(7);
+  for (std::size_t cols : {std::size_t{40}, std::size_t{512}}) {
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      Tensor x = randn({3, 33, cols}, gen).set_requires_grad(true), xb = randn({cols}, gen).set_requires_grad(true),
+             w = randn({24, cols}, gen).set_requires_grad(true), b = randn({24}, gen).set_requires_grad(true);
+      const Tensor g = randn({3, 33, 24}, gen);
+      const Tensor fused = gelu_linear(x, w, b, xb);
+      fused.backward(g);
+      std::vector<std::vector<double>> fused_grads;  // float32 values, exactly
+      for (Tensor t : {x, xb, w, b}) fused_grads.push_back(t.grad().to_vector()), t.zero_grad();
+      const Tensor composed = gelu_linear(x + xb, w, b);
+      composed.backward(g);
+      EXPECT_EQ(fused.to_vector(), composed.to_vector()) << cols << " columns, " << threads << " threads";
+      const std::vector<Tensor> inputs{x, xb, w, b};
+      for (std::size_t i = 0; i < inputs.size(); ++i) EXPECT_EQ(fused_grads[i], inputs[i].grad().to_vector()) << "input " << i;
+      EXPECT_THROW(gelu_linear(x, w, b, zeros({cols + 1})), std::invalid_argument);  // x_bias must be [cols]
+    }
+  }
+  set_num_threads(1);
 }
 
 }  // namespace

@@ -97,6 +97,7 @@ TEST(Parallel, LinearGradsSideBySideAreTheTwoProducts) {
          bias = randn({96}, gen).set_requires_grad(true), nw = randn({64}, gen).set_requires_grad(true),
          nb = randn({64}, gen).set_requires_grad(true);
   expect_same_on_two_threads([&] { return gelu_linear(h, fc, bias); }, {h, fc, bias});
+  expect_same_on_two_threads([&] { return gelu_linear(h, fc, bias, nb); }, {h, fc, bias, nb});
   expect_same_on_two_threads([&] { return layer_norm_linear(h, nw, nb, 1e-5, fc, bias); }, {h, nw, nb, fc, bias});
 }
 
