@@ -66,5 +66,32 @@ TEST(Edges, TheStorageCacheGivesBackBeyondItsBudgetOnAMiss) {
   EXPECT_LE(Storage::cached_bytes(), std::size_t{64} << 20);
 }
 
+// Blocks of up to 4 MiB are cut from shared 32 MiB regions (storage.cpp). Giving some back to the OS, and
+// unmapping a region all of whose blocks were given back, never touches a block still held.
+TEST(Edges, TheStorageCacheGivesBackBlocksCutFromRegionsAndKeepsTheHeldOnes) {
+  std::vector<Tensor> held, freed;
+  for (int i = 0; i < 65; ++i) {  // 2 MiB each, 16 to a region: four full regions and one more block
+    Tensor t = full({std::size_t{1} << 19}, static_cast<double>(i));
+    (i % 7 == 0 && i < 32 ? held : freed).push_back(t);
+  }
+  held.push_back(freed.back());  // the last block, in the fifth region
+  freed.pop_back();
+  for (Tensor& t : freed) t = Tensor();  // released in order: the cache gives back the last released first
+  EXPECT_GE(Storage::cached_bytes(), std::size_t{118} << 20);  // 59 blocks of 2 MiB kept for reuse
+  // A miss: the cache gives blocks back until it holds 64 MiB, the fourth region's 16 first, and that
+  // region, emptied, is unmapped; the third gives back 11 of its 16.
+  Tensor other = empty({std::size_t{10} << 20});
+  EXPECT_LE(Storage::cached_bytes(), std::size_t{64} << 20);
+  for (Tensor& t : held) {
+    const double value = t.to_vector().back();
+    EXPECT_EQ(t.to_vector().front(), value);
+    t.data<float>()[0] = 1.0f;  // still mapped and writable
+  }
+  // New storages, from the cache and cut from the regions again, start zeroed.
+  std::vector<Tensor> again;
+  for (int i = 0; i < 40; ++i) again.push_back(zeros({std::size_t{1} << 19}));
+  for (const Tensor& t : again) EXPECT_EQ(t.to_vector().back(), 0.0);
+}
+
 }  // namespace
 }  // namespace attnlab
