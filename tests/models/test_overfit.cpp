@@ -55,14 +55,18 @@ TEST(Overfit, TinyClassifierMemorisesAFixedBatch) {
   config.kind.options.set("pooling", "cls");
   Generator gen(2);
   SequenceClassifier model(config, tokens(10, 8, 3), gen);
+  // At lr 3e-3 this training oscillates (in float64 too), and whether it has settled by the last step
+  // turned on the rounding: one CPU's float32 run ended at 0.69 where another's, and float64, ended below
+  // 0.004. At 1e-3 over 250 steps ten initial seeds in float32 and float64 (20 runs) all ended at
+  // 0.0059-0.0084, so the bound holds by margin, not by the trajectory's luck.
   AdamWOptions options;
-  options.lr = 3e-3;
+  options.lr = 1e-3;
   AdamW optimizer(model.named_parameters(), options);
   Generator data(3);
   const Tensor ids = uniform({16, 8}, data, 0, 10, DType::float64).to(DType::int64);
   const Tensor labels = uniform({16}, data, 0, 3, DType::float64).to(DType::int64);
   double last = 0;
-  for (int step = 0; step < 150; ++step) {
+  for (int step = 0; step < 250; ++step) {
     Tensor loss = cross_entropy(model.forward(Batch{ids, Tensor(), Tensor()}).logits, labels);
     last = loss.item();
     optimizer.zero_grad();
