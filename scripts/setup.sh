@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 packages=(
   g++ make cmake                      # compiler and build
-  libopenblas-dev                     # BLAS (dgemm, trsm; sgemm where oneDNN refuses a call)
+  libopenblas-dev                     # BLAS (dgemm, trsm; sgemm where oneDNN and libxsmm take no call)
   libdnnl-dev                         # oneDNN: float products (sgemm)
   libxtensor-dev libxtensor-blas-dev xtl-dev libxsimd-dev
   libyaml-cpp-dev                     # experiment configs
@@ -19,7 +19,8 @@ packages=(
   dataset-fashion-mnist               # Fashion-MNIST (IDX files in /usr/share/datasets/fashion-mnist)
   libgtest-dev                        # tests
   libbenchmark-dev                    # op benchmarks
-  libxsmm-dev libblis-dev             # bench_gemm: small-product libraries beside OpenBLAS and oneDNN
+  libxsmm-dev                         # libxsmm: small float products (the recurrent kernels' chunk blocks)
+  libblis-dev                         # bench_gemm: BLIS beside OpenBLAS, oneDNN and libxsmm
   python3-matplotlib python3-numpy    # scripts/plot_run.py figures, the Python module's arrays
   python3-dev pybind11-dev            # the Python module (build/python/attnlab*.so)
   python3-pytest                      # the Python module's tests

@@ -1,6 +1,7 @@
 #include "framework/ops/blas.hpp"
 
 #include <cblas.h>
+#include <libxsmm.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <cpuid.h>
 #endif
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -155,41 +157,86 @@ ProductTotals product_totals() {
   return {static_cast<double>(counted_ns.load()) * 1e-9, static_cast<double>(counted_flops.load()), counted_calls.load()};
 }
 
+namespace {
+
+constexpr std::size_t kSmallProduct = 64 * 64 * 64;  // multiply-adds
+
+// libxsmm is column-major: the row-major C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T, so a
+// kernel takes B first (M = n, N = m, A' = B, B' = A) and a transposed A is its transposed B'. Its JIT
+// generator has no transposed A' (our transposed B), and takes beta 0 or 1 only.
+using SmallKernel = libxsmm_smmfunction;
+
+// The kernel libxsmm compiles once per shape, leading dimensions and beta; null where it has none. Each
+// thread keeps the last few it used, which spares libxsmm's own look-up (30 ns against a 32^3 product's
+// 800 here).
+SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, std::size_t lda, std::size_t ldb,
+                         std::size_t ldc, bool accumulate) {
+  struct Entry {
+    std::array<std::size_t, 7> shape{};
+    SmallKernel kernel = nullptr;
+  };
+  thread_local std::array<Entry, 8> recent;
+  thread_local std::size_t next = 0;
+  const std::array<std::size_t, 7> shape{m, n, k, lda, ldb, ldc, std::size_t(ta) | std::size_t(accumulate) << 1};
+  for (const Entry& e : recent)
+    if (e.kernel && e.shape == shape) return e.kernel;
+  static const bool ready = (libxsmm_init(), true);
+  (void)ready;
+  const auto dim = [](std::size_t x) { return static_cast<libxsmm_blasint>(x); };
+  const libxsmm_blasint M = dim(n), N = dim(m), K = dim(k), lda_b = dim(ldb), ldb_a = dim(lda), ldc_c = dim(ldc);
+  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
+  const int flags = ta ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE, prefetch = LIBXSMM_PREFETCH_NONE;
+  const SmallKernel kernel = libxsmm_smmdispatch(M, N, K, &lda_b, &ldb_a, &ldc_c, &alpha, &beta, &flags, &prefetch);
+  if (kernel) recent[next++ % recent.size()] = Entry{shape, kernel};
+  return kernel;
+}
+
+}  // namespace
+
+// Three libraries share the float products, each where it was measured fastest (one thread):
+// - Small products (m n k <= 64^3: the delta rules' and linear attention's chunk blocks) that are not
+//   A B^T, with beta 0 or 1: libxsmm's kernels, compiled for each shape. On an AVX2 Zen 3 (2026-12-02, a
+//   standalone loop of each chunk product of `bench attention --variants delta`, best of five, warm
+//   caches) 1.5-2.2x OpenBLAS's and 1.2-2.2x oneDNN's speed: 32x32x32 NN 0.76-0.85 us against
+//   OpenBLAS's 1.31-1.90 (its Zen kernels pack both operands even here) and oneDNN's 1.26-1.75; 64x32x32
+//   NN 1.52 against 3.10 and 1.95; 32x32x32 TN 0.77 against 1.23 and 1.08. (Before, on AVX-512 machines,
+//   OpenBLAS's SkylakeX small-matrix kernels took these and beat oneDNN on all but A B^T.)
+// - A B^T at every size, and every product above 64^3: oneDNN's sgemm, faster than OpenBLAS's on the
+//   products of the steps attnlab trains (experiments/bench/bench_gemm.cpp: 1.18-1.35x on the toy step's
+//   products, 1.08-1.18x on the GPT's, one thread, AVX-512, where libxsmm's JIT kernels and BLIS were at
+//   best even with OpenBLAS; whole steps, 2026-11-27: toy 65.7k -> 76.0k tokens/s, GPT 13.3k -> 15.2k).
+//   It costs about 9 MB of resident memory: its code (5 MB) and the packing buffers it allocates.
+// - OpenBLAS: small A^T B^T, small products with another beta, and any call the others refuse.
+FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float beta) {
+  if ((tb && !ta) || m * n * k > kSmallProduct) return FloatProducts::onednn;
+  if (!tb && (beta == 0.0f || beta == 1.0f)) return FloatProducts::libxsmm;
+  return FloatProducts::openblas;
+}
+
 std::string sgemm_library() {
   const dnnl_version_t* v = dnnl_version();
-  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
+         ", libxsmm " + LIBXSMM_VERSION + " for small products";
 }
 
-// Small products that are not A B^T (m n k <= 64^3: the delta rules' and linear attention's chunk blocks)
-// stay on OpenBLAS, whose small-matrix path beats oneDNN's call there, while oneDNN is faster on A B^T
-// at every size and on everything larger. One thread, with OpenBLAS's memset of C counted, 2026-11-27
-// (a standalone loop of 20M multiply-adds per shape, best of five; time oneDNN / OpenBLAS): 32x32x32 NN
-// 1.25, TN 1.65, NT 0.64; 64x32x32 NN 1.21, TN 1.28, NT 0.76; 64x64x64 NN 1.06, TN 1.12, NT 0.84;
-// 96x64x64 NN 0.85, TN 1.14; 128x128x64 0.78-0.82; 768x128x128 NN 0.97, NT 0.91, TN 1.05. At 4096 tokens
-// (`bench attention`, min_ms, one thread) all-oneDNN made delta 1.42x and gated_delta 1.68x linear
-// attention's time, all-OpenBLAS 1.08-1.14x and 1.33-1.39x.
-bool sgemm_uses_onednn(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k) {
-  constexpr std::size_t kSmall = 64 * 64 * 64;
-  return (tb && !ta) || m * n * k > kSmall;
-}
-
-// float: oneDNN's sgemm, faster than OpenBLAS's on the products of the steps attnlab trains
-// (experiments/bench/bench_gemm.cpp: 1.18-1.35x on the toy step's products, 1.08-1.18x on the GPT's,
-// one thread, where libxsmm's JIT kernels and BLIS were at best even with OpenBLAS; whole steps, one
-// thread, 2026-11-27: toy 65.7k -> 76.0k tokens/s, GPT 13.3k -> 15.2k, medians of three interleaved runs).
-// It costs about 9 MB of resident memory: its code (5 MB) and the packing buffers it allocates. It
-// writes C without reading it when beta is 0. OpenBLAS takes the small products above, and any call
-// oneDNN refuses.
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda,
           const float* b, std::size_t ldb, float* c, std::size_t ldc, float beta) {
   if (empty_product(m, n, k, c, ldc, beta)) return;
   const ProductClock clock(m, n, k);
-  const bool onednn = sgemm_uses_onednn(ta, tb, m, n, k);
-  if (onednn) one_openmp_thread();
+  const FloatProducts route = sgemm_route(ta, tb, m, n, k, beta);
+  if (route == FloatProducts::libxsmm) {
+    if (const SmallKernel kernel = small_kernel(ta, m, n, k, lda, ldb, ldc, beta != 0.0f)) {
+      kernel(b, a, c);  // column-major: B first (small_kernel)
+      return;
+    }
+  }
   const auto dim = [](std::size_t x) { return static_cast<dnnl_dim_t>(x); };
-  if (onednn && dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', dim(m), dim(n), dim(k), 1.0f, a, dim(lda), b, dim(ldb), beta, c, dim(ldc)) ==
-      dnnl_success)
-    return;
+  if (route == FloatProducts::onednn) {
+    one_openmp_thread();
+    if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', dim(m), dim(n), dim(k), 1.0f, a, dim(lda), b, dim(ldb), beta, c, dim(ldc)) ==
+        dnnl_success)
+      return;
+  }
   beta = zero_then_accumulate(m, n, c, ldc, beta, openblas_small_kernel(ta, tb, m, n, k));
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,

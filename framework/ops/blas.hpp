@@ -31,17 +31,20 @@ void reexec_with_blas_core(char** argv);
 void set_blas_threads(int threads);
 int blas_threads();
 
-// Whether a float product op(A) [m, k] op(B) [k, n] goes to oneDNN (else OpenBLAS): blas.cpp says why.
-bool sgemm_uses_onednn(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k);
+// The library a float product op(A) [m, k] op(B) [k, n] (+ beta C) goes to: blas.cpp says why. A product
+// routed to libxsmm for which it compiles no kernel, or to oneDNN which refuses it, goes to OpenBLAS.
+enum class FloatProducts { libxsmm, onednn, openblas };
+FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float beta);
 
-// The library that computes the float products of a training step: oneDNN's sgemm ("oneDNN 2.6.3");
-// small products not of the form A B^T and float64 ones stay on OpenBLAS.
+// The libraries that compute the float products ("oneDNN 2.6.3, libxsmm 1.17.0 for small products"):
+// oneDNN's sgemm those of a training step, libxsmm the small chunk products of the recurrent kernels;
+// float64 products stay on OpenBLAS.
 std::string sgemm_library();
 
 // Row-major C [m, n] (leading dimension ldc) = op(A) op(B) + beta C, with explicit leading dimensions so
-// that a block of a larger product can be computed in place: float through oneDNN's dnnl_sgemm on the
-// calling thread (OpenBLAS if oneDNN refuses the call), double through OpenBLAS's cblas_dgemm (gradchecks).
-// With beta 0, C is written without being read.
+// that a block of a larger product can be computed in place: float through the library sgemm_route names,
+// on the calling thread, double through OpenBLAS's cblas_dgemm (gradchecks). With beta 0, C is written
+// without being read.
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda,
           const float* b, std::size_t ldb, float* c, std::size_t ldc, float beta = 0.0f);
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const double* a, std::size_t lda,

@@ -1,4 +1,4 @@
-// gemm(): float products (oneDNN) and double products (OpenBLAS) against a plain loop, for every
+// gemm(): float products (oneDNN, libxsmm, OpenBLAS) and double products (OpenBLAS) against a plain loop, for every
 // transpose, blocks of larger matrices (leading dimensions above the block's width), beta 0 on a C full
 // of NaN (written, never read), beta 1 and 0.5; same bits on every call; one OpenMP thread per caller.
 #include <gtest/gtest.h>
@@ -64,40 +64,66 @@ void expect_all_forms() {
 
 TEST(Gemm, FloatMatchesALoopForEveryForm) { expect_all_forms<float>(); }
 
-// The shapes above reach both libraries in every form but A B^T, which oneDNN takes at every size.
-TEST(Gemm, SmallProductsButABtGoToOpenBlasTheRestToOneDnn) {
+// The shapes above reach all three libraries: A B^T and everything above 64^3 multiply-adds go to oneDNN,
+// the other small products with beta 0 or 1 to libxsmm, small A^T B^T and other betas to OpenBLAS.
+TEST(Gemm, SmallProductsGoToLibxsmmABtAndLargeOnesToOneDnnTheRestToOpenBlas) {
   for (bool ta : {false, true})
-    for (bool tb : {false, true}) {
-      const bool abt = tb && !ta;
-      EXPECT_EQ(sgemm_uses_onednn(ta, tb, 96, 34, 64), abt) << ta << tb;  // 208896 multiply-adds
-      EXPECT_EQ(sgemm_uses_onednn(ta, tb, 64, 64, 64), abt) << ta << tb;  // the largest small one
-      EXPECT_TRUE(sgemm_uses_onednn(ta, tb, 65, 64, 64)) << ta << tb;
-      EXPECT_TRUE(sgemm_uses_onednn(ta, tb, 37, 70, 129)) << ta << tb;
-    }
+    for (bool tb : {false, true})
+      for (float beta : {0.0f, 1.0f, 0.5f}) {
+        const FloatProducts small = tb && !ta                  ? FloatProducts::onednn
+                                    : !tb && beta != 0.5f ? FloatProducts::libxsmm
+                                                          : FloatProducts::openblas;
+        EXPECT_EQ(sgemm_route(ta, tb, 96, 34, 64, beta), small) << ta << tb << beta;  // 208896 multiply-adds
+        EXPECT_EQ(sgemm_route(ta, tb, 64, 64, 64, beta), small) << ta << tb << beta;  // the largest small one
+        EXPECT_EQ(sgemm_route(ta, tb, 65, 64, 64, beta), FloatProducts::onednn) << ta << tb << beta;
+        EXPECT_EQ(sgemm_route(ta, tb, 37, 70, 129, beta), FloatProducts::onednn) << ta << tb << beta;
+      }
 }
 TEST(Gemm, DoubleMatchesALoopForEveryForm) { expect_all_forms<double>(); }
 
-TEST(Gemm, FloatProductsAreTheSameBitsOnEveryCallAndThread) {
-  std::mt19937 gen(9);
-  const Block<float> a(130, 64, 0, gen), b(96, 64, 0, gen);
-  auto product = [&] {
-    std::vector<float> c(130 * 96);
-    gemm(false, true, 130, 96, 64, a.values.data(), 64, b.values.data(), 64, c.data(), 96);
-    return c;
-  };
-  const std::vector<float> first = product();
-  EXPECT_EQ(product(), first);
-  std::vector<float> on_thread;
-  int openmp_threads = 0;
-  std::thread([&] {
-    on_thread = product();
-    openmp_threads = omp_get_max_threads();  // oneDNN would open a team of this many threads
-  }).join();
-  EXPECT_EQ(on_thread, first);
-  EXPECT_EQ(openmp_threads, 1);
+// Each thread keeps the last eight libxsmm kernels it used: twelve shapes in turn, three times over, so
+// that every kernel is looked up again after it was pushed out and found again while still kept.
+TEST(Gemm, SmallKernelsStayRightWhenTheyAreLookedUpAgain) {
+  std::mt19937 gen(7);
+  for (int round = 0; round < 3; ++round)
+    for (std::size_t k : {8, 16, 32})
+      for (bool ta : {false, true})
+        for (float beta : {0.0f, 1.0f}) expect_product<float>(ta, false, 32, 24, k, beta, gen);
 }
 
-TEST(Gemm, NamesTheFloatLibrary) { EXPECT_EQ(sgemm_library().rfind("oneDNN ", 0), 0u) << sgemm_library(); }
+// oneDNN's A B^T and libxsmm's small A B: the same bits on every call, on another thread, and with the
+// operands and the result one float away from where they were (another alignment).
+TEST(Gemm, FloatProductsAreTheSameBitsOnEveryCallThreadAndAddress) {
+  std::mt19937 gen(9);
+  for (bool small : {false, true}) {
+    const std::size_t m = small ? 64 : 130, n = small ? 32 : 96, k = small ? 32 : 64;
+    const Block<float> a(m, k, 1, gen), b = small ? Block<float>(k, n, 1, gen) : Block<float>(n, k, 1, gen);
+    ASSERT_EQ(sgemm_route(false, !small, m, n, k, 0.0f), small ? FloatProducts::libxsmm : FloatProducts::onednn);
+    auto product = [&](std::size_t shift) {
+      std::vector<float> as(shift), bs(shift), c(m * n + 1);  // the same values, `shift` floats further on
+      as.insert(as.end(), a.values.begin(), a.values.end());
+      bs.insert(bs.end(), b.values.begin(), b.values.end());
+      gemm(false, !small, m, n, k, as.data() + shift, a.ld, bs.data() + shift, b.ld, c.data() + shift, n);
+      return std::vector<float>(c.begin() + shift, c.begin() + shift + m * n);
+    };
+    const std::vector<float> first = product(0);
+    EXPECT_EQ(product(0), first) << small;
+    EXPECT_EQ(product(1), first) << small;
+    std::vector<float> on_thread;
+    int openmp_threads = 0;
+    std::thread([&] {
+      on_thread = product(0);
+      openmp_threads = omp_get_max_threads();  // oneDNN would open a team of this many threads
+    }).join();
+    EXPECT_EQ(on_thread, first) << small;
+    if (!small) EXPECT_EQ(openmp_threads, 1);
+  }
+}
+
+TEST(Gemm, NamesTheFloatLibraries) {
+  EXPECT_EQ(sgemm_library().rfind("oneDNN ", 0), 0u) << sgemm_library();
+  EXPECT_NE(sgemm_library().find(", libxsmm "), std::string::npos) << sgemm_library();
+}
 
 // count_products: every product while on (float and double, empty ones not), none after, reset when
 // turned on again.
