@@ -84,13 +84,20 @@ bool empty_product(std::size_t m, std::size_t n, std::size_t k, T* c, std::size_
   return true;
 }
 
-// Whether OpenBLAS 0.3.21 runs a float product through its SkylakeX small-matrix kernels, which take
-// beta = 0 themselves (their b0 variants write C without reading it). Its permit, in its column-major
-// terms (a row-major call is C^T = op(B)^T op(A)^T: its transa is our tb, its M our n): M N K <= 100^3,
-// and for TN M N <= 1200 and K >= 32, for TT K >= 4. Other kernel sets have no small-matrix path.
-bool openblas_small_kernel(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k) {
+// Whether OpenBLAS 0.3.21's kernel set has small-matrix kernels (SkylakeX's; the others have no
+// small-matrix path and pack both operands of every product).
+bool openblas_has_small_kernels() {
   static const bool skylakex = blas_core_name() == "SkylakeX";
-  if (!skylakex || static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) > 1e6) return false;
+  return skylakex;
+}
+
+// Whether OpenBLAS runs a float product through its SkylakeX small-matrix kernels, which take beta = 0
+// themselves (their b0 variants write C without reading it). Its permit, in its column-major terms (a
+// row-major call is C^T = op(B)^T op(A)^T: its transa is our tb, its M our n): M N K <= 100^3, and for
+// TN M N <= 1200 and K >= 32, for TT K >= 4.
+bool openblas_small_kernel(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k) {
+  if (!openblas_has_small_kernels() || static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) > 1e6)
+    return false;
   if (tb && !ta) return m * n <= 1200 && k >= 32;
   if (tb && ta) return k >= 4;
   return true;
@@ -195,12 +202,15 @@ SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, s
 
 // Three libraries share the float products, each where it was measured fastest (one thread):
 // - Small products (m n k <= 64^3: the delta rules' and linear attention's chunk blocks) that are not
-//   A B^T, with beta 0 or 1: libxsmm's kernels, compiled for each shape. On an AVX2 Zen 3 (2026-12-02, a
-//   standalone loop of each chunk product of `bench attention --variants delta`, best of five, warm
-//   caches) 1.5-2.2x OpenBLAS's and 1.2-2.2x oneDNN's speed: 32x32x32 NN 0.76-0.85 us against
-//   OpenBLAS's 1.31-1.90 (its Zen kernels pack both operands even here) and oneDNN's 1.26-1.75; 64x32x32
-//   NN 1.52 against 3.10 and 1.95; 32x32x32 TN 0.77 against 1.23 and 1.08. (Before, on AVX-512 machines,
-//   OpenBLAS's SkylakeX small-matrix kernels took these and beat oneDNN on all but A B^T.)
+//   A B^T, with beta 0 or 1: OpenBLAS where its kernel set is SkylakeX, whose small-matrix kernels beat
+//   oneDNN's on all but A B^T (AVX-512, 2026-11-27, a standalone loop per shape, best of five, time
+//   oneDNN / OpenBLAS with its memset of C: 32x32x32 NN 1.25, TN 1.65, NT 0.64; 64x32x32 NN 1.21, TN
+//   1.28, NT 0.76; 64x64x64 NN 1.06, TN 1.12, NT 0.84; at 4096 tokens all-oneDNN products made delta take
+//   1.42x linear attention's time, all-OpenBLAS 1.08-1.14x); elsewhere libxsmm's kernels, compiled for
+//   each shape. OpenBLAS's other kernel sets (Zen, Haswell) pack both operands even of a 32^3 product:
+//   on an AVX2 Zen 3 (2026-12-02, a standalone loop of each chunk product of `bench attention --variants
+//   delta`, best of five, warm caches) libxsmm ran 1.5-2.2x OpenBLAS's and 1.2-2.2x oneDNN's speed: 32x32x32 NN 0.76-0.85 us against OpenBLAS's 1.31-1.90 and
+//   oneDNN's 1.26-1.75; 64x32x32 NN 1.52 against 3.10 and 1.95; 32x32x32 TN 0.77 against 1.23 and 1.08.
 // - A B^T at every size, and every product above 64^3: oneDNN's sgemm, faster than OpenBLAS's on the
 //   products of the steps attnlab trains (experiments/bench/bench_gemm.cpp: 1.18-1.35x on the toy step's
 //   products, 1.08-1.18x on the GPT's, one thread, AVX-512, where libxsmm's JIT kernels and BLIS were at
@@ -209,14 +219,15 @@ SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, s
 // - OpenBLAS: small A^T B^T, small products with another beta, and any call the others refuse.
 FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float beta) {
   if ((tb && !ta) || m * n * k > kSmallProduct) return FloatProducts::onednn;
-  if (!tb && (beta == 0.0f || beta == 1.0f)) return FloatProducts::libxsmm;
+  if (!openblas_has_small_kernels() && !tb && (beta == 0.0f || beta == 1.0f)) return FloatProducts::libxsmm;
   return FloatProducts::openblas;
 }
 
 std::string sgemm_library() {
   const dnnl_version_t* v = dnnl_version();
-  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
-         ", libxsmm " + LIBXSMM_VERSION + " for small products";
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + ", " +
+         (openblas_has_small_kernels() ? std::string("OpenBLAS") : std::string("libxsmm ") + LIBXSMM_VERSION) +
+         " for small products";
 }
 
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda,

@@ -37,7 +37,8 @@ enum class FloatProducts { libxsmm, onednn, openblas };
 FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float beta);
 
 // The libraries that compute the float products ("oneDNN 2.6.3, libxsmm 1.17.0 for small products"):
-// oneDNN's sgemm those of a training step, libxsmm the small chunk products of the recurrent kernels;
+// oneDNN's sgemm those of a training step, libxsmm the small chunk products of the recurrent kernels
+// ("OpenBLAS for small products" where its SkylakeX kernel set has small-matrix kernels of its own);
 // float64 products stay on OpenBLAS.
 std::string sgemm_library();
 
