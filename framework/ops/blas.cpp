@@ -216,8 +216,15 @@ SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, s
 //   products, 1.08-1.18x on the GPT's, one thread, AVX-512, where libxsmm's JIT kernels and BLIS were at
 //   best even with OpenBLAS; whole steps, 2026-11-27: toy 65.7k -> 76.0k tokens/s, GPT 13.3k -> 15.2k).
 //   It costs about 9 MB of resident memory: its code (5 MB) and the packing buffers it allocates.
-// - OpenBLAS: small A^T B^T, small products with another beta, and any call the others refuse.
+// - OpenBLAS: where oneDNN runs its AVX2 kernels (a CPU without AVX-512), the weight gradients A^T B of
+//   at least 128 x 128 from at least 512 rows; and small A^T B^T, small products with another beta, and
+//   any call the others refuse. On the AVX2 Zen 3, 2026-12-02 (`bench_gemm --benchmark_filter=
+//   'gpt/W.*/t1/(openblas|dnnl_sgemm)'`, five runs, GFLOP/s), the GPT's weight gradients: 512x128x768
+//   55-68 against oneDNN's 42-48, 384x128x768 64-76 against 58-62, 128x512x768 66-76 against 58-65,
+//   128x128x768 even; the head's 65x128x768 and the toy step's (n = 64, k = 2048) stay faster on oneDNN.
 FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float beta) {
+  static const bool avx512 = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f"));
+  if (ta && !tb && !avx512 && m >= 128 && n >= 128 && k >= 512) return FloatProducts::openblas;
   if ((tb && !ta) || m * n * k > kSmallProduct) return FloatProducts::onednn;
   if (!openblas_has_small_kernels() && !tb && (beta == 0.0f || beta == 1.0f)) return FloatProducts::libxsmm;
   return FloatProducts::openblas;

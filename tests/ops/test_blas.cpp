@@ -82,6 +82,21 @@ TEST(Gemm, SmallProductsGoToLibxsmmABtAndLargeOnesToOneDnnTheRestToOpenBlas) {
       }
 }
 
+// Where oneDNN runs its AVX2 kernels, the weight gradients A^T B of at least 128 x 128 from at least 512
+// rows go to OpenBLAS; the head's (65 wide), the toy step's (64 wide) and shorter sums stay on oneDNN.
+TEST(Gemm, LargeWeightGradientsGoToOpenBlasWithoutAvx512) {
+  __builtin_cpu_init();
+  const FloatProducts large = __builtin_cpu_supports("avx512f") ? FloatProducts::onednn : FloatProducts::openblas;
+  for (float beta : {0.0f, 1.0f}) {
+    EXPECT_EQ(sgemm_route(true, false, 512, 128, 768, beta), large);
+    EXPECT_EQ(sgemm_route(true, false, 128, 128, 512, beta), large);
+    EXPECT_EQ(sgemm_route(true, false, 65, 128, 768, beta), FloatProducts::onednn);
+    EXPECT_EQ(sgemm_route(true, false, 256, 64, 2048, beta), FloatProducts::onednn);
+    EXPECT_EQ(sgemm_route(true, false, 512, 128, 511, beta), FloatProducts::onednn);
+    EXPECT_EQ(sgemm_route(false, false, 512, 128, 768, beta), FloatProducts::onednn);
+    EXPECT_EQ(sgemm_route(false, true, 512, 128, 768, beta), FloatProducts::onednn);
+  }
+}
 TEST(Gemm, DoubleMatchesALoopForEveryForm) { expect_all_forms<double>(); }
 
 // Each thread keeps the last eight libxsmm kernels it used (where libxsmm takes small products): twelve
