@@ -219,7 +219,7 @@ SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, s
 // - OpenBLAS: where oneDNN runs its AVX2 kernels (a CPU without AVX-512), the weight gradients A^T B of
 //   at least 128 x 128 from at least 512 rows; and small A^T B^T, small products with another beta, and
 //   any call the others refuse. On the AVX2 Zen 3, 2026-12-02 (`bench_gemm --benchmark_filter=
-//   'gpt/W.*/t1/(openblas|dnnl_sgemm)'`, five runs, GFLOP/s), the GPT's weight gradients: 512x128x768
+//   '(gpt|toy)/.*/t1/(openblas|dnnl_sgemm)'`, six runs, GFLOP/s), the GPT's weight gradients: 512x128x768
 //   55-68 against oneDNN's 42-48, 384x128x768 64-76 against 58-62, 128x512x768 66-76 against 58-65,
 //   128x128x768 even; the head's 65x128x768 and the toy step's (n = 64, k = 2048) stay faster on oneDNN.
 FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float beta) {
