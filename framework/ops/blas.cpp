@@ -209,8 +209,9 @@ SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, s
 //   1.42x linear attention's time, all-OpenBLAS 1.08-1.14x); elsewhere libxsmm's kernels, compiled for
 //   each shape. OpenBLAS's other kernel sets (Zen, Haswell) pack both operands even of a 32^3 product:
 //   on an AVX2 Zen 3 (2026-12-02, a standalone loop of each chunk product of `bench attention --variants
-//   delta`, best of five, warm caches) libxsmm ran 1.5-2.2x OpenBLAS's and 1.2-2.2x oneDNN's speed: 32x32x32 NN 0.76-0.85 us against OpenBLAS's 1.31-1.90 and
-//   oneDNN's 1.26-1.75; 64x32x32 NN 1.52 against 3.10 and 1.95; 32x32x32 TN 0.77 against 1.23 and 1.08.
+//   delta`, best of five, warm caches) libxsmm ran 1.5-2.2x OpenBLAS's and 1.2-2.2x oneDNN's speed:
+//   32x32x32 NN 0.76-0.85 us against OpenBLAS's 1.31-1.90 and oneDNN's 1.26-1.75; 64x32x32 NN 1.52
+//   against 3.10 and 1.95; 32x32x32 TN 0.77 against 1.23 and 1.08.
 // - A B^T at every size, and every product above 64^3: oneDNN's sgemm, faster than OpenBLAS's on the
 //   products of the steps attnlab trains (experiments/bench/bench_gemm.cpp: 1.18-1.35x on the toy step's
 //   products, 1.08-1.18x on the GPT's, one thread, AVX-512, where libxsmm's JIT kernels and BLIS were at

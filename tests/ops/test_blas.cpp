@@ -1,6 +1,7 @@
-// gemm(): float products (oneDNN, libxsmm, OpenBLAS) and double products (OpenBLAS) against a plain loop, for every
-// transpose, blocks of larger matrices (leading dimensions above the block's width), beta 0 on a C full
-// of NaN (written, never read), beta 1 and 0.5; same bits on every call; one OpenMP thread per caller.
+// gemm(): float products (oneDNN, libxsmm, OpenBLAS) and double products (OpenBLAS) against a plain
+// loop, for every transpose, blocks of larger matrices (leading dimensions above the block's width), beta
+// 0 on a C full of NaN (written, never read), beta 1 and 0.5; which library takes which product; same
+// bits on every call, thread and address; one OpenMP thread per caller of oneDNN.
 #include <gtest/gtest.h>
 #include <omp.h>
 
