@@ -1,21 +1,29 @@
 #include "framework/ops/blas.hpp"
 
+#include "framework/ops/simd.hpp"
+
 #include <cblas.h>
 #include <libxsmm.h>
+#include <libxsmm_generator.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <vector>
 
 extern "C" {
 char* openblas_get_corename(void);
@@ -68,6 +76,31 @@ void reexec_with_blas_core(char** argv) {
   // exec failed: carry on as we are rather than stop.
 }
 
+bool openblas_has_small_kernels() {
+  // Cooperlake's and SapphireRapids's kernel sets are SkylakeX's for sgemm (perf names
+  // sgemm_small_kernel_b0_nn_COOPERLAKE for a 32^3 product, as fast as SkylakeX's).
+  static const bool small = [] {
+    const std::string core = blas_core_name();
+    return core == "SkylakeX" || core == "Cooperlake" || core == "SapphireRapids";
+  }();
+  return small;
+}
+
+bool libxsmm_takes_step_products() {
+  static const bool zen4 = [] {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (cpu_vendor() != "AuthenticAMD" || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
+    const unsigned base = (eax >> 8) & 0xF, family = base == 0xF ? base + ((eax >> 20) & 0xFF) : base;
+    __builtin_cpu_init();
+    return family == 0x19 && __builtin_cpu_supports("avx512f");  // family 25 is Zen 3 and Zen 4; Zen 3 has no AVX-512
+#else
+    return false;
+#endif
+  }();
+  return zen4;
+}
+
 void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
 int blas_threads() { return openblas_get_num_threads(); }
 
@@ -84,12 +117,6 @@ bool empty_product(std::size_t m, std::size_t n, std::size_t k, T* c, std::size_
   return true;
 }
 
-// Whether OpenBLAS 0.3.21's kernel set has small-matrix kernels (SkylakeX's; the others have no
-// small-matrix path and pack both operands of every product).
-bool openblas_has_small_kernels() {
-  static const bool skylakex = blas_core_name() == "SkylakeX";
-  return skylakex;
-}
 
 // Whether OpenBLAS runs a float product through its SkylakeX small-matrix kernels, which take beta = 0
 // themselves (their b0 variants write C without reading it). Its permit, in its column-major terms (a
@@ -166,34 +193,79 @@ ProductTotals product_totals() {
 
 namespace {
 
-constexpr std::size_t kSmallProduct = 64 * 64 * 64;  // multiply-adds
+constexpr std::size_t kSmallProduct = 64 * 64 * 64;         // multiply-adds
+constexpr std::size_t kStepProduct = 2048 * 256 * 64;       // the toy step's largest (bench_gemm)
 
 // libxsmm is column-major: the row-major C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T, so a
 // kernel takes B first (M = n, N = m, A' = B, B' = A) and a transposed A is its transposed B'. Its JIT
 // generator has no transposed A' (our transposed B), and takes beta 0 or 1 only.
-using SmallKernel = libxsmm_smmfunction;
+using SmallKernel = void (*)(const float* b, const float* a, float* c);
 
-// The kernel libxsmm compiles once per shape, leading dimensions and beta; null where it has none. Each
-// thread keeps the last few it used, which spares libxsmm's own look-up (30 ns against a 32^3 product's
-// 800 here).
+// The kernels libxsmm's generator writes, one per shape, leading dimensions, transposition and beta, kept
+// for the process in pages of their own. attnlab runs the generator itself rather than through
+// libxsmm_smmdispatch: libxsmm_init() allocates and clears a registry for 131072 kernels (11 MB resident,
+// measured with libxsmm 1.17: more than the whole toy step's working memory), where a step has a few
+// dozen. The same generator and descriptor give the same code (the same bits as libxsmm_smmdispatch's
+// kernels, checked on four shapes), about 2.5 KB a kernel.
+class JitKernels {
+ public:
+  using Shape = std::array<std::size_t, 7>;  // m, n, k, lda, ldb, ldc, ta | accumulate << 1
+
+  SmallKernel get(const Shape& shape) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const auto found = kernels_.find(shape);
+    if (found != kernels_.end()) return found->second;
+    return kernels_[shape] = generate(shape);
+  }
+
+ private:
+  SmallKernel generate(const Shape& s) {
+    const auto dim = [](std::size_t x) { return static_cast<libxsmm_blasint>(x); };
+    const bool ta = s[6] & 1, accumulate = s[6] & 2;
+    libxsmm_descriptor_blob blob;
+    const libxsmm_gemm_descriptor* descriptor =
+        libxsmm_sgemm_descriptor_init(&blob, dim(s[1]), dim(s[0]), dim(s[2]), dim(s[4]), dim(s[3]), dim(s[5]), 1.0f,
+                                      accumulate ? 1.0f : 0.0f, ta ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE,
+                                      LIBXSMM_PREFETCH_NONE);
+    if (!descriptor) return nullptr;
+    libxsmm_generated_code code{};
+    code.generated_code = buffer_.data();
+    code.buffer_size = static_cast<unsigned>(buffer_.size());
+    code.code_type = 2;  // machine code, to be copied into executable memory
+    code.arch = static_cast<unsigned>(arch_);
+    libxsmm_generator_gemm_kernel(&code, descriptor);
+    if (code.last_error != 0 || code.code_size == 0) return nullptr;
+    void* page = mmap(nullptr, code.code_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) return nullptr;
+    std::memcpy(page, buffer_.data(), code.code_size);
+    if (mprotect(page, code.code_size, PROT_READ | PROT_EXEC) != 0) {
+      munmap(page, code.code_size);
+      return nullptr;
+    }
+    return reinterpret_cast<SmallKernel>(page);
+  }
+
+  std::mutex mutex_;
+  std::map<Shape, SmallKernel> kernels_;  // null where the generator wrote none
+  std::vector<unsigned char> buffer_ = std::vector<unsigned char>(std::size_t(1) << 17);  // libxsmm's largest kernel
+  int arch_ = libxsmm_cpuid();  // the instruction set it writes for (AVX2, AVX-512, ...)
+};
+
+// The kernel for a product; null where the generator has none. Each thread keeps the last few it used,
+// which spares the lock and the look-up.
 SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, std::size_t lda, std::size_t ldb,
                          std::size_t ldc, bool accumulate) {
   struct Entry {
-    std::array<std::size_t, 7> shape{};
+    JitKernels::Shape shape{};
     SmallKernel kernel = nullptr;
   };
   thread_local std::array<Entry, 8> recent;
   thread_local std::size_t next = 0;
-  const std::array<std::size_t, 7> shape{m, n, k, lda, ldb, ldc, std::size_t(ta) | std::size_t(accumulate) << 1};
+  const JitKernels::Shape shape{m, n, k, lda, ldb, ldc, std::size_t(ta) | std::size_t(accumulate) << 1};
   for (const Entry& e : recent)
     if (e.kernel && e.shape == shape) return e.kernel;
-  static const bool ready = (libxsmm_init(), true);
-  (void)ready;
-  const auto dim = [](std::size_t x) { return static_cast<libxsmm_blasint>(x); };
-  const libxsmm_blasint M = dim(n), N = dim(m), K = dim(k), lda_b = dim(ldb), ldb_a = dim(lda), ldc_c = dim(ldc);
-  const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
-  const int flags = ta ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE, prefetch = LIBXSMM_PREFETCH_NONE;
-  const SmallKernel kernel = libxsmm_smmdispatch(M, N, K, &lda_b, &ldb_a, &ldc_c, &alpha, &beta, &flags, &prefetch);
+  static JitKernels kernels;
+  const SmallKernel kernel = kernels.get(shape);
   if (kernel) recent[next++ % recent.size()] = Entry{shape, kernel};
   return kernel;
 }
@@ -201,41 +273,57 @@ SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, s
 }  // namespace
 
 // Three libraries share the float products, each where it was measured fastest (one thread):
-// - Small products (m n k <= 64^3: the delta rules' and linear attention's chunk blocks) that are not
-//   A B^T, with beta 0 or 1: OpenBLAS where its kernel set is SkylakeX, whose small-matrix kernels beat
-//   oneDNN's on all but A B^T (AVX-512, 2026-11-27, a standalone loop per shape, best of five, time
-//   oneDNN / OpenBLAS with its memset of C: 32x32x32 NN 1.25, TN 1.65, NT 0.64; 64x32x32 NN 1.21, TN
-//   1.28, NT 0.76; 64x64x64 NN 1.06, TN 1.12, NT 0.84; at 4096 tokens all-oneDNN products made delta take
-//   1.42x linear attention's time, all-OpenBLAS 1.08-1.14x); elsewhere libxsmm's kernels, compiled for
-//   each shape. OpenBLAS's other kernel sets (Zen, Haswell) pack both operands even of a 32^3 product:
-//   on an AVX2 Zen 3 (2026-12-02, a standalone loop of each chunk product of `bench attention --variants
-//   delta`, best of five, warm caches) libxsmm ran 1.5-2.2x OpenBLAS's and 1.2-2.2x oneDNN's speed:
-//   32x32x32 NN 0.76-0.85 us against OpenBLAS's 1.31-1.90 and oneDNN's 1.26-1.75; 64x32x32 NN 1.52
-//   against 3.10 and 1.95; 32x32x32 TN 0.77 against 1.23 and 1.08.
-// - A B^T at every size, and every product above 64^3: oneDNN's sgemm, faster than OpenBLAS's on the
-//   products of the steps attnlab trains (experiments/bench/bench_gemm.cpp: 1.18-1.35x on the toy step's
-//   products, 1.08-1.18x on the GPT's, one thread, AVX-512, where libxsmm's JIT kernels and BLIS were at
-//   best even with OpenBLAS; whole steps, 2026-11-27: toy 65.7k -> 76.0k tokens/s, GPT 13.3k -> 15.2k).
-//   It costs about 9 MB of resident memory: its code (5 MB) and the packing buffers it allocates.
-// - OpenBLAS: where oneDNN runs its AVX2 kernels (a CPU without AVX-512), the weight gradients A^T B of
-//   at least 128 x 128 from at least 512 rows; and small A^T B^T, small products with another beta, and
-//   any call the others refuse. On the AVX2 Zen 3, 2026-12-02 (`bench_gemm --benchmark_filter=
-//   '(gpt|toy)/.*/t1/(openblas|dnnl_sgemm)'`, six runs, GFLOP/s), the GPT's weight gradients: 512x128x768
-//   55-68 against oneDNN's 42-48, 384x128x768 64-76 against 58-62, 128x512x768 66-76 against 58-65,
-//   128x128x768 even; the head's 65x128x768 and the toy step's (n = 64, k = 2048) stay faster on oneDNN.
+// - Small products (m n k <= 64^3: the delta rules' and linear attention's chunk blocks) that are not A B^T, with beta
+//   0 or 1: OpenBLAS where its kernel set has small-matrix kernels (SkylakeX's), which beat oneDNN's on all but A B^T
+//   (AVX-512, 2026-11-27, a standalone loop per shape, best of five, time oneDNN / OpenBLAS with its memset of C:
+//   32x32x32 NN 1.25, TN 1.65, NT 0.64; 64x32x32 NN 1.21, TN 1.28, NT 0.76; 64x64x64 NN 1.06, TN 1.12, NT 0.84; at 4096
+//   tokens all-oneDNN products made delta take 1.42x linear attention's time, all-OpenBLAS 1.08-1.14x); elsewhere
+//   libxsmm's kernels, compiled for each shape. OpenBLAS's other kernel sets (Zen, Haswell) pack both operands even of
+//   a 32^3 product: on an AVX2 Zen 3 (2026-12-02, a standalone loop of each chunk product of `bench attention
+//   --variants delta`, best of five, warm caches) libxsmm ran 1.5-2.2x OpenBLAS's and 1.2-2.2x oneDNN's speed: 32x32x32
+//   NN 0.76-0.85 us against OpenBLAS's 1.31-1.90 and oneDNN's 1.26-1.75; 64x32x32 NN 1.52 against 3.10 and 1.95;
+//   32x32x32 TN 0.77 against 1.23 and 1.08. On an AMD Zen 4 (AVX-512, 2026-12-02, `bench attention --causal --threads
+//   1`, OpenBLAS's small-matrix kernels against libxsmm's, four alternated rounds at 4096 tokens, three at 16384) the
+//   two were even on the delta rules (delta 12.80 against 12.69 ms, 55.3 against 54.4) and OpenBLAS's ahead on linear
+//   attention (11.7 against 12.4 ms, 53.2 against 54.8), so they stay with OpenBLAS there too.
+// - On a Zen 4, the products of a training step's sizes, above 64^3 and up to 2^25 multiply-adds (the toy step's
+//   largest, 2048 x 256 x 64) with every side at least 32 (not a generated token's 1 x n x k), except A^T B^T:
+//   libxsmm's kernels, A B^T through a copy of B^T. There `bench_gemm --benchmark_filter=/t1/` ran the toy step's
+//   products 1.17x OpenBLAS's speed on libxsmm, 1.10x on oneDNN's sgemm, and the GPT's 1.12x and 1.09x; in whole steps
+//   (`bench gpt`, four alternated rounds, tokens/s) the toy 120.2k -> 125.5k on one thread and 183.2k -> 203.8k on two,
+//   the GPT (whose larger products stay on oneDNN; all of them on libxsmm was even) 17.3k -> 17.8k and 30.4k -> 31.3k.
+//   On the Intel Xeon of 2026-11-27 libxsmm's kernels were at best even with OpenBLAS on these products (below), so the
+//   rule is the Zen 4's alone.
+// - A B^T at every size, and every product above 64^3 (but the Zen 4's above): oneDNN's sgemm, faster than OpenBLAS's
+//   on the products of the steps attnlab trains (experiments/bench/bench_gemm.cpp: 1.18-1.35x on the toy step's
+//   products, 1.08-1.18x on the GPT's, one thread, AVX-512, where libxsmm's JIT kernels and BLIS were at best even with
+//   OpenBLAS; whole steps, 2026-11-27: toy 65.7k -> 76.0k tokens/s, GPT 13.3k -> 15.2k). It costs about 9 MB of
+//   resident memory: its code (5 MB) and the packing buffers it allocates.
+// - OpenBLAS: where oneDNN runs its AVX2 kernels (a CPU without AVX-512), the weight gradients A^T B of at least 128 x
+//   128 from at least 512 rows; and small A^T B^T, small products with another beta, and any call the others refuse. On
+//   the AVX2 Zen 3, 2026-12-02 (`bench_gemm --benchmark_filter= '(gpt|toy)/.*/t1/(openblas|dnnl_sgemm)'`, six runs,
+//   GFLOP/s), the GPT's weight gradients: 512x128x768 55-68 against oneDNN's 42-48, 384x128x768 64-76 against 58-62,
+//   128x512x768 66-76 against 58-65, 128x128x768 even; the head's 65x128x768 and the toy step's (n = 64, k = 2048) stay
+//   faster on oneDNN.
 FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float beta) {
   static const bool avx512 = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f"));
+  const std::size_t size = m * n * k;
+  const bool libxsmm_beta = beta == 0.0f || beta == 1.0f;
   if (ta && !tb && !avx512 && m >= 128 && n >= 128 && k >= 512) return FloatProducts::openblas;
-  if ((tb && !ta) || m * n * k > kSmallProduct) return FloatProducts::onednn;
-  if (!openblas_has_small_kernels() && !tb && (beta == 0.0f || beta == 1.0f)) return FloatProducts::libxsmm;
+  if (size > kSmallProduct && size <= kStepProduct && std::min({m, n, k}) >= 32 && !(ta && tb) && libxsmm_beta &&
+      libxsmm_takes_step_products())
+    return FloatProducts::libxsmm;
+  if ((tb && !ta) || size > kSmallProduct) return FloatProducts::onednn;
+  if (!openblas_has_small_kernels() && !tb && libxsmm_beta) return FloatProducts::libxsmm;
   return FloatProducts::openblas;
 }
 
 std::string sgemm_library() {
   const dnnl_version_t* v = dnnl_version();
+  const std::string libxsmm = std::string("libxsmm ") + LIBXSMM_VERSION;
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + ", " +
-         (openblas_has_small_kernels() ? std::string("OpenBLAS") : std::string("libxsmm ") + LIBXSMM_VERSION) +
-         " for small products";
+         (libxsmm_takes_step_products() ? libxsmm + " for products of 64^3 to 2^25 multiply-adds, " : std::string()) +
+         (openblas_has_small_kernels() ? std::string("OpenBLAS") : libxsmm) + " for small products";
 }
 
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda,
@@ -243,9 +331,18 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const f
   if (empty_product(m, n, k, c, ldc, beta)) return;
   const ProductClock clock(m, n, k);
   const FloatProducts route = sgemm_route(ta, tb, m, n, k, beta);
-  if (route == FloatProducts::libxsmm) {
+  if (route == FloatProducts::libxsmm && !tb) {
     if (const SmallKernel kernel = small_kernel(ta, m, n, k, lda, ldb, ldc, beta != 0.0f)) {
       kernel(b, a, c);  // column-major: B first (small_kernel)
+      return;
+    }
+  }
+  if (route == FloatProducts::libxsmm && tb) {  // A B^T: B^T [k, n] copied out first (small_kernel has no B^T)
+    if (const SmallKernel kernel = small_kernel(false, m, n, k, lda, n, ldc, beta != 0.0f)) {
+      thread_local std::vector<float> b_transposed;
+      b_transposed.resize(k * n);
+      simd::transpose(b, n, k, ldb, b_transposed.data(), n);
+      kernel(b_transposed.data(), a, c);
       return;
     }
   }

@@ -31,15 +31,22 @@ void reexec_with_blas_core(char** argv);
 void set_blas_threads(int threads);
 int blas_threads();
 
+// Whether OpenBLAS's kernel set has small-matrix kernels (SkylakeX's, and Cooperlake's and SapphireRapids's,
+// which are SkylakeX's for sgemm; the others pack both operands of every product).
+bool openblas_has_small_kernels();
+// Whether the float products of a training step's sizes go to libxsmm's JIT kernels: on an AMD Zen 4,
+// the one CPU where they were measured faster there than on oneDNN (blas.cpp).
+bool libxsmm_takes_step_products();
+
 // The library a float product op(A) [m, k] op(B) [k, n] (+ beta C) goes to: blas.cpp says why. A product
 // routed to libxsmm for which it compiles no kernel, or to oneDNN which refuses it, goes to OpenBLAS.
 enum class FloatProducts { libxsmm, onednn, openblas };
 FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float beta);
 
-// The libraries that compute the float products ("oneDNN 2.6.3, libxsmm 1.17.0 for small products"):
-// oneDNN's sgemm those of a training step, libxsmm the small chunk products of the recurrent kernels
-// ("OpenBLAS for small products" where its SkylakeX kernel set has small-matrix kernels of its own);
-// float64 products stay on OpenBLAS.
+// The libraries that compute the float products ("oneDNN 2.6.3, libxsmm 1.17 for small products"):
+// oneDNN's sgemm those of a training step (libxsmm those up to 2^25 multiply-adds on a Zen 4), libxsmm the
+// small chunk products of the recurrent kernels ("OpenBLAS for small products" where its kernel set has
+// small-matrix kernels of its own); float64 products stay on OpenBLAS.
 std::string sgemm_library();
 
 // Row-major C [m, n] (leading dimension ldc) = op(A) op(B) + beta C, with explicit leading dimensions so

@@ -65,35 +65,56 @@ void expect_all_forms() {
 
 TEST(Gemm, FloatMatchesALoopForEveryForm) { expect_all_forms<float>(); }
 
-// The shapes above reach all three libraries: A B^T and everything above 64^3 multiply-adds go to oneDNN,
-// the other small products with beta 0 or 1 to libxsmm (to OpenBLAS's own small-matrix kernels where its
-// kernel set is SkylakeX), small A^T B^T and other betas to OpenBLAS.
+// The shapes above reach all three libraries: A B^T and everything above 64^3 multiply-adds go to oneDNN
+// (to libxsmm on a Zen 4, up to 2^25: the next test), the other small products with beta 0 or 1 to libxsmm
+// (to OpenBLAS's own small-matrix kernels where its kernel set has them), small A^T B^T and other betas to
+// OpenBLAS.
 TEST(Gemm, SmallProductsGoToLibxsmmABtAndLargeOnesToOneDnnTheRestToOpenBlas) {
-  const bool skylakex = blas_core_name() == "SkylakeX";
+  const bool openblas_small = openblas_has_small_kernels(), zen4 = libxsmm_takes_step_products();
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (float beta : {0.0f, 1.0f, 0.5f}) {
-        const FloatProducts small = tb && !ta                               ? FloatProducts::onednn
-                                    : !tb && beta != 0.5f && !skylakex ? FloatProducts::libxsmm
-                                                                       : FloatProducts::openblas;
+        const FloatProducts small = tb && !ta                                     ? FloatProducts::onednn
+                                    : !tb && beta != 0.5f && !openblas_small ? FloatProducts::libxsmm
+                                                                             : FloatProducts::openblas;
+        const FloatProducts above = zen4 && !(ta && tb) && beta != 0.5f ? FloatProducts::libxsmm : FloatProducts::onednn;
         EXPECT_EQ(sgemm_route(ta, tb, 96, 34, 64, beta), small) << ta << tb << beta;  // 208896 multiply-adds
         EXPECT_EQ(sgemm_route(ta, tb, 64, 64, 64, beta), small) << ta << tb << beta;  // the largest small one
-        EXPECT_EQ(sgemm_route(ta, tb, 65, 64, 64, beta), FloatProducts::onednn) << ta << tb << beta;
-        EXPECT_EQ(sgemm_route(ta, tb, 37, 70, 129, beta), FloatProducts::onednn) << ta << tb << beta;
+        EXPECT_EQ(sgemm_route(ta, tb, 65, 64, 64, beta), above) << ta << tb << beta;
+        EXPECT_EQ(sgemm_route(ta, tb, 37, 70, 129, beta), above) << ta << tb << beta;
+      }
+}
+
+// On a Zen 4 the products of a training step's sizes, from above 64^3 to 2^25 multiply-adds (the toy
+// step's largest, 2048 x 256 x 64) and at least 32 on every side, go to libxsmm, A B^T through a copy of
+// B^T; larger ones, thin ones (a generated token's 1 x n x k) and A^T B^T to oneDNN. Elsewhere all of them
+// go to oneDNN.
+TEST(Gemm, StepSizedProductsGoToLibxsmmOnAZen4) {
+  const FloatProducts step = libxsmm_takes_step_products() ? FloatProducts::libxsmm : FloatProducts::onednn;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (float beta : {0.0f, 1.0f}) {
+        const std::size_t m = ta ? 256 : 2048, n = 64, k = ta ? 2048 : 256;  // 2^25 multiply-adds
+        EXPECT_EQ(sgemm_route(ta, tb, m, n, k, beta), ta && tb ? FloatProducts::onednn : step) << ta << tb << beta;
+        EXPECT_EQ(sgemm_route(ta, tb, m, n + 1, k, beta), FloatProducts::onednn) << ta << tb << beta;
+        EXPECT_EQ(sgemm_route(ta, tb, 1, 4096, 256, beta), FloatProducts::onednn) << ta << tb << beta;
+        EXPECT_EQ(sgemm_route(ta, tb, 512, 31, 256, beta), FloatProducts::onednn) << ta << tb << beta;
       }
 }
 
 // Where oneDNN runs its AVX2 kernels, the weight gradients A^T B of at least 128 x 128 from at least 512
-// rows go to OpenBLAS; the head's (65 wide), the toy step's (64 wide) and shorter sums stay on oneDNN.
+// rows go to OpenBLAS; the head's (65 wide), the toy step's (64 wide) and shorter sums stay on oneDNN
+// (libxsmm on a Zen 4, which has AVX-512, for those up to 2^25 multiply-adds).
 TEST(Gemm, LargeWeightGradientsGoToOpenBlasWithoutAvx512) {
   __builtin_cpu_init();
   const FloatProducts large = __builtin_cpu_supports("avx512f") ? FloatProducts::onednn : FloatProducts::openblas;
+  const FloatProducts step = libxsmm_takes_step_products() ? FloatProducts::libxsmm : FloatProducts::onednn;
   for (float beta : {0.0f, 1.0f}) {
     EXPECT_EQ(sgemm_route(true, false, 512, 128, 768, beta), large);
-    EXPECT_EQ(sgemm_route(true, false, 128, 128, 512, beta), large);
-    EXPECT_EQ(sgemm_route(true, false, 65, 128, 768, beta), FloatProducts::onednn);
-    EXPECT_EQ(sgemm_route(true, false, 256, 64, 2048, beta), FloatProducts::onednn);
-    EXPECT_EQ(sgemm_route(true, false, 512, 128, 511, beta), FloatProducts::onednn);
+    EXPECT_EQ(sgemm_route(true, false, 128, 128, 512, beta), large == FloatProducts::openblas ? large : step);
+    EXPECT_EQ(sgemm_route(true, false, 65, 128, 768, beta), step);
+    EXPECT_EQ(sgemm_route(true, false, 256, 64, 2048, beta), step);
+    EXPECT_EQ(sgemm_route(true, false, 512, 128, 511, beta), step);  // just under 2^25
     EXPECT_EQ(sgemm_route(false, false, 512, 128, 768, beta), FloatProducts::onednn);
     EXPECT_EQ(sgemm_route(false, true, 512, 128, 768, beta), FloatProducts::onednn);
   }
@@ -111,8 +132,9 @@ TEST(Gemm, SmallKernelsStayRightWhenTheyAreLookedUpAgain) {
         for (float beta : {0.0f, 1.0f}) expect_product<float>(ta, false, 32, 24, k, beta, gen);
 }
 
-// oneDNN's A B^T and libxsmm's small A B (where it takes them): the same bits on every call, on another
-// thread, and with the operands and the result one float away from where they were (another alignment).
+// A B^T of a step's size (oneDNN's; libxsmm's on a Zen 4) and libxsmm's small A B (where it takes them):
+// the same bits on every call, on another thread, and with the operands and the result one float away
+// from where they were (another alignment).
 TEST(Gemm, FloatProductsAreTheSameBitsOnEveryCallThreadAndAddress) {
   std::mt19937 gen(9);
   for (bool small : {false, true}) {
@@ -136,7 +158,7 @@ TEST(Gemm, FloatProductsAreTheSameBitsOnEveryCallThreadAndAddress) {
       openmp_threads = omp_get_max_threads();  // oneDNN would open a team of this many threads
     }).join();
     EXPECT_EQ(on_thread, first) << small;
-    if (!small) {
+    if (!small && sgemm_route(false, true, m, n, k, 0.0f) == FloatProducts::onednn) {
       EXPECT_EQ(openmp_threads, 1);
     }
   }
@@ -144,8 +166,10 @@ TEST(Gemm, FloatProductsAreTheSameBitsOnEveryCallThreadAndAddress) {
 
 TEST(Gemm, NamesTheFloatLibraries) {
   EXPECT_EQ(sgemm_library().rfind("oneDNN ", 0), 0u) << sgemm_library();
-  const char* small = blas_core_name() == "SkylakeX" ? ", OpenBLAS for small products" : ", libxsmm ";
-  EXPECT_NE(sgemm_library().find(small), std::string::npos) << sgemm_library();
+  const std::string small = sgemm_library().substr(sgemm_library().rfind(", ") + 2);
+  EXPECT_EQ(small.rfind(openblas_has_small_kernels() ? "OpenBLAS " : "libxsmm ", 0), 0u) << sgemm_library();
+  EXPECT_NE(small.find(" for small products"), std::string::npos) << sgemm_library();
+  EXPECT_EQ(sgemm_library().find("2^25") != std::string::npos, libxsmm_takes_step_products()) << sgemm_library();
 }
 
 // count_products: every product while on (float and double, empty ones not), none after, reset when
