@@ -326,20 +326,18 @@ std::string sgemm_library() {
          (openblas_has_small_kernels() ? std::string("OpenBLAS") : libxsmm) + " for small products";
 }
 
-void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda,
-          const float* b, std::size_t ldb, float* c, std::size_t ldc, float beta) {
+void gemm_with(FloatProducts library, bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a,
+               std::size_t lda, const float* b, std::size_t ldb, float* c, std::size_t ldc, float beta) {
   if (empty_product(m, n, k, c, ldc, beta)) return;
   const ProductClock clock(m, n, k);
-  const FloatProducts route = sgemm_route(ta, tb, m, n, k, beta);
-  if (route == FloatProducts::libxsmm && !tb) {
-    if (const SmallKernel kernel = small_kernel(ta, m, n, k, lda, ldb, ldc, beta != 0.0f)) {
-      kernel(b, a, c);  // column-major: B first (small_kernel)
-      return;
-    }
-  }
-  if (route == FloatProducts::libxsmm && tb) {  // A B^T: B^T [k, n] copied out first (small_kernel has no B^T)
-    if (const SmallKernel kernel = small_kernel(false, m, n, k, lda, n, ldc, beta != 0.0f)) {
-      thread_local std::vector<float> b_transposed;
+  if (library == FloatProducts::libxsmm && (beta == 0.0f || beta == 1.0f)) {
+    if (!tb) {
+      if (const SmallKernel kernel = small_kernel(ta, m, n, k, lda, ldb, ldc, beta != 0.0f)) {
+        kernel(b, a, c);  // column-major: B first (small_kernel)
+        return;
+      }
+    } else if (const SmallKernel kernel = small_kernel(ta, m, n, k, lda, n, ldc, beta != 0.0f)) {
+      thread_local std::vector<float> b_transposed;  // B^T [k, n] copied out first: small_kernel has no B^T
       b_transposed.resize(k * n);
       simd::transpose(b, n, k, ldb, b_transposed.data(), n);
       kernel(b_transposed.data(), a, c);
@@ -347,7 +345,7 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const f
     }
   }
   const auto dim = [](std::size_t x) { return static_cast<dnnl_dim_t>(x); };
-  if (route == FloatProducts::onednn) {
+  if (library == FloatProducts::onednn) {
     one_openmp_thread();
     if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', dim(m), dim(n), dim(k), 1.0f, a, dim(lda), b, dim(ldb), beta, c, dim(ldc)) ==
         dnnl_success)
@@ -357,6 +355,11 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const f
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), 1.0f, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
               static_cast<int>(ldc));
+}
+
+void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a, std::size_t lda,
+          const float* b, std::size_t ldb, float* c, std::size_t ldc, float beta) {
+  gemm_with(sgemm_route(ta, tb, m, n, k, beta), ta, tb, m, n, k, a, lda, b, ldb, c, ldc, beta);
 }
 
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const double* a, std::size_t lda,

@@ -57,6 +57,11 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const f
           const float* b, std::size_t ldb, float* c, std::size_t ldc, float beta = 0.0f);
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const double* a, std::size_t lda,
           const double* b, std::size_t ldb, double* c, std::size_t ldc, double beta = 0.0);
+// The float gemm() through the given library instead of the one sgemm_route() names, so that tests can
+// check every library on every machine. libxsmm takes beta 0 or 1 only; a product a library does not
+// take goes to OpenBLAS, as in gemm().
+void gemm_with(FloatProducts library, bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a,
+               std::size_t lda, const float* b, std::size_t ldb, float* c, std::size_t ldc, float beta = 0.0f);
 
 // The time spent inside gemm() and the FLOPs it did (2 m n k a call), summed over the threads that
 // called it, while counting is on: `attnlab bench gpt` reports how fast a step's products run against the

@@ -1,14 +1,17 @@
-// gemm(): float products (oneDNN, libxsmm, OpenBLAS) and double products (OpenBLAS) against a plain
-// loop, for every transpose, blocks of larger matrices (leading dimensions above the block's width), beta
-// 0 on a C full of NaN (written, never read), beta 1 and 0.5; which library takes which product; same
-// bits on every call, thread and address; one OpenMP thread per caller of oneDNN.
+// gemm(): float products (oneDNN, libxsmm, OpenBLAS, each also forced through gemm_with) and double
+// products (OpenBLAS) against a plain loop, for every transpose, blocks of larger matrices (leading
+// dimensions above the block's width), beta 0 on a C full of NaN (written, never read), beta 1 and 0.5;
+// which library takes which product; same bits on every call, thread and address; one OpenMP thread
+// per caller of oneDNN.
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "framework/ops/blas.hpp"
@@ -28,16 +31,26 @@ struct Block {
   double at(std::size_t i, std::size_t j) const { return values[i * ld + j]; }
 };
 
-// C = op(A) op(B) + beta C0 through gemm() against a double loop, on blocks with padded rows.
+// C = op(A) op(B) + beta C0 through gemm() (float: through `library` when given) against a double loop,
+// on blocks with padded rows.
 template <class T>
-void expect_product(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T beta, std::mt19937& gen) {
+void expect_product(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, T beta, std::mt19937& gen,
+                    std::optional<FloatProducts> library = std::nullopt) {
   const Block<T> a = ta ? Block<T>(k, m, 3, gen) : Block<T>(m, k, 3, gen);
   const Block<T> b = tb ? Block<T>(n, k, 5, gen) : Block<T>(k, n, 5, gen);
   Block<T> c(m, n, 2, gen);
   if (beta == T(0))
     for (T& v : c.values) v = std::numeric_limits<T>::quiet_NaN();
   const Block<T> c0 = c;
-  gemm(ta, tb, m, n, k, a.values.data(), a.ld, b.values.data(), b.ld, c.values.data(), c.ld, beta);
+  if constexpr (std::is_same_v<T, float>) {
+    if (library) {
+      gemm_with(*library, ta, tb, m, n, k, a.values.data(), a.ld, b.values.data(), b.ld, c.values.data(), c.ld, beta);
+    } else {
+      gemm(ta, tb, m, n, k, a.values.data(), a.ld, b.values.data(), b.ld, c.values.data(), c.ld, beta);
+    }
+  } else {
+    gemm(ta, tb, m, n, k, a.values.data(), a.ld, b.values.data(), b.ld, c.values.data(), c.ld, beta);
+  }
   const double tolerance = sizeof(T) == 4 ? 1e-4 : 1e-10;
   for (std::size_t i = 0; i < m; ++i)
     for (std::size_t j = 0; j < n; ++j) {
@@ -64,6 +77,21 @@ void expect_all_forms() {
 }
 
 TEST(Gemm, FloatMatchesALoopForEveryForm) { expect_all_forms<float>(); }
+
+// Each library on its own, whichever this machine routes where: libxsmm's kernels (with the copy of B^T
+// for A B^T, and A^T B^T, which the route never gives it), oneDNN's sgemm and OpenBLAS's, every form,
+// small and step-sized shapes; libxsmm hands beta 0.5 to OpenBLAS.
+TEST(Gemm, EveryFloatLibraryMatchesALoopForEveryForm) {
+  std::mt19937 gen(11);
+  for (FloatProducts library : {FloatProducts::libxsmm, FloatProducts::onednn, FloatProducts::openblas})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (float beta : {0.0f, 1.0f, 0.5f}) {
+          expect_product<float>(ta, tb, 7, 3, 5, beta, gen, library);
+          expect_product<float>(ta, tb, 32, 32, 32, beta, gen, library);
+          expect_product<float>(ta, tb, 130, 96, 200, beta, gen, library);
+        }
+}
 
 // The shapes above reach all three libraries: A B^T and everything above 64^3 multiply-adds go to oneDNN
 // (to libxsmm on a Zen 4, up to 2^25: the next test), the other small products with beta 0 or 1 to libxsmm
