@@ -117,7 +117,6 @@ bool empty_product(std::size_t m, std::size_t n, std::size_t k, T* c, std::size_
   return true;
 }
 
-
 // Whether OpenBLAS runs a float product through its SkylakeX small-matrix kernels, which take beta = 0
 // themselves (their b0 variants write C without reading it). Its permit, in its column-major terms (a
 // row-major call is C^T = op(B)^T op(A)^T: its transa is our tb, its M our n): M N K <= 100^3, and for
@@ -193,8 +192,8 @@ ProductTotals product_totals() {
 
 namespace {
 
-constexpr std::size_t kSmallProduct = 64 * 64 * 64;         // multiply-adds
-constexpr std::size_t kStepProduct = 2048 * 256 * 64;       // the toy step's largest (bench_gemm)
+constexpr std::size_t kSmallProduct = 64 * 64 * 64;    // multiply-adds
+constexpr std::size_t kStepProduct = 2048 * 256 * 64;  // the toy step's largest (bench_gemm), 2^25
 
 // libxsmm is column-major: the row-major C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T, so a
 // kernel takes B first (M = n, N = m, A' = B, B' = A) and a transposed A is its transposed B'. Its JIT
@@ -273,38 +272,41 @@ SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, s
 }  // namespace
 
 // Three libraries share the float products, each where it was measured fastest (one thread):
-// - Small products (m n k <= 64^3: the delta rules' and linear attention's chunk blocks) that are not A B^T, with beta
-//   0 or 1: OpenBLAS where its kernel set has small-matrix kernels (SkylakeX's), which beat oneDNN's on all but A B^T
-//   (AVX-512, 2026-11-27, a standalone loop per shape, best of five, time oneDNN / OpenBLAS with its memset of C:
-//   32x32x32 NN 1.25, TN 1.65, NT 0.64; 64x32x32 NN 1.21, TN 1.28, NT 0.76; 64x64x64 NN 1.06, TN 1.12, NT 0.84; at 4096
-//   tokens all-oneDNN products made delta take 1.42x linear attention's time, all-OpenBLAS 1.08-1.14x); elsewhere
-//   libxsmm's kernels, compiled for each shape. OpenBLAS's other kernel sets (Zen, Haswell) pack both operands even of
-//   a 32^3 product: on an AVX2 Zen 3 (2026-12-02, a standalone loop of each chunk product of `bench attention
-//   --variants delta`, best of five, warm caches) libxsmm ran 1.5-2.2x OpenBLAS's and 1.2-2.2x oneDNN's speed: 32x32x32
-//   NN 0.76-0.85 us against OpenBLAS's 1.31-1.90 and oneDNN's 1.26-1.75; 64x32x32 NN 1.52 against 3.10 and 1.95;
-//   32x32x32 TN 0.77 against 1.23 and 1.08. On an AMD Zen 4 (AVX-512, 2026-12-02, `bench attention --causal --threads
-//   1`, OpenBLAS's small-matrix kernels against libxsmm's, four alternated rounds at 4096 tokens, three at 16384) the
-//   two were even on the delta rules (delta 12.80 against 12.69 ms, 55.3 against 54.4) and OpenBLAS's ahead on linear
-//   attention (11.7 against 12.4 ms, 53.2 against 54.8), so they stay with OpenBLAS there too.
-// - On a Zen 4, the products of a training step's sizes, above 64^3 and up to 2^25 multiply-adds (the toy step's
-//   largest, 2048 x 256 x 64) with every side at least 32 (not a generated token's 1 x n x k), except A^T B^T:
-//   libxsmm's kernels, A B^T through a copy of B^T. There `bench_gemm --benchmark_filter=/t1/` ran the toy step's
-//   products 1.17x OpenBLAS's speed on libxsmm, 1.10x on oneDNN's sgemm, and the GPT's 1.12x and 1.09x; in whole steps
-//   (`bench gpt`, four alternated rounds, tokens/s) the toy 120.2k -> 125.5k on one thread and 183.2k -> 203.8k on two,
-//   the GPT (whose larger products stay on oneDNN; all of them on libxsmm was even) 17.3k -> 17.8k and 30.4k -> 31.3k.
-//   On the Intel Xeon of 2026-11-27 libxsmm's kernels were at best even with OpenBLAS on these products (below), so the
-//   rule is the Zen 4's alone.
-// - A B^T at every size, and every product above 64^3 (but the Zen 4's above): oneDNN's sgemm, faster than OpenBLAS's
-//   on the products of the steps attnlab trains (experiments/bench/bench_gemm.cpp: 1.18-1.35x on the toy step's
-//   products, 1.08-1.18x on the GPT's, one thread, AVX-512, where libxsmm's JIT kernels and BLIS were at best even with
-//   OpenBLAS; whole steps, 2026-11-27: toy 65.7k -> 76.0k tokens/s, GPT 13.3k -> 15.2k). It costs about 9 MB of
-//   resident memory: its code (5 MB) and the packing buffers it allocates.
-// - OpenBLAS: where oneDNN runs its AVX2 kernels (a CPU without AVX-512), the weight gradients A^T B of at least 128 x
-//   128 from at least 512 rows; and small A^T B^T, small products with another beta, and any call the others refuse. On
-//   the AVX2 Zen 3, 2026-12-02 (`bench_gemm --benchmark_filter= '(gpt|toy)/.*/t1/(openblas|dnnl_sgemm)'`, six runs,
-//   GFLOP/s), the GPT's weight gradients: 512x128x768 55-68 against oneDNN's 42-48, 384x128x768 64-76 against 58-62,
-//   128x512x768 66-76 against 58-65, 128x128x768 even; the head's 65x128x768 and the toy step's (n = 64, k = 2048) stay
-//   faster on oneDNN.
+// - Small products (m n k <= 64^3: the delta rules' and linear attention's chunk blocks) that are not A B^T,
+//   with beta 0 or 1: OpenBLAS where its kernel set has small-matrix kernels (SkylakeX's), which beat
+//   oneDNN's on all but A B^T (AVX-512, 2026-11-27, a standalone loop per shape, best of five, time oneDNN /
+//   OpenBLAS with its memset of C: 32x32x32 NN 1.25, TN 1.65, NT 0.64; 64x32x32 NN 1.21, TN 1.28, NT 0.76;
+//   64x64x64 NN 1.06, TN 1.12, NT 0.84; at 4096 tokens all-oneDNN products made delta take 1.42x linear
+//   attention's time, all-OpenBLAS 1.08-1.14x); elsewhere libxsmm's kernels, compiled for each shape.
+//   OpenBLAS's other kernel sets (Zen, Haswell) pack both operands even of a 32^3 product: on an AVX2 Zen 3
+//   (2026-12-02, a standalone loop of each chunk product of `bench attention --variants delta`, best of five,
+//   warm caches) libxsmm ran 1.5-2.2x OpenBLAS's and 1.2-2.2x oneDNN's speed: 32x32x32 NN 0.76-0.85 us
+//   against OpenBLAS's 1.31-1.90 and oneDNN's 1.26-1.75; 64x32x32 NN 1.52 against 3.10 and 1.95; 32x32x32 TN
+//   0.77 against 1.23 and 1.08. On an AMD Zen 4 (AVX-512, 2026-12-02, `bench attention --causal --threads 1`,
+//   OpenBLAS's small-matrix kernels against libxsmm's, four alternated rounds at 4096 tokens, three at 16384)
+//   the two were even on the delta rules (delta 12.80 against 12.69 ms, 55.3 against 54.4) and OpenBLAS's
+//   ahead on linear attention (11.7 against 12.4 ms, 53.2 against 54.8), so they stay with OpenBLAS there
+//   too.
+// - On a Zen 4, the products of a training step's sizes, above 64^3 and up to 2^25 multiply-adds (the toy
+//   step's largest, 2048 x 256 x 64) with every side at least 32 (not a generated token's 1 x n x k), except
+//   A^T B^T: libxsmm's kernels, A B^T through a copy of B^T. There `bench_gemm --benchmark_filter=/t1/` ran
+//   the toy step's products 1.17x OpenBLAS's speed on libxsmm, 1.10x on oneDNN's sgemm, and the GPT's 1.12x
+//   and 1.09x; in whole steps (`bench gpt`, alternated rounds, tokens/s) the toy 120.9k -> 129.4k on one
+//   thread (five) and 183.2k -> 203.8k on two (four), the GPT (whose larger products stay on oneDNN; all of
+//   them on libxsmm was even) 17.3k -> 17.8k and 30.4k -> 31.3k. On the Intel Xeon of 2026-11-27 libxsmm's
+//   kernels were at best even with OpenBLAS on these products (below), so the rule is the Zen 4's alone.
+// - A B^T at every size, and every product above 64^3 (but the Zen 4's above): oneDNN's sgemm, faster than
+//   OpenBLAS's on the products of the steps attnlab trains (experiments/bench/bench_gemm.cpp: 1.18-1.35x on
+//   the toy step's products, 1.08-1.18x on the GPT's, one thread, AVX-512, where libxsmm's JIT kernels and
+//   BLIS were at best even with OpenBLAS; whole steps, 2026-11-27: toy 65.7k -> 76.0k tokens/s, GPT 13.3k ->
+//   15.2k). It costs about 9 MB of resident memory: its code (5 MB) and the packing buffers it allocates.
+// - OpenBLAS: where oneDNN runs its AVX2 kernels (a CPU without AVX-512), the weight gradients A^T B of at
+//   least 128 x 128 from at least 512 rows; and small A^T B^T, small products with another beta, and any call
+//   the others refuse. On the AVX2 Zen 3, 2026-12-02 (`bench_gemm
+//   --benchmark_filter='(gpt|toy)/.*/t1/(openblas|dnnl_sgemm)'`, six runs, GFLOP/s), the GPT's weight
+//   gradients: 512x128x768 55-68 against oneDNN's 42-48, 384x128x768 64-76 against 58-62, 128x512x768 66-76
+//   against 58-65, 128x128x768 even; the head's 65x128x768 and the toy step's (n = 64, k = 2048) stay faster
+//   on oneDNN.
 FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float beta) {
   static const bool avx512 = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f"));
   const std::size_t size = m * n * k;
