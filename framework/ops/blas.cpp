@@ -199,6 +199,7 @@ constexpr std::size_t kStepProduct = 2048 * 256 * 64;  // the toy step's largest
 // kernel takes B first (M = n, N = m, A' = B, B' = A) and a transposed A is its transposed B'. Its JIT
 // generator has no transposed A' (our transposed B), and takes beta 0 or 1 only.
 using SmallKernel = void (*)(const float* b, const float* a, float* c);
+bool libxsmm_takes_beta(float beta) { return beta == 0.0f || beta == 1.0f; }
 
 // The kernels libxsmm's generator writes, one per shape, leading dimensions, transposition and beta, kept
 // for the process in pages of their own. attnlab runs the generator itself rather than through
@@ -310,7 +311,7 @@ SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, s
 FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float beta) {
   static const bool avx512 = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f"));
   const std::size_t size = m * n * k;
-  const bool libxsmm_beta = beta == 0.0f || beta == 1.0f;
+  const bool libxsmm_beta = libxsmm_takes_beta(beta);
   if (ta && !tb && !avx512 && m >= 128 && n >= 128 && k >= 512) return FloatProducts::openblas;
   if (size > kSmallProduct && size <= kStepProduct && std::min({m, n, k}) >= 32 && !(ta && tb) && libxsmm_beta &&
       libxsmm_takes_step_products())
@@ -332,7 +333,7 @@ void gemm_with(FloatProducts library, bool ta, bool tb, std::size_t m, std::size
                std::size_t lda, const float* b, std::size_t ldb, float* c, std::size_t ldc, float beta) {
   if (empty_product(m, n, k, c, ldc, beta)) return;
   const ProductClock clock(m, n, k);
-  if (library == FloatProducts::libxsmm && (beta == 0.0f || beta == 1.0f)) {
+  if (library == FloatProducts::libxsmm && libxsmm_takes_beta(beta)) {
     if (!tb) {
       if (const SmallKernel kernel = small_kernel(ta, m, n, k, lda, ldb, ldc, beta != 0.0f)) {
         kernel(b, a, c);  // column-major: B first (small_kernel)

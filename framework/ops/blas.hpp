@@ -35,7 +35,7 @@ int blas_threads();
 // which are SkylakeX's for sgemm; the others pack both operands of every product).
 bool openblas_has_small_kernels();
 // Whether the float products of a training step's sizes go to libxsmm's JIT kernels: on an AMD Zen 4,
-// the one CPU where they were measured faster there than on oneDNN (blas.cpp).
+// the one CPU where libxsmm was measured faster than oneDNN on them (blas.cpp).
 bool libxsmm_takes_step_products();
 
 // The library a float product op(A) [m, k] op(B) [k, n] (+ beta C) goes to: blas.cpp says why. A product

@@ -149,31 +149,36 @@ TEST(Gemm, LargeWeightGradientsGoToOpenBlasWithoutAvx512) {
 }
 TEST(Gemm, DoubleMatchesALoopForEveryForm) { expect_all_forms<double>(); }
 
-// Each thread keeps the last eight libxsmm kernels it used (where libxsmm takes small products): twelve
-// shapes in turn, three times over, so that every kernel is looked up again after it was pushed out and
-// found again while still kept.
+// Each thread keeps the last eight libxsmm kernels it used: twelve shapes in turn through libxsmm (on
+// every machine: gemm_with), three times over, so that every kernel is looked up again after it was
+// pushed out and found again while still kept.
 TEST(Gemm, SmallKernelsStayRightWhenTheyAreLookedUpAgain) {
   std::mt19937 gen(7);
   for (int round = 0; round < 3; ++round)
     for (std::size_t k : {8, 16, 32})
       for (bool ta : {false, true})
-        for (float beta : {0.0f, 1.0f}) expect_product<float>(ta, false, 32, 24, k, beta, gen);
+        for (float beta : {0.0f, 1.0f}) expect_product<float>(ta, false, 32, 24, k, beta, gen, FloatProducts::libxsmm);
 }
 
-// A B^T of a step's size (oneDNN's; libxsmm's on a Zen 4) and libxsmm's small A B (where it takes them):
-// the same bits on every call, on another thread, and with the operands and the result one float away
-// from where they were (another alignment).
+// oneDNN's and libxsmm's A B^T of a step's size and libxsmm's small A B, each forced through its library
+// (gemm_with), whichever this machine routes them to: the same bits on every call, on another thread, and
+// with the operands and the result one float away from where they were (another alignment).
 TEST(Gemm, FloatProductsAreTheSameBitsOnEveryCallThreadAndAddress) {
+  struct Case {
+    FloatProducts library;
+    bool small;
+  };
   std::mt19937 gen(9);
-  for (bool small : {false, true}) {
+  for (const Case& one : {Case{FloatProducts::onednn, false}, Case{FloatProducts::libxsmm, false},
+                          Case{FloatProducts::libxsmm, true}}) {
+    const bool small = one.small;
     const std::size_t m = small ? 64 : 130, n = small ? 32 : 96, k = small ? 32 : 64;
     const Block<float> a(m, k, 1, gen), b = small ? Block<float>(k, n, 1, gen) : Block<float>(n, k, 1, gen);
-    if (small && sgemm_route(false, false, m, n, k, 0.0f) != FloatProducts::libxsmm) continue;  // SkylakeX: OpenBLAS's
     auto product = [&](std::size_t shift) {
       std::vector<float> as(shift), bs(shift), c(m * n + 1);  // the same values, `shift` floats further on
       as.insert(as.end(), a.values.begin(), a.values.end());
       bs.insert(bs.end(), b.values.begin(), b.values.end());
-      gemm(false, !small, m, n, k, as.data() + shift, a.ld, bs.data() + shift, b.ld, c.data() + shift, n);
+      gemm_with(one.library, false, !small, m, n, k, as.data() + shift, a.ld, bs.data() + shift, b.ld, c.data() + shift, n);
       return std::vector<float>(c.begin() + shift, c.begin() + shift + m * n);
     };
     const std::vector<float> first = product(0);
@@ -186,7 +191,7 @@ TEST(Gemm, FloatProductsAreTheSameBitsOnEveryCallThreadAndAddress) {
       openmp_threads = omp_get_max_threads();  // oneDNN would open a team of this many threads
     }).join();
     EXPECT_EQ(on_thread, first) << small;
-    if (!small && sgemm_route(false, true, m, n, k, 0.0f) == FloatProducts::onednn) {
+    if (one.library == FloatProducts::onednn) {
       EXPECT_EQ(openmp_threads, 1);
     }
   }
