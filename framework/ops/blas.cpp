@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -86,19 +87,32 @@ bool openblas_has_small_kernels() {
   return small;
 }
 
-bool libxsmm_takes_step_products() {
-  static const bool zen4 = [] {
+namespace {
+
+// The AMD CPU family with AVX-512 this is (0x19 Zen 4, 0x1A Zen 5; family 0x19 is Zen 3 too, which has no
+// AVX-512), or 0 for any other CPU.
+unsigned amd_avx512_family() {
+  static const unsigned family = [] {
 #if defined(__x86_64__) || defined(__i386__)
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (cpu_vendor() != "AuthenticAMD" || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
-    const unsigned base = (eax >> 8) & 0xF, family = base == 0xF ? base + ((eax >> 20) & 0xFF) : base;
+    if (cpu_vendor() != "AuthenticAMD" || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0u;
+    const unsigned base = (eax >> 8) & 0xF, extended = base == 0xF ? base + ((eax >> 20) & 0xFF) : base;
     __builtin_cpu_init();
-    return family == 0x19 && __builtin_cpu_supports("avx512f");  // family 25 is Zen 3 and Zen 4; Zen 3 has no AVX-512
+    return __builtin_cpu_supports("avx512f") ? extended : 0u;
 #else
-    return false;
+    return 0u;
 #endif
   }();
-  return zen4;
+  return family;
+}
+
+}  // namespace
+
+bool libxsmm_takes_step_products() { return amd_avx512_family() == 0x19 || amd_avx512_family() == 0x1A; }
+
+std::size_t libxsmm_longest_weight_gradient() {
+  if (!libxsmm_takes_step_products()) return 0;
+  return amd_avx512_family() == 0x1A ? 1024 : std::numeric_limits<std::size_t>::max();
 }
 
 void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
@@ -288,15 +302,23 @@ SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, s
 //   the two were even on the delta rules (delta 12.80 against 12.69 ms, 55.3 against 54.4) and OpenBLAS's
 //   ahead on linear attention (11.7 against 12.4 ms, 53.2 against 54.8), so they stay with OpenBLAS there
 //   too.
-// - On a Zen 4, the products of a training step's sizes, above 64^3 and up to 2^25 multiply-adds (the toy
-//   step's largest, 2048 x 256 x 64) with every side at least 32 (not a generated token's 1 x n x k), except
-//   A^T B^T: libxsmm's kernels, A B^T through a copy of B^T. There `bench_gemm --benchmark_filter=/t1/` ran
-//   the toy step's products 1.17x OpenBLAS's speed on libxsmm, 1.10x on oneDNN's sgemm, and the GPT's 1.12x
-//   and 1.09x; in whole steps (`bench gpt`, alternated rounds, tokens/s) the toy 120.9k -> 129.4k on one
-//   thread (five) and 183.2k -> 203.8k on two (four), the GPT (whose larger products stay on oneDNN; all of
-//   them on libxsmm was even) 17.3k -> 17.8k and 30.4k -> 31.3k. On the Intel Xeon of 2026-11-27 libxsmm's
-//   kernels were at best even with OpenBLAS on these products (below), so the rule is the Zen 4's alone.
-// - A B^T at every size, and every product above 64^3 (but the Zen 4's above): oneDNN's sgemm, faster than
+// - On a Zen 4 or a Zen 5, the products of a training step's sizes, above 64^3 and up to 2^25 multiply-adds
+//   (the toy step's largest, 2048 x 256 x 64) with every side at least 32 (not a generated token's 1 x n x
+//   k), except A^T B^T: libxsmm's kernels, A B^T through a copy of B^T. On the Zen 4 `bench_gemm
+//   --benchmark_filter=/t1/` ran the toy step's products 1.17x OpenBLAS's speed on libxsmm, 1.10x on
+//   oneDNN's sgemm, and the GPT's 1.12x and 1.09x; in whole steps (`bench gpt`, alternated rounds, tokens/s)
+//   the toy 120.9k -> 129.4k on one thread (five) and 183.2k -> 203.8k on two (four), the GPT (whose larger
+//   products stay on oneDNN; all of them on libxsmm was even) 17.3k -> 17.8k and 30.4k -> 31.3k. On the Zen
+//   5 (2026-12-02) libxsmm's kernels were 1.11x and oneDNN's sgemm 1.09x OpenBLAS's on the toy step's
+//   products, but slower than oneDNN on the weight gradients summed over 2048 rows (256x64x2048 163 against
+//   181 GFLOP/s, 64x256x2048 133 against 200), which there stay on oneDNN
+//   (libxsmm_longest_weight_gradient(): 1024 rows); whole steps, alternated: the default experiment's shape
+//   (`bench gpt --layers 2 --heads 4 --dim 64 --block 64 --batch 32 --vocab 34`) 198.6k -> 206.3k tokens/s on
+//   one thread (four rounds; 196.2k with the long weight gradients on libxsmm too) and 352.9k -> 377.6k on
+//   two (three), the toy 216.8k -> 235.1k (five) and 238.1k -> 244.8k (four), the GPT even. On the Intel
+//   Xeon of 2026-11-27 libxsmm's kernels were at best even with OpenBLAS on these products (below), so the
+//   rule is the AMD CPUs' alone.
+// - A B^T at every size, and every product above 64^3 (but the Zen 4's and Zen 5's above): oneDNN's sgemm, faster than
 //   OpenBLAS's on the products of the steps attnlab trains (experiments/bench/bench_gemm.cpp: 1.18-1.35x on
 //   the toy step's products, 1.08-1.18x on the GPT's, one thread, AVX-512, where libxsmm's JIT kernels and
 //   BLIS were at best even with OpenBLAS; whole steps, 2026-11-27: toy 65.7k -> 76.0k tokens/s, GPT 13.3k ->
@@ -314,7 +336,7 @@ FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::s
   const bool libxsmm_beta = libxsmm_takes_beta(beta);
   if (ta && !tb && !avx512 && m >= 128 && n >= 128 && k >= 512) return FloatProducts::openblas;
   if (size > kSmallProduct && size <= kStepProduct && std::min({m, n, k}) >= 32 && !(ta && tb) && libxsmm_beta &&
-      libxsmm_takes_step_products())
+      libxsmm_takes_step_products() && (!ta || k <= libxsmm_longest_weight_gradient()))
     return FloatProducts::libxsmm;
   if ((tb && !ta) || size > kSmallProduct) return FloatProducts::onednn;
   if (!openblas_has_small_kernels() && !tb && libxsmm_beta) return FloatProducts::libxsmm;
@@ -324,8 +346,12 @@ FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::s
 std::string sgemm_library() {
   const dnnl_version_t* v = dnnl_version();
   const std::string libxsmm = std::string("libxsmm ") + LIBXSMM_VERSION;
+  const std::size_t longest = libxsmm_longest_weight_gradient();
+  const std::string bound = longest < std::numeric_limits<std::size_t>::max()
+                                ? " (weight gradients of up to " + std::to_string(longest) + " rows)"
+                                : std::string();
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + ", " +
-         (libxsmm_takes_step_products() ? libxsmm + " for products of 64^3 to 2^25 multiply-adds, " : std::string()) +
+         (libxsmm_takes_step_products() ? libxsmm + " for products of 64^3 to 2^25 multiply-adds" + bound + ", " : std::string()) +
          (openblas_has_small_kernels() ? std::string("OpenBLAS") : libxsmm) + " for small products";
 }
 

@@ -34,9 +34,12 @@ int blas_threads();
 // Whether OpenBLAS's kernel set has small-matrix kernels (SkylakeX's, and Cooperlake's and SapphireRapids's,
 // which are SkylakeX's for sgemm; the others pack both operands of every product).
 bool openblas_has_small_kernels();
-// Whether the float products of a training step's sizes go to libxsmm's JIT kernels: on an AMD Zen 4,
-// the one CPU where libxsmm was measured faster than oneDNN on them (blas.cpp).
+// Whether the float products of a training step's sizes go to libxsmm's JIT kernels: on an AMD Zen 4 or
+// Zen 5, the CPUs where libxsmm was measured faster than oneDNN on them (blas.cpp).
 bool libxsmm_takes_step_products();
+// The most rows a weight gradient (A^T B, its inner dimension) taken by libxsmm may sum over: 1024 on a
+// Zen 5, where longer ones ran faster on oneDNN; no bound on a Zen 4; 0 where libxsmm takes no step products.
+std::size_t libxsmm_longest_weight_gradient();
 
 // The library a float product op(A) [m, k] op(B) [k, n] (+ beta C) goes to: blas.cpp says why. A product
 // routed to libxsmm for which it compiles no kernel, or to oneDNN which refuses it, goes to OpenBLAS.
@@ -44,7 +47,7 @@ enum class FloatProducts { libxsmm, onednn, openblas };
 FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float beta);
 
 // The libraries that compute the float products ("oneDNN 2.6.3, libxsmm 1.17 for small products"):
-// oneDNN's sgemm those of a training step (libxsmm those up to 2^25 multiply-adds on a Zen 4), libxsmm the
+// oneDNN's sgemm those of a training step (libxsmm those up to 2^25 multiply-adds on a Zen 4 or Zen 5), libxsmm the
 // small chunk products of the recurrent kernels ("OpenBLAS for small products" where its kernel set has
 // small-matrix kernels of its own); float64 products stay on OpenBLAS.
 std::string sgemm_library();

@@ -94,18 +94,18 @@ TEST(Gemm, EveryFloatLibraryMatchesALoopForEveryForm) {
 }
 
 // The shapes above reach all three libraries: A B^T and everything above 64^3 multiply-adds go to oneDNN
-// (to libxsmm on a Zen 4, up to 2^25: the next test), the other small products with beta 0 or 1 to libxsmm
+// (to libxsmm on a Zen 4 or Zen 5, up to 2^25: the next test), the other small products with beta 0 or 1 to libxsmm
 // (to OpenBLAS's own small-matrix kernels where its kernel set has them), small A^T B^T and other betas to
 // OpenBLAS.
 TEST(Gemm, SmallProductsGoToLibxsmmABtAndLargeOnesToOneDnnTheRestToOpenBlas) {
-  const bool openblas_small = openblas_has_small_kernels(), zen4 = libxsmm_takes_step_products();
+  const bool openblas_small = openblas_has_small_kernels(), step_on_libxsmm = libxsmm_takes_step_products();
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (float beta : {0.0f, 1.0f, 0.5f}) {
         const FloatProducts small = tb && !ta                                     ? FloatProducts::onednn
                                     : !tb && beta != 0.5f && !openblas_small ? FloatProducts::libxsmm
                                                                              : FloatProducts::openblas;
-        const FloatProducts above = zen4 && !(ta && tb) && beta != 0.5f ? FloatProducts::libxsmm : FloatProducts::onednn;
+        const FloatProducts above = step_on_libxsmm && !(ta && tb) && beta != 0.5f ? FloatProducts::libxsmm : FloatProducts::onednn;
         EXPECT_EQ(sgemm_route(ta, tb, 96, 34, 64, beta), small) << ta << tb << beta;  // 208896 multiply-adds
         EXPECT_EQ(sgemm_route(ta, tb, 64, 64, 64, beta), small) << ta << tb << beta;  // the largest small one
         EXPECT_EQ(sgemm_route(ta, tb, 65, 64, 64, beta), above) << ta << tb << beta;
@@ -113,26 +113,37 @@ TEST(Gemm, SmallProductsGoToLibxsmmABtAndLargeOnesToOneDnnTheRestToOpenBlas) {
       }
 }
 
-// On a Zen 4 the products of a training step's sizes, from above 64^3 to 2^25 multiply-adds (the toy
-// step's largest, 2048 x 256 x 64) and at least 32 on every side, go to libxsmm, A B^T through a copy of
-// B^T; larger ones, thin ones (a generated token's 1 x n x k) and A^T B^T to oneDNN. Elsewhere all of them
-// go to oneDNN.
-TEST(Gemm, StepSizedProductsGoToLibxsmmOnAZen4) {
+// On a Zen 4 or a Zen 5 the products of a training step's sizes, from above 64^3 to 2^25 multiply-adds
+// (the toy step's largest, 2048 x 256 x 64) and at least 32 on every side, go to libxsmm, A B^T through a
+// copy of B^T, and the weight gradients A^T B only when they sum over at most
+// libxsmm_longest_weight_gradient() rows (1024 on a Zen 5, no bound on a Zen 4); larger ones, thin ones (a
+// generated token's 1 x n x k) and A^T B^T to oneDNN. Elsewhere all of them go to oneDNN.
+TEST(Gemm, StepSizedProductsGoToLibxsmmOnAZen4OrZen5) {
   const FloatProducts step = libxsmm_takes_step_products() ? FloatProducts::libxsmm : FloatProducts::onednn;
+  const std::size_t longest = libxsmm_longest_weight_gradient();
+  EXPECT_EQ(longest > 0, libxsmm_takes_step_products());
+  const auto weight_gradient = [&](std::size_t k) { return k <= longest ? step : FloatProducts::onednn; };
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (float beta : {0.0f, 1.0f}) {
         const std::size_t m = ta ? 256 : 2048, n = 64, k = ta ? 2048 : 256;  // 2^25 multiply-adds
-        EXPECT_EQ(sgemm_route(ta, tb, m, n, k, beta), ta && tb ? FloatProducts::onednn : step) << ta << tb << beta;
+        EXPECT_EQ(sgemm_route(ta, tb, m, n, k, beta), ta && tb ? FloatProducts::onednn : ta ? weight_gradient(k) : step)
+            << ta << tb << beta;
         EXPECT_EQ(sgemm_route(ta, tb, m, n + 1, k, beta), FloatProducts::onednn) << ta << tb << beta;
         EXPECT_EQ(sgemm_route(ta, tb, 1, 4096, 256, beta), FloatProducts::onednn) << ta << tb << beta;
         EXPECT_EQ(sgemm_route(ta, tb, 512, 31, 256, beta), FloatProducts::onednn) << ta << tb << beta;
       }
+  for (float beta : {0.0f, 1.0f}) {  // a weight gradient over 1024 rows, and over 1025
+    EXPECT_EQ(sgemm_route(true, false, 64, 64, 1024, beta), step) << beta;
+    EXPECT_EQ(sgemm_route(true, false, 64, 64, 1025, beta), weight_gradient(1025)) << beta;
+    EXPECT_EQ(sgemm_route(false, false, 1025, 64, 64, beta), step) << beta;  // as many rows, not summed over
+  }
 }
 
 // Where oneDNN runs its AVX2 kernels, the weight gradients A^T B of at least 128 x 128 from at least 512
 // rows go to OpenBLAS; the head's (65 wide), the toy step's (64 wide) and shorter sums stay on oneDNN
-// (libxsmm on a Zen 4, which has AVX-512, for those up to 2^25 multiply-adds).
+// (libxsmm on a Zen 4 or Zen 5, which have AVX-512, for those up to 2^25 multiply-adds; on a Zen 5 only
+// those summed over at most 1024 rows).
 TEST(Gemm, LargeWeightGradientsGoToOpenBlasWithoutAvx512) {
   __builtin_cpu_init();
   const FloatProducts large = __builtin_cpu_supports("avx512f") ? FloatProducts::onednn : FloatProducts::openblas;
@@ -141,7 +152,7 @@ TEST(Gemm, LargeWeightGradientsGoToOpenBlasWithoutAvx512) {
     EXPECT_EQ(sgemm_route(true, false, 512, 128, 768, beta), large);
     EXPECT_EQ(sgemm_route(true, false, 128, 128, 512, beta), large == FloatProducts::openblas ? large : step);
     EXPECT_EQ(sgemm_route(true, false, 65, 128, 768, beta), step);
-    EXPECT_EQ(sgemm_route(true, false, 256, 64, 2048, beta), step);
+    EXPECT_EQ(sgemm_route(true, false, 256, 64, 2048, beta), libxsmm_longest_weight_gradient() >= 2048 ? step : FloatProducts::onednn);
     EXPECT_EQ(sgemm_route(true, false, 512, 128, 511, beta), step);  // just under 2^25
     EXPECT_EQ(sgemm_route(false, false, 512, 128, 768, beta), FloatProducts::onednn);
     EXPECT_EQ(sgemm_route(false, true, 512, 128, 768, beta), FloatProducts::onednn);
@@ -203,6 +214,10 @@ TEST(Gemm, NamesTheFloatLibraries) {
   EXPECT_EQ(small.rfind(openblas_has_small_kernels() ? "OpenBLAS " : "libxsmm ", 0), 0u) << sgemm_library();
   EXPECT_NE(small.find(" for small products"), std::string::npos) << sgemm_library();
   EXPECT_EQ(sgemm_library().find("2^25") != std::string::npos, libxsmm_takes_step_products()) << sgemm_library();
+  const std::size_t longest = libxsmm_longest_weight_gradient();
+  const bool bounded = libxsmm_takes_step_products() && longest < std::numeric_limits<std::size_t>::max();
+  const std::string bound = "(weight gradients of up to " + std::to_string(longest) + " rows)";
+  EXPECT_EQ(sgemm_library().find(bound) != std::string::npos, bounded) << sgemm_library();
 }
 
 // count_products: every product while on (float and double, empty ones not), none after, reset when
