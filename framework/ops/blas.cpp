@@ -108,12 +108,14 @@ unsigned amd_avx512_family() {
 
 }  // namespace
 
-bool libxsmm_takes_step_products() { return amd_avx512_family() == 0x19 || amd_avx512_family() == 0x1A; }
-
-std::size_t libxsmm_longest_weight_gradient() {
-  if (!libxsmm_takes_step_products()) return 0;
-  return amd_avx512_family() == 0x1A ? 1024 : std::numeric_limits<std::size_t>::max();
+LibxsmmStepProducts libxsmm_step_products() {
+  constexpr std::size_t kToyStepLargest = 2048 * 256 * 64;  // 2^25 multiply-adds (bench_gemm's toy step)
+  if (amd_avx512_family() == 0x19) return {kToyStepLargest, kToyStepLargest, std::numeric_limits<std::size_t>::max()};
+  if (amd_avx512_family() == 0x1A) return {2 * kToyStepLargest, kToyStepLargest, 1024};
+  return {};
 }
+
+bool libxsmm_takes_step_products() { return libxsmm_step_products().largest > 0; }
 
 void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
 int blas_threads() { return openblas_get_num_threads(); }
@@ -206,8 +208,7 @@ ProductTotals product_totals() {
 
 namespace {
 
-constexpr std::size_t kSmallProduct = 64 * 64 * 64;    // multiply-adds
-constexpr std::size_t kStepProduct = 2048 * 256 * 64;  // the toy step's largest (bench_gemm), 2^25
+constexpr std::size_t kSmallProduct = 64 * 64 * 64;  // multiply-adds
 
 // libxsmm is column-major: the row-major C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T, so a
 // kernel takes B first (M = n, N = m, A' = B, B' = A) and a transposed A is its transposed B'. Its JIT
@@ -302,27 +303,30 @@ SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, s
 //   the two were even on the delta rules (delta 12.80 against 12.69 ms, 55.3 against 54.4) and OpenBLAS's
 //   ahead on linear attention (11.7 against 12.4 ms, 53.2 against 54.8), so they stay with OpenBLAS there
 //   too.
-// - On a Zen 4 or a Zen 5, the products of a training step's sizes, above 64^3 and up to 2^25 multiply-adds
-//   (the toy step's largest, 2048 x 256 x 64) with every side at least 32 (not a generated token's 1 x n x
-//   k), except A^T B^T: libxsmm's kernels, A B^T through a copy of B^T. On the Zen 4 `bench_gemm
-//   --benchmark_filter=/t1/` ran the toy step's products 1.17x OpenBLAS's speed on libxsmm, 1.10x on
-//   oneDNN's sgemm, and the GPT's 1.12x and 1.09x; in whole steps (`bench gpt`, alternated rounds, tokens/s)
-//   the toy 120.9k -> 129.4k on one thread (five) and 183.2k -> 203.8k on two (four), the GPT (whose larger
-//   products stay on oneDNN; all of them on libxsmm was even) 17.3k -> 17.8k and 30.4k -> 31.3k. On the Zen
-//   5 (2026-12-02) libxsmm's kernels were 1.11x and oneDNN's sgemm 1.09x OpenBLAS's on the toy step's
-//   products, but slower than oneDNN on the weight gradients summed over 2048 rows (256x64x2048 163 against
-//   181 GFLOP/s, 64x256x2048 133 against 200), which there stay on oneDNN
-//   (libxsmm_longest_weight_gradient(): 1024 rows); whole steps, alternated: the default experiment's shape
-//   (`bench gpt --layers 2 --heads 4 --dim 64 --block 64 --batch 32 --vocab 34`) 198.6k -> 206.3k tokens/s on
-//   one thread (four rounds; 196.2k with the long weight gradients on libxsmm too) and 352.9k -> 377.6k on
-//   two (three), the toy 216.8k -> 235.1k (five) and 238.1k -> 244.8k (four), the GPT even. On the Intel
-//   Xeon of 2026-11-27 libxsmm's kernels were at best even with OpenBLAS on these products (below), so the
-//   rule is the AMD CPUs' alone.
-// - A B^T at every size, and every product above 64^3 (but the Zen 4's and Zen 5's above): oneDNN's sgemm, faster than
-//   OpenBLAS's on the products of the steps attnlab trains (experiments/bench/bench_gemm.cpp: 1.18-1.35x on
-//   the toy step's products, 1.08-1.18x on the GPT's, one thread, AVX-512, where libxsmm's JIT kernels and
-//   BLIS were at best even with OpenBLAS; whole steps, 2026-11-27: toy 65.7k -> 76.0k tokens/s, GPT 13.3k ->
-//   15.2k). It costs about 9 MB of resident memory: its code (5 MB) and the packing buffers it allocates.
+// - On a Zen 4 or a Zen 5, the products of a training step's sizes (libxsmm_step_products()), above 64^3
+//   multiply-adds with every side at least 32 (not a generated token's 1 x n x k), except A^T B^T:
+//   libxsmm's kernels, A B^T through a copy of B^T. On the Zen 4, those up to 2^25 multiply-adds (the toy
+//   step's largest, 2048 x 256 x 64): `bench_gemm --benchmark_filter=/t1/` ran the toy step's products 1.17x
+//   OpenBLAS's speed on libxsmm, 1.10x on oneDNN's sgemm, and the GPT's 1.12x and 1.09x; in whole steps
+//   (`bench gpt`, alternated rounds, tokens/s) the toy 120.9k -> 129.4k on one thread (five) and 183.2k ->
+//   203.8k on two (four), the GPT (whose larger products stay on oneDNN; all of them on libxsmm was even)
+//   17.3k -> 17.8k and 30.4k -> 31.3k. On the Zen 5 (2026-12-02) libxsmm's kernels were 1.11x and oneDNN's
+//   sgemm 1.09x OpenBLAS's on the toy step's products, but slower than oneDNN on the weight gradients summed
+//   over 2048 rows (256x64x2048 163 against 181 GFLOP/s, 64x256x2048 133 against 200) and on the GPT's
+//   128x512x768 (131 against 205), and faster on the GPT's A B and A B^T up to 2^26 (768x128x512 NN 217
+//   against 213, NT 214 against 202): there those go to libxsmm, and the weight gradients up to 2^25 summed
+//   over at most 1024 rows. Whole steps, alternated: the default experiment's shape (`bench gpt --layers 2
+//   --heads 4 --dim 64 --block 64 --batch 32 --vocab 34`) 198.6k -> 206.3k tokens/s on one thread (four
+//   rounds; 196.2k with the long weight gradients on libxsmm too) and 352.9k -> 377.6k on two (three), the
+//   toy 216.8k -> 235.1k (five), the GPT 35.0k -> 35.6k (six; the products up to 2^26 against those up to
+//   2^25, which alone were even with main) and 60.0k -> 61.6k on two (four). On the Intel Xeon of
+//   2026-11-27 libxsmm's kernels were at best even with OpenBLAS on these products (below), so the rule is
+//   the AMD CPUs' alone.
+// - A B^T at every size, and every product above 64^3 (but the Zen 4's and Zen 5's above): oneDNN's sgemm,
+//   faster than OpenBLAS's on the products of the steps attnlab trains (experiments/bench/bench_gemm.cpp:
+//   1.18-1.35x on the toy step's products, 1.08-1.18x on the GPT's, one thread, AVX-512, where libxsmm's JIT
+//   kernels and BLIS were at best even with OpenBLAS; whole steps, 2026-11-27: toy 65.7k -> 76.0k tokens/s,
+//   GPT 13.3k -> 15.2k). It costs about 9 MB of resident memory: its code (5 MB) and the packing buffers it allocates.
 // - OpenBLAS: where oneDNN runs its AVX2 kernels (a CPU without AVX-512), the weight gradients A^T B of at
 //   least 128 x 128 from at least 512 rows; and small A^T B^T, small products with another beta, and any call
 //   the others refuse. On the AVX2 Zen 3, 2026-12-02 (`bench_gemm
@@ -335,8 +339,9 @@ FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::s
   const std::size_t size = m * n * k;
   const bool libxsmm_beta = libxsmm_takes_beta(beta);
   if (ta && !tb && !avx512 && m >= 128 && n >= 128 && k >= 512) return FloatProducts::openblas;
-  if (size > kSmallProduct && size <= kStepProduct && std::min({m, n, k}) >= 32 && !(ta && tb) && libxsmm_beta &&
-      libxsmm_takes_step_products() && (!ta || k <= libxsmm_longest_weight_gradient()))
+  static const LibxsmmStepProducts step = libxsmm_step_products();
+  if (size > kSmallProduct && std::min({m, n, k}) >= 32 && !(ta && tb) && libxsmm_beta &&
+      (ta ? size <= step.largest_weight_gradient && k <= step.longest_weight_gradient : size <= step.largest))
     return FloatProducts::libxsmm;
   if ((tb && !ta) || size > kSmallProduct) return FloatProducts::onednn;
   if (!openblas_has_small_kernels() && !tb && libxsmm_beta) return FloatProducts::libxsmm;
@@ -346,12 +351,17 @@ FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::s
 std::string sgemm_library() {
   const dnnl_version_t* v = dnnl_version();
   const std::string libxsmm = std::string("libxsmm ") + LIBXSMM_VERSION;
-  const std::size_t longest = libxsmm_longest_weight_gradient();
-  const std::string bound = longest < std::numeric_limits<std::size_t>::max()
-                                ? " (weight gradients of up to " + std::to_string(longest) + " rows)"
-                                : std::string();
-  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + ", " +
-         (libxsmm_takes_step_products() ? libxsmm + " for products of 64^3 to 2^25 multiply-adds" + bound + ", " : std::string()) +
+  const LibxsmmStepProducts step = libxsmm_step_products();
+  const auto power = [](std::size_t x) { return "2^" + std::to_string(__builtin_ctzll(x)); };  // the rule's sizes are powers of 2
+  std::string steps, weight_gradients;
+  if (step.largest_weight_gradient < step.largest) weight_gradients = "to " + power(step.largest_weight_gradient);
+  if (step.longest_weight_gradient < std::numeric_limits<std::size_t>::max())
+    weight_gradients += (weight_gradients.empty() ? "" : ", ") + std::string("summed over up to ") +
+                        std::to_string(step.longest_weight_gradient) + " rows";
+  if (step.largest > 0)
+    steps = libxsmm + " for products of 64^3 to " + power(step.largest) + " multiply-adds" +
+            (weight_gradients.empty() ? std::string() : " (weight gradients " + weight_gradients + ")") + ", ";
+  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + ", " + steps +
          (openblas_has_small_kernels() ? std::string("OpenBLAS") : libxsmm) + " for small products";
 }
 

@@ -34,12 +34,16 @@ int blas_threads();
 // Whether OpenBLAS's kernel set has small-matrix kernels (SkylakeX's, and Cooperlake's and SapphireRapids's,
 // which are SkylakeX's for sgemm; the others pack both operands of every product).
 bool openblas_has_small_kernels();
-// Whether the float products of a training step's sizes go to libxsmm's JIT kernels: on an AMD Zen 4 or
-// Zen 5, the CPUs where libxsmm was measured faster than oneDNN on them (blas.cpp).
-bool libxsmm_takes_step_products();
-// The most rows a weight gradient (A^T B, its inner dimension) taken by libxsmm may sum over: 1024 on a
-// Zen 5, where longer ones ran faster on oneDNN; no bound on a Zen 4; 0 where libxsmm takes no step products.
-std::size_t libxsmm_longest_weight_gradient();
+// Which float products of a training step's sizes go to libxsmm's JIT kernels (of those above 64^3
+// multiply-adds with every side at least 32, not A^T B^T, beta 0 or 1): those of at most `largest`
+// multiply-adds, and of the weight gradients (A^T B) those of at most `largest_weight_gradient` that sum
+// over at most `longest_weight_gradient` rows (k). None (all zero) but on an AMD Zen 4 or Zen 5, the CPUs
+// where libxsmm was measured faster than oneDNN on them (blas.cpp has the figures).
+struct LibxsmmStepProducts {
+  std::size_t largest = 0, largest_weight_gradient = 0, longest_weight_gradient = 0;
+};
+LibxsmmStepProducts libxsmm_step_products();
+bool libxsmm_takes_step_products();  // libxsmm_step_products().largest > 0
 
 // The library a float product op(A) [m, k] op(B) [k, n] (+ beta C) goes to: blas.cpp says why. A product
 // routed to libxsmm for which it compiles no kernel, or to oneDNN which refuses it, goes to OpenBLAS.
@@ -47,9 +51,9 @@ enum class FloatProducts { libxsmm, onednn, openblas };
 FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float beta);
 
 // The libraries that compute the float products ("oneDNN 2.6.3, libxsmm 1.17 for small products"):
-// oneDNN's sgemm those of a training step (libxsmm those up to 2^25 multiply-adds on a Zen 4 or Zen 5), libxsmm the
-// small chunk products of the recurrent kernels ("OpenBLAS for small products" where its kernel set has
-// small-matrix kernels of its own); float64 products stay on OpenBLAS.
+// oneDNN's sgemm those of a training step (libxsmm those libxsmm_step_products() takes, on a Zen 4 or
+// Zen 5), libxsmm the small chunk products of the recurrent kernels ("OpenBLAS for small products" where
+// its kernel set has small-matrix kernels of its own); float64 products stay on OpenBLAS.
 std::string sgemm_library();
 
 // Row-major C [m, n] (leading dimension ldc) = op(A) op(B) + beta C, with explicit leading dimensions so

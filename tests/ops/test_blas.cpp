@@ -113,29 +113,40 @@ TEST(Gemm, SmallProductsGoToLibxsmmABtAndLargeOnesToOneDnnTheRestToOpenBlas) {
       }
 }
 
-// On a Zen 4 or a Zen 5 the products of a training step's sizes, from above 64^3 to 2^25 multiply-adds
-// (the toy step's largest, 2048 x 256 x 64) and at least 32 on every side, go to libxsmm, A B^T through a
-// copy of B^T, and the weight gradients A^T B only when they sum over at most
-// libxsmm_longest_weight_gradient() rows (1024 on a Zen 5, no bound on a Zen 4); larger ones, thin ones (a
-// generated token's 1 x n x k) and A^T B^T to oneDNN. Elsewhere all of them go to oneDNN.
+// On a Zen 4 or a Zen 5 the products of a training step's sizes, above 64^3 multiply-adds and at least 32
+// on every side, go to libxsmm, A B^T through a copy of B^T, as far as libxsmm_step_products() reaches: the
+// largest product, and for the weight gradients A^T B the largest one and the most rows summed over (the
+// toy step's largest, 2048 x 256 x 64 = 2^25, is taken on both); larger ones, thin ones (a generated
+// token's 1 x n x k) and A^T B^T to oneDNN. Elsewhere all of them go to oneDNN.
 TEST(Gemm, StepSizedProductsGoToLibxsmmOnAZen4OrZen5) {
+  const LibxsmmStepProducts rule = libxsmm_step_products();
   const FloatProducts step = libxsmm_takes_step_products() ? FloatProducts::libxsmm : FloatProducts::onednn;
-  const std::size_t longest = libxsmm_longest_weight_gradient();
-  EXPECT_EQ(longest > 0, libxsmm_takes_step_products());
-  const auto weight_gradient = [&](std::size_t k) { return k <= longest ? step : FloatProducts::onednn; };
+  EXPECT_EQ(rule.largest > 0, rule.largest_weight_gradient > 0);
+  EXPECT_EQ(rule.largest > 0, rule.longest_weight_gradient > 0);
+  EXPECT_GE(rule.largest, rule.largest_weight_gradient);
+  const auto product = [&](std::size_t size) { return size <= rule.largest ? step : FloatProducts::onednn; };
+  const auto weight_gradient = [&](std::size_t size, std::size_t k) {
+    return size <= rule.largest_weight_gradient && k <= rule.longest_weight_gradient ? step : FloatProducts::onednn;
+  };
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (float beta : {0.0f, 1.0f}) {
         const std::size_t m = ta ? 256 : 2048, n = 64, k = ta ? 2048 : 256;  // 2^25 multiply-adds
-        EXPECT_EQ(sgemm_route(ta, tb, m, n, k, beta), ta && tb ? FloatProducts::onednn : ta ? weight_gradient(k) : step)
+        EXPECT_EQ(sgemm_route(ta, tb, m, n, k, beta), ta && tb ? FloatProducts::onednn : ta ? weight_gradient(m * n * k, k) : step)
             << ta << tb << beta;
-        EXPECT_EQ(sgemm_route(ta, tb, m, n + 1, k, beta), FloatProducts::onednn) << ta << tb << beta;
+        const auto expected = [&](std::size_t columns) {  // m x columns x k
+          const std::size_t size = m * columns * k;
+          return ta && tb ? FloatProducts::onednn : ta ? weight_gradient(size, k) : product(size);
+        };
+        EXPECT_EQ(sgemm_route(ta, tb, m, n + 1, k, beta), expected(n + 1)) << ta << tb << beta;
+        EXPECT_EQ(sgemm_route(ta, tb, m, 2 * n, k, beta), expected(2 * n)) << ta << tb << beta;  // 2^26
+        EXPECT_EQ(sgemm_route(ta, tb, m, 2 * n + 1, k, beta), FloatProducts::onednn) << ta << tb << beta;
         EXPECT_EQ(sgemm_route(ta, tb, 1, 4096, 256, beta), FloatProducts::onednn) << ta << tb << beta;
         EXPECT_EQ(sgemm_route(ta, tb, 512, 31, 256, beta), FloatProducts::onednn) << ta << tb << beta;
       }
-  for (float beta : {0.0f, 1.0f}) {  // a weight gradient over 1024 rows, and over 1025
-    EXPECT_EQ(sgemm_route(true, false, 64, 64, 1024, beta), step) << beta;
-    EXPECT_EQ(sgemm_route(true, false, 64, 64, 1025, beta), weight_gradient(1025)) << beta;
+  for (float beta : {0.0f, 1.0f}) {  // weight gradients over 1024 rows and over 1025
+    EXPECT_EQ(sgemm_route(true, false, 64, 64, 1024, beta), weight_gradient(64 * 64 * 1024, 1024)) << beta;
+    EXPECT_EQ(sgemm_route(true, false, 64, 64, 1025, beta), weight_gradient(64 * 64 * 1025, 1025)) << beta;
     EXPECT_EQ(sgemm_route(false, false, 1025, 64, 64, beta), step) << beta;  // as many rows, not summed over
   }
 }
@@ -152,10 +163,13 @@ TEST(Gemm, LargeWeightGradientsGoToOpenBlasWithoutAvx512) {
     EXPECT_EQ(sgemm_route(true, false, 512, 128, 768, beta), large);
     EXPECT_EQ(sgemm_route(true, false, 128, 128, 512, beta), large == FloatProducts::openblas ? large : step);
     EXPECT_EQ(sgemm_route(true, false, 65, 128, 768, beta), step);
-    EXPECT_EQ(sgemm_route(true, false, 256, 64, 2048, beta), libxsmm_longest_weight_gradient() >= 2048 ? step : FloatProducts::onednn);
+    EXPECT_EQ(sgemm_route(true, false, 256, 64, 2048, beta),
+              libxsmm_step_products().longest_weight_gradient >= 2048 ? step : FloatProducts::onednn);
     EXPECT_EQ(sgemm_route(true, false, 512, 128, 511, beta), step);  // just under 2^25
-    EXPECT_EQ(sgemm_route(false, false, 512, 128, 768, beta), FloatProducts::onednn);
-    EXPECT_EQ(sgemm_route(false, true, 512, 128, 768, beta), FloatProducts::onednn);
+    // Not weight gradients: libxsmm's where its rule reaches this size (a Zen 5's), oneDNN's elsewhere.
+    const FloatProducts product = 512 * 128 * 768 <= libxsmm_step_products().largest ? step : FloatProducts::onednn;
+    EXPECT_EQ(sgemm_route(false, false, 512, 128, 768, beta), product);
+    EXPECT_EQ(sgemm_route(false, true, 512, 128, 768, beta), product);
   }
 }
 TEST(Gemm, DoubleMatchesALoopForEveryForm) { expect_all_forms<double>(); }
@@ -213,11 +227,15 @@ TEST(Gemm, NamesTheFloatLibraries) {
   const std::string small = sgemm_library().substr(sgemm_library().rfind(", ") + 2);
   EXPECT_EQ(small.rfind(openblas_has_small_kernels() ? "OpenBLAS " : "libxsmm ", 0), 0u) << sgemm_library();
   EXPECT_NE(small.find(" for small products"), std::string::npos) << sgemm_library();
-  EXPECT_EQ(sgemm_library().find("2^25") != std::string::npos, libxsmm_takes_step_products()) << sgemm_library();
-  const std::size_t longest = libxsmm_longest_weight_gradient();
-  const bool bounded = libxsmm_takes_step_products() && longest < std::numeric_limits<std::size_t>::max();
-  const std::string bound = "(weight gradients of up to " + std::to_string(longest) + " rows)";
-  EXPECT_EQ(sgemm_library().find(bound) != std::string::npos, bounded) << sgemm_library();
+  EXPECT_EQ(sgemm_library().find("for products of 64^3 to 2^") != std::string::npos, libxsmm_takes_step_products())
+      << sgemm_library();
+  const LibxsmmStepProducts rule = libxsmm_step_products();  // the bounds the rule has, named
+  EXPECT_EQ(sgemm_library().find("weight gradients to 2^25") != std::string::npos,
+            rule.largest > 0 && rule.largest_weight_gradient < rule.largest)
+      << sgemm_library();
+  EXPECT_EQ(sgemm_library().find("summed over up to " + std::to_string(rule.longest_weight_gradient) + " rows") != std::string::npos,
+            rule.largest > 0 && rule.longest_weight_gradient < std::numeric_limits<std::size_t>::max())
+      << sgemm_library();
 }
 
 // count_products: every product while on (float and double, empty ones not), none after, reset when
