@@ -326,7 +326,8 @@ SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, s
 //   faster than OpenBLAS's on the products of the steps attnlab trains (experiments/bench/bench_gemm.cpp:
 //   1.18-1.35x on the toy step's products, 1.08-1.18x on the GPT's, one thread, AVX-512, where libxsmm's JIT
 //   kernels and BLIS were at best even with OpenBLAS; whole steps, 2026-11-27: toy 65.7k -> 76.0k tokens/s,
-//   GPT 13.3k -> 15.2k). It costs about 9 MB of resident memory: its code (5 MB) and the packing buffers it allocates.
+//   GPT 13.3k -> 15.2k). It costs about 9 MB of resident memory: its code (5 MB) and the packing buffers it
+//   allocates.
 // - OpenBLAS: where oneDNN runs its AVX2 kernels (a CPU without AVX-512), the weight gradients A^T B of at
 //   least 128 x 128 from at least 512 rows; and small A^T B^T, small products with another beta, and any call
 //   the others refuse. On the AVX2 Zen 3, 2026-12-02 (`bench_gemm

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -94,9 +95,9 @@ TEST(Gemm, EveryFloatLibraryMatchesALoopForEveryForm) {
 }
 
 // The shapes above reach all three libraries: A B^T and everything above 64^3 multiply-adds go to oneDNN
-// (to libxsmm on a Zen 4 or Zen 5, up to 2^25: the next test), the other small products with beta 0 or 1 to libxsmm
-// (to OpenBLAS's own small-matrix kernels where its kernel set has them), small A^T B^T and other betas to
-// OpenBLAS.
+// (to libxsmm on a Zen 4 or Zen 5, as far as libxsmm_step_products() reaches: the next test), the other
+// small products with beta 0 or 1 to libxsmm (to OpenBLAS's own small-matrix kernels where its kernel set
+// has them), small A^T B^T and other betas to OpenBLAS.
 TEST(Gemm, SmallProductsGoToLibxsmmABtAndLargeOnesToOneDnnTheRestToOpenBlas) {
   const bool openblas_small = openblas_has_small_kernels(), step_on_libxsmm = libxsmm_takes_step_products();
   for (bool ta : {false, true})
@@ -153,8 +154,7 @@ TEST(Gemm, StepSizedProductsGoToLibxsmmOnAZen4OrZen5) {
 
 // Where oneDNN runs its AVX2 kernels, the weight gradients A^T B of at least 128 x 128 from at least 512
 // rows go to OpenBLAS; the head's (65 wide), the toy step's (64 wide) and shorter sums stay on oneDNN
-// (libxsmm on a Zen 4 or Zen 5, which have AVX-512, for those up to 2^25 multiply-adds; on a Zen 5 only
-// those summed over at most 1024 rows).
+// (libxsmm on a Zen 4 or Zen 5, which have AVX-512, for those libxsmm_step_products() takes).
 TEST(Gemm, LargeWeightGradientsGoToOpenBlasWithoutAvx512) {
   __builtin_cpu_init();
   const FloatProducts large = __builtin_cpu_supports("avx512f") ? FloatProducts::onednn : FloatProducts::openblas;
@@ -230,7 +230,9 @@ TEST(Gemm, NamesTheFloatLibraries) {
   EXPECT_EQ(sgemm_library().find("for products of 64^3 to 2^") != std::string::npos, libxsmm_takes_step_products())
       << sgemm_library();
   const LibxsmmStepProducts rule = libxsmm_step_products();  // the bounds the rule has, named
-  EXPECT_EQ(sgemm_library().find("weight gradients to 2^25") != std::string::npos,
+  const std::string largest_weight_gradient =
+      "weight gradients to 2^" + std::to_string(__builtin_ctzll(std::max<std::size_t>(rule.largest_weight_gradient, 1)));
+  EXPECT_EQ(sgemm_library().find(largest_weight_gradient) != std::string::npos,
             rule.largest > 0 && rule.largest_weight_gradient < rule.largest)
       << sgemm_library();
   EXPECT_EQ(sgemm_library().find("summed over up to " + std::to_string(rule.longest_weight_gradient) + " rows") != std::string::npos,
