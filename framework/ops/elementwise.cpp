@@ -138,9 +138,7 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
     if (is_trailing(shape, grad.shape()) && out.numel() > 0) {
       // Sum of rows (a bias gradient): threads split the columns; each column is summed row after row.
       const std::size_t cols = out.numel(), rows = grad.numel() / cols;
-      parallel_for(cols, detail::kSumRowsGrain, [&](std::size_t c0, std::size_t c1) {
-        detail::sum_rows(const_cast<T*>(g), static_cast<const T*>(nullptr), rows, cols, c0, c1, o);  // g only read
-      });
+      detail::sum_rows_parallel(const_cast<T*>(g), static_cast<const T*>(nullptr), rows, cols, o);  // g only read
       return;
     }
     detail::BroadcastLoop<2> loop(grad.shape(), {&grad.shape(), &shape});

@@ -2,10 +2,12 @@
 // parallel chunks, the check that two operands share a dtype, and the column sums of a bias gradient.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <stdexcept>
 #include <string>
 
+#include "framework/ops/parallel.hpp"
 #include "framework/tensor/tensor.hpp"
 
 namespace attnlab::detail {
@@ -20,6 +22,9 @@ inline void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
   }
 }
 
+// Columns that sum_rows sums together in registers.
+inline constexpr std::size_t kSumRowsBlock = 64;
+
 // o[c] += the sum of column c of g [rows, cols] over its rows in order, for columns [c0, c1). Blocks of
 // kBlock columns are summed in registers and stored once: accumulated in o itself, every row's vector
 // add waited on the store of the row before (the bias gradients were 1% of a toy step). Same additions
@@ -30,7 +35,7 @@ inline void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
 template <class T>
 void sum_rows(T* __restrict g, const T* __restrict scale, std::size_t rows, std::size_t cols, std::size_t c0, std::size_t c1,
               T* __restrict o) {
-  constexpr std::size_t kBlock = 64;
+  constexpr std::size_t kBlock = kSumRowsBlock;
   std::size_t c = c0;
   for (; c + kBlock <= c1; c += kBlock) {
     T acc[kBlock];
@@ -55,8 +60,18 @@ void sum_rows(T* __restrict g, const T* __restrict scale, std::size_t rows, std:
   }
 }
 
-// Columns per parallel chunk of sum_rows: threads split the columns, never the rows, so each column is
-// summed in row order on any number of threads.
-inline constexpr std::size_t kSumRowsGrain = 256;
+// sum_rows over all of g's columns, split across threads in ranges of whole 64-column blocks of at least
+// kGrain elements: threads split the columns, never the rows, so each column is summed in row order and
+// the sums do not depend on the thread count. (Chunks of 256 columns left the bias gradients of a model
+// 256 wide or narrower, the toy's and the default experiment's, to one thread.)
+template <class T>
+void sum_rows_parallel(T* g, const T* scale, std::size_t rows, std::size_t cols, T* o) {
+  const std::size_t blocks = (cols + kSumRowsBlock - 1) / kSumRowsBlock;
+  const std::size_t block_size = std::max<std::size_t>(rows * kSumRowsBlock, 1);
+  const std::size_t grain = (kGrain + block_size - 1) / block_size;
+  parallel_for(blocks, grain, [&](std::size_t b0, std::size_t b1) {
+    sum_rows(g, scale, rows, cols, b0 * kSumRowsBlock, std::min(cols, b1 * kSumRowsBlock), o);
+  });
+}
 
 }  // namespace attnlab::detail

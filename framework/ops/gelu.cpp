@@ -135,9 +135,7 @@ Tensor scale_by_and_sum_rows(Tensor& x, const Tensor& y) {
     T* px = x.data<T>();
     const T* py = y.data<T>();
     T* o = sums.data<T>();
-    parallel_for(cols, detail::kSumRowsGrain, [&](std::size_t c0, std::size_t c1) {
-      detail::sum_rows(px, py, rows, cols, c0, c1, o);
-    });
+    detail::sum_rows_parallel(px, py, rows, cols, o);
   });
   return sums;
 }

@@ -235,17 +235,42 @@ TEST(ElementwiseGradcheck, GeluLinear) {
                                         {testing::param({3, 17}, 10), testing::param({2, 17}, 11), testing::param({17}, 12)}));
 }
 
-// gelu_linear with x_bias is the same float32 bits, values and gradients, as adding the bias first: the
-// bias is added to each element before its GELU, and its gradient sums the rows of dx in order, as
-// sum_to does. Rows of 40 (not a whole number of vectors) and of 512 (several column blocks).
-TEST(Elementwise, GeluLinearWithInputBiasIsBitForBitTheBiasAddedFirst) {
-  Generator gen(7);
-  for (std::size_t cols : {std::size_t{40}, std::size_t{512}}) {
+// A bias gradient (sum_to over the leading axes) is each column's float32 sum taken row after row, on one
+// thread and on two: the threads split whole 64-column blocks, never the rows. 1024 rows, so that two
+// threads split the columns; one block alone (64), a last partial block (200), several blocks (256, 600).
+TEST(Elementwise, SumToRowsSumsEachColumnInRowOrderOnAnyThreadCount) {
+  Generator gen(11);
+  constexpr std::size_t rows = 1024;
+  for (std::size_t cols : {std::size_t{64}, std::size_t{200}, std::size_t{256}, std::size_t{600}}) {
+    const Tensor g = randn({4, rows / 4, cols}, gen);
+    const std::vector<double> values = g.to_vector();
+    std::vector<float> expected(cols, 0.0f);
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t c = 0; c < cols; ++c) expected[c] += static_cast<float>(values[r * cols + c]);
     for (int threads : {1, 2}) {
       set_num_threads(threads);
-      Tensor x = randn({3, 33, cols}, gen).set_requires_grad(true), xb = randn({cols}, gen).set_requires_grad(true),
+      const std::vector<double> sums = sum_to(g, {cols}).to_vector();
+      ASSERT_EQ(sums.size(), cols);
+      for (std::size_t c = 0; c < cols; ++c)
+        ASSERT_EQ(sums[c], static_cast<double>(expected[c])) << "column " << c << " of " << cols << ", " << threads << " threads";
+    }
+  }
+  set_num_threads(1);
+}
+
+// gelu_linear with x_bias is the same float32 bits, values and gradients, as adding the bias first: the
+// bias is added to each element before its GELU, and its gradient sums the rows of dx in order, as
+// sum_to does. Rows of 40 (not a whole number of vectors) and of 512 (several column blocks), 99 of
+// them; and 1024 rows of 200, which two threads split into whole column blocks and a partial one.
+TEST(Elementwise, GeluLinearWithInputBiasIsBitForBitTheBiasAddedFirst) {
+  Generator gen(7);
+  for (const Shape& shape : {Shape{3, 33, 40}, Shape{3, 33, 512}, Shape{8, 128, 200}}) {
+    const std::size_t cols = shape[2];
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      Tensor x = randn(shape, gen).set_requires_grad(true), xb = randn({cols}, gen).set_requires_grad(true),
              w = randn({24, cols}, gen).set_requires_grad(true), b = randn({24}, gen).set_requires_grad(true);
-      const Tensor g = randn({3, 33, 24}, gen);
+      const Tensor g = randn({shape[0], shape[1], 24}, gen);
       const Tensor fused = gelu_linear(x, w, b, xb);
       fused.backward(g);
       std::vector<std::vector<double>> fused_grads;  // float32 values, exactly
