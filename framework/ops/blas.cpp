@@ -319,9 +319,11 @@ SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, s
 //   --heads 4 --dim 64 --block 64 --batch 32 --vocab 34`) 198.6k -> 206.3k tokens/s on one thread (four
 //   rounds; 196.2k with the long weight gradients on libxsmm too) and 352.9k -> 377.6k on two (three), the
 //   toy 216.8k -> 235.1k (five), the GPT 35.0k -> 35.6k (six; the products up to 2^26 against those up to
-//   2^25, which alone were even with main) and 60.0k -> 61.6k on two (four). On the Intel Xeon of
-//   2026-11-27 libxsmm's kernels were at best even with OpenBLAS on these products (below), so the rule is
-//   the AMD CPUs' alone.
+//   2^25, which alone were even with main) and 60.0k -> 61.6k on two (four). On the Zen 4 the Zen 5's
+//   bounds measured slower or even (the default experiment's shape 94.9k -> 88.4k tokens/s with the
+//   1024-row bound, the GPT even with 2^26; docs/benchmarks.md, "On an AMD Zen 4 again"). On the Intel
+//   Xeon of 2026-11-27 libxsmm's kernels were at best even with OpenBLAS on these products (below), so the
+//   rule is the AMD CPUs' alone.
 // - A B^T at every size, and every product above 64^3 (but the Zen 4's and Zen 5's above): oneDNN's sgemm,
 //   faster than OpenBLAS's on the products of the steps attnlab trains (experiments/bench/bench_gemm.cpp:
 //   1.18-1.35x on the toy step's products, 1.08-1.18x on the GPT's, one thread, AVX-512, where libxsmm's JIT
