@@ -86,7 +86,13 @@ void SharingTuner::end_step() {
   plan_.pop_back();
   if (!plan_.empty()) return;
   const double shared = median(shared_s_), alone = median(alone_s_);
-  const bool choice = shared <= alone;
+  const bool choice = shares_after_probe(shared, alone);
+  if (choice_ && !choice && !confirming_) {  // sharing lost this probe: the next one, at once, decides
+    confirming_ = true;
+    plan_probe();
+    return;
+  }
+  confirming_ = false;
   if (choice != choice_) {
     char line[200];
     std::snprintf(line, sizeof line, "%s (median step: %.2f ms shared among %d threads, %.2f ms on one; measured again from time to time)",

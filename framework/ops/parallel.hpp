@@ -43,11 +43,12 @@ struct SharingTiming {
 // small that moving their data between cores costs more than the second core saves. The loop's steps
 // run shared and untimed until warm_s has passed (at least its first step: first allocations, cold
 // caches); then the tuner times steps alternately shared and alone (kProbePairs pairs, in the order SA AS
-// SA AS against drift), keeps the mode whose median step was shorter, and probes again after
-// first_hold_s, doubling while the choice stays the same up to longest_hold_s, since the machine's load
-// changes; a probe after a stretch alone warms up shared first, as the loop's start does. The chunks are
-// the same either way, so a run's results do not depend on the choice (tested bit for bit). With one
-// thread it does nothing; sharing is back on when the tuner goes.
+// SA AS against drift), turns sharing off only when two probes in a row found the steps alone clearly
+// shorter (shares_after_probe), and probes again after first_hold_s, doubling while the choice stays the
+// same up to longest_hold_s, since the machine's load changes; a probe after a stretch alone warms up
+// shared first, as the loop's start does. The chunks are the same either way, so a run's results do not
+// depend on the choice (tested bit for bit). With one thread it does nothing; sharing is back on when
+// the tuner goes.
 class SharingTuner {
  public:
   explicit SharingTuner(SharingTiming timing = SharingTiming());
@@ -64,7 +65,17 @@ class SharingTuner {
   // alone): a sentence saying so, with the probe's median step times; empty otherwise.
   const std::string& change() const { return change_; }
 
-  static constexpr std::size_t kProbePairs = 4;
+  static constexpr std::size_t kProbePairs = 8;
+  // Whether the steps share their work after a probe whose median steps were `shared` and `alone`
+  // (seconds): unless alone was at least kAloneLead shorter. A burst of the host's noise lands on a few
+  // steps of a probe: with four pairs and the shorter median winning, 2 of 15 runs of the toy on two
+  // threads on a noisy 2-vCPU AMD Zen 4 (`bench gpt --threads 2 --dim 64 --block 16 --vocab 16`, 1000
+  // steps, 2026-12-02) chose to run alone and ran at 0.6-0.7x the others' speed until the next probe;
+  // with eight pairs and the lead, 1 of 15; with a second probe that must agree, none of 20. With a busy
+  // loop on one of the two cores, where sharing can lose, the modes were within about a tenth of each
+  // other (two threads 88-116k tokens/s of that toy, one thread 104-113k), so the lead costs little there.
+  static constexpr double kAloneLead = 0.05;
+  static bool shares_after_probe(double shared, double alone) { return alone >= shared * (1 - kAloneLead); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -77,6 +88,7 @@ class SharingTuner {
   bool first_step_ = true;  // the loop's first step is untimed however short the warm-up
   bool timed_ = false;      // whether the current step counts for the probe
   bool settled_ = false, choice_ = true, mode_ = true;
+  bool confirming_ = false;  // the probe running checks the last one's choice to run alone
   double hold_s_ = 0;
   Clock::time_point step_start_, settled_until_, warm_until_;
   std::size_t steps_ = 0, shared_steps_ = 0;

@@ -274,7 +274,8 @@ TEST(ThreadPool, AStepIsBitForBitTheSameWithSharingOnAndOff) {
 }
 
 // The tuner keeps the mode whose steps were faster: here a "step" is a sleep that is longer in one mode.
-// No warm-up: the probe starts after the first step.
+// No warm-up: the probe starts after the first step. Running alone is chosen only by a second probe
+// that agrees with the first.
 bool settles_on_sharing(bool sharing_is_faster) {
   SharingTiming timing;
   timing.warm_s = 0;
@@ -285,10 +286,11 @@ bool settles_on_sharing(bool sharing_is_faster) {
     std::this_thread::sleep_for(std::chrono::milliseconds(fast ? 1 : 8));
     tuner.end_step();
   };
-  for (std::size_t i = 0; i < 1 + 2 * SharingTuner::kProbePairs; ++i) {  // the first step, then the probe
+  const std::size_t probes = sharing_is_faster ? 1 : 2, probe_steps = probes * 2 * SharingTuner::kProbePairs;
+  for (std::size_t i = 0; i < 1 + probe_steps; ++i) {  // the first step, then the probes
     step();
-    const bool last = i == 2 * SharingTuner::kProbePairs;
-    // The mode changes (and says so) only when the probe ends choosing to run alone.
+    const bool last = i == probe_steps;
+    // The mode changes (and says so) only when the second probe ends choosing to run alone.
     EXPECT_EQ(tuner.change().empty(), !last || sharing_is_faster) << "step " << i << ": " << tuner.change();
   }
   if (!sharing_is_faster) {
@@ -296,7 +298,7 @@ bool settles_on_sharing(bool sharing_is_faster) {
   }
   const std::size_t probe_shared = tuner.shared_steps();
   for (int i = 0; i < 5; ++i) step();
-  EXPECT_EQ(probe_shared, 1 + SharingTuner::kProbePairs);  // untimed first step shared, then half of the probe
+  EXPECT_EQ(probe_shared, 1 + probes * SharingTuner::kProbePairs);  // untimed first step shared, then half of each probe
   const bool settled = tuner.shared_steps() - probe_shared == 5;
   EXPECT_TRUE(settled || tuner.shared_steps() == probe_shared) << "the settled steps ran in mixed modes";
   return settled;
@@ -316,6 +318,16 @@ TEST(SharingTuner, KeepsWhicheverModeRanFasterAndSharesAgainWhenItGoes) {
   EXPECT_TRUE(ThreadPool::instance().sharing());
 }
 
+// A probe turns sharing off only when the steps alone were clearly shorter: a few of its steps slowed by
+// the host's noise must not leave a run on one thread until the next probe.
+TEST(SharingTuner, RunsAloneOnlyWhenAProbeFoundItClearlyFaster) {
+  EXPECT_TRUE(SharingTuner::shares_after_probe(0.010, 0.012));   // shared was faster
+  EXPECT_TRUE(SharingTuner::shares_after_probe(0.010, 0.010));   // even
+  EXPECT_TRUE(SharingTuner::shares_after_probe(0.010, 0.0097));  // alone 3% shorter: within the lead
+  EXPECT_FALSE(SharingTuner::shares_after_probe(0.010, 0.009));  // alone 10% shorter
+  EXPECT_FALSE(SharingTuner::shares_after_probe(0.010, 0.010 * (1 - SharingTuner::kAloneLead) * 0.999));
+}
+
 // Nothing is timed, and every step runs shared, until the warm-up has passed: at the loop's start and
 // again when a probe follows a stretch alone. Each check compares times read on either side of the
 // tuner's own reading, so it holds however late a step starts.
@@ -328,7 +340,7 @@ TEST(SharingTuner, RunsSharedUntilTheWarmUpHasPassed) {
   SharingTuner tuner(timing);
   const auto warm = std::chrono::duration<double>(timing.warm_s);
   Clock::time_point warm_from = Clock::now();  // at or before the tuner's start of the warm-up
-  // 0: the loop's warm-up and first probe, which chooses to run alone; 1: alone until the hold ends;
+  // 0: the loop's warm-up and first two probes, which choose to run alone; 1: alone until the hold ends;
   // 2: the next probe's warm-up, until its first step alone; 3: done.
   int phase = 0;
   for (int i = 0; i < 5000 && phase < 3; ++i) {
