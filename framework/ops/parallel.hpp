@@ -61,7 +61,7 @@ class SharingTuner {
   // Steps timed so far and how many of them ran shared.
   std::size_t steps() const { return steps_; }
   std::size_t shared_steps() const { return shared_steps_; }
-  // When the probe that end_step just finished changed the mode (the first one too, if it chose to run
+  // When the probe that end_step just finished changed the mode (the first ones too, if they chose to run
   // alone): a sentence saying so, with the probe's median step times; empty otherwise.
   const std::string& change() const { return change_; }
 
