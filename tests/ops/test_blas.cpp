@@ -118,36 +118,41 @@ TEST(Gemm, SmallProductsGoToLibxsmmABtAndLargeOnesToOneDnnTheRestToOpenBlas) {
 // on every side, go to libxsmm, A B^T through a copy of B^T, as far as libxsmm_step_products() reaches: the
 // largest product, and for the weight gradients A^T B the largest one and the most rows summed over (the
 // toy step's largest, 2048 x 256 x 64 = 2^25, is taken on both); larger ones, thin ones (a generated
-// token's 1 x n x k) and A^T B^T to oneDNN. Elsewhere all of them go to oneDNN.
+// token's 1 x n x k) and A^T B^T to oneDNN. Elsewhere all of them go to oneDNN, but for the weight
+// gradients of at least 128 x 128 from 512 rows, which go to OpenBLAS without AVX-512 (the next test).
 TEST(Gemm, StepSizedProductsGoToLibxsmmOnAZen4OrZen5) {
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f");
   const LibxsmmStepProducts rule = libxsmm_step_products();
   const FloatProducts step = libxsmm_takes_step_products() ? FloatProducts::libxsmm : FloatProducts::onednn;
   EXPECT_EQ(rule.largest > 0, rule.largest_weight_gradient > 0);
   EXPECT_EQ(rule.largest > 0, rule.longest_weight_gradient > 0);
   EXPECT_GE(rule.largest, rule.largest_weight_gradient);
   const auto product = [&](std::size_t size) { return size <= rule.largest ? step : FloatProducts::onednn; };
-  const auto weight_gradient = [&](std::size_t size, std::size_t k) {
-    return size <= rule.largest_weight_gradient && k <= rule.longest_weight_gradient ? step : FloatProducts::onednn;
+  const auto weight_gradient = [&](std::size_t m, std::size_t n, std::size_t k) {
+    if (!avx512 && m >= 128 && n >= 128 && k >= 512) return FloatProducts::openblas;
+    return m * n * k <= rule.largest_weight_gradient && k <= rule.longest_weight_gradient ? step : FloatProducts::onednn;
   };
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (float beta : {0.0f, 1.0f}) {
         const std::size_t m = ta ? 256 : 2048, n = 64, k = ta ? 2048 : 256;  // 2^25 multiply-adds
-        EXPECT_EQ(sgemm_route(ta, tb, m, n, k, beta), ta && tb ? FloatProducts::onednn : ta ? weight_gradient(m * n * k, k) : step)
+        EXPECT_EQ(sgemm_route(ta, tb, m, n, k, beta), ta && tb ? FloatProducts::onednn : ta ? weight_gradient(m, n, k) : step)
             << ta << tb << beta;
         const auto expected = [&](std::size_t columns) {  // m x columns x k
           const std::size_t size = m * columns * k;
-          return ta && tb ? FloatProducts::onednn : ta ? weight_gradient(size, k) : product(size);
+          return ta && tb ? FloatProducts::onednn : ta ? weight_gradient(m, columns, k) : product(size);
         };
         EXPECT_EQ(sgemm_route(ta, tb, m, n + 1, k, beta), expected(n + 1)) << ta << tb << beta;
         EXPECT_EQ(sgemm_route(ta, tb, m, 2 * n, k, beta), expected(2 * n)) << ta << tb << beta;  // 2^26
-        EXPECT_EQ(sgemm_route(ta, tb, m, 2 * n + 1, k, beta), FloatProducts::onednn) << ta << tb << beta;
+        EXPECT_EQ(sgemm_route(ta, tb, m, 2 * n + 1, k, beta), ta && !tb ? weight_gradient(m, 2 * n + 1, k) : FloatProducts::onednn)
+            << ta << tb << beta;
         EXPECT_EQ(sgemm_route(ta, tb, 1, 4096, 256, beta), FloatProducts::onednn) << ta << tb << beta;
         EXPECT_EQ(sgemm_route(ta, tb, 512, 31, 256, beta), FloatProducts::onednn) << ta << tb << beta;
       }
   for (float beta : {0.0f, 1.0f}) {  // weight gradients over 1024 rows and over 1025
-    EXPECT_EQ(sgemm_route(true, false, 64, 64, 1024, beta), weight_gradient(64 * 64 * 1024, 1024)) << beta;
-    EXPECT_EQ(sgemm_route(true, false, 64, 64, 1025, beta), weight_gradient(64 * 64 * 1025, 1025)) << beta;
+    EXPECT_EQ(sgemm_route(true, false, 64, 64, 1024, beta), weight_gradient(64, 64, 1024)) << beta;
+    EXPECT_EQ(sgemm_route(true, false, 64, 64, 1025, beta), weight_gradient(64, 64, 1025)) << beta;
     EXPECT_EQ(sgemm_route(false, false, 1025, 64, 64, beta), step) << beta;  // as many rows, not summed over
   }
 }
