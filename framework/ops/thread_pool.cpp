@@ -3,6 +3,10 @@
 #include <chrono>
 #include <stdexcept>
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #endif
@@ -12,10 +16,23 @@ namespace {
 
 thread_local bool t_in_region = false;
 
-// How long a thread that has nothing to do keeps looking before it parks: long enough to catch the next
-// region of a training step (they follow each other within microseconds), short enough that a thread
-// whose core another process wants gives it up at once.
-constexpr std::chrono::microseconds kSpin{30};
+// How long a thread that has nothing to do keeps looking before it parks: long enough to catch most
+// regions of a training step (they follow each other within microseconds, the longest serial stretches
+// in tens to hundreds), short enough that a core another process wants is given up within a fraction of
+// the scheduler's time slice. A thread stops sooner when it finds itself on the core of the thread it is
+// waiting for, whose work its spinning would only delay (see shares_core below).
+constexpr std::chrono::microseconds kSpin{300};
+
+// The core the calling thread runs on (glibc reads it from rseq or the vDSO: no system call), or -1.
+int current_cpu() {
+#if defined(__linux__)
+  return sched_getcpu();
+#else
+  return -1;
+#endif
+}
+
+bool same_cpu(int mine, int theirs) { return mine >= 0 && mine == theirs; }
 
 void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -23,16 +40,17 @@ void cpu_relax() {
 #endif
 }
 
-// Spins until done() or kSpin has passed; returns done().
-template <class Done>
-bool spin_until(Done done) {
+// Spins until done(), kSpin has passed or shares_core() says the thread being waited for is on this
+// core; returns done().
+template <class Done, class SharesCore>
+bool spin_until(Done done, SharesCore shares_core) {
   const auto until = std::chrono::steady_clock::now() + kSpin;
   for (;;) {
     for (int i = 0; i < 64; ++i) {
       if (done()) return true;
       cpu_relax();
     }
-    if (std::chrono::steady_clock::now() >= until) return done();
+    if (std::chrono::steady_clock::now() >= until || shares_core()) return done();
   }
 }
 
@@ -59,7 +77,12 @@ void ThreadPool::resize(int threads) {
   if (threads < 1) threads = 1;
   if (threads == this->threads()) return;
   stop_workers();
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  worker_cpu_.reset(new std::atomic<int>[static_cast<std::size_t>(threads - 1)]);
+  for (int i = 0; i + 1 < threads; ++i) {
+    std::atomic<int>& cpu = worker_cpu_[static_cast<std::size_t>(i)];
+    cpu.store(-1);
+    workers_.emplace_back([this, &cpu] { worker_loop(cpu); });
+  }
 }
 
 void ThreadPool::stop_workers() {
@@ -82,11 +105,16 @@ void ThreadPool::stop_workers() {
 // - a parking thread announces itself (sleepers_, caller_parked_) under the mutex before its last look
 //   at what it waits for, and whoever changes that looks at the announcement afterwards and notifies
 //   under the mutex, so no wake-up is lost.
-void ThreadPool::worker_loop() {
+// The cores in caller_cpu_ and worker_cpu_ only shorten spins: a stale one costs a park or a spin, never
+// a region's result.
+void ThreadPool::worker_loop(std::atomic<int>& my_cpu) {
   unsigned long long seen = generation_.load();
   for (;;) {
     const auto moved = [&] { return generation_.load() != seen || stopping_.load(); };
-    if (!spin_until(moved)) {
+    // Between regions the caller runs the step's serial work; on its core this thread would delay it.
+    const auto shares_core = [&] { return same_cpu(current_cpu(), caller_cpu_.load(std::memory_order_relaxed)); };
+    if (!spin_until(moved, shares_core)) {
+      my_cpu.store(-1, std::memory_order_relaxed);
       std::unique_lock<std::mutex> lock(mutex_);
       ++sleepers_;
       wake_.wait(lock, moved);
@@ -94,6 +122,7 @@ void ThreadPool::worker_loop() {
     }
     if (stopping_.load()) return;
     seen = generation_.load();
+    my_cpu.store(current_cpu(), std::memory_order_relaxed);
     ++active_;
     if (open_.load()) work_on();  // the region that is open now (perhaps newer than `seen`): any is fine
     if (--active_ == 0 && caller_parked_.load()) wake_caller();
@@ -122,7 +151,14 @@ void ThreadPool::work_on() {
 
 template <class Done>
 void ThreadPool::caller_wait(Done done) {
-  if (spin_until(done)) return;
+  // The caller waits for chunks still running on workers: one on its core needs the core, not a spinner.
+  const auto shares_core = [&] {
+    const int cpu = current_cpu();
+    for (std::size_t i = 0; i < workers_.size(); ++i)
+      if (same_cpu(cpu, worker_cpu_[i].load(std::memory_order_relaxed))) return true;
+    return false;
+  };
+  if (spin_until(done, shares_core)) return;
   std::unique_lock<std::mutex> lock(mutex_);
   caller_parked_.store(true);
   finished_.wait(lock, done);
@@ -149,6 +185,7 @@ void ThreadPool::run(std::size_t chunks, ChunkFn fn, void* context) {
   fn_ = fn, context_ = context, chunks_ = chunks, error_ = nullptr;
   next_.store(0, std::memory_order_relaxed);
   done_.store(0, std::memory_order_relaxed);
+  caller_cpu_.store(current_cpu(), std::memory_order_relaxed);
   open_.store(true);
   ++generation_;
   if (sleepers_.load() > 0) {
@@ -159,6 +196,7 @@ void ThreadPool::run(std::size_t chunks, ChunkFn fn, void* context) {
   caller_wait([&] { return done_.load() == chunks; });
   open_.store(false);
   caller_wait([&] { return active_.load() == 0; });
+  caller_cpu_.store(current_cpu(), std::memory_order_relaxed);  // where the serial work after it runs
   if (error_) {
     std::exception_ptr error = error_;
     error_ = nullptr;

@@ -1,10 +1,12 @@
 // attnlab's one thread pool: the caller and N - 1 workers share the chunks of a parallel region, taking
 // them one at a time from a counter, so a worker that is late (its core busy with another process) leaves
 // its chunks to whoever is free instead of holding up a barrier. Workers that find nothing to do spin for
-// a few microseconds (the next region usually follows at once) and then park on a condition variable; a
-// caller waiting for a chunk that is still running spins as briefly and then parks too, which lets the
-// operating system put the late worker on the caller's core. Nothing spins for longer than that: with
-// one core taken by another process, two threads cost about what one does (OpenMP's teams spun at their
+// up to 300 microseconds (the next region usually follows within a few) and then park on a condition
+// variable; a caller waiting for a chunk that is still running spins as long and then parks too, which
+// lets the operating system put the late worker on the caller's core. A thread that finds itself on the
+// core of the thread it waits for parks at once (the scheduler often starts both on one core), so a
+// spin never takes the core from the work it waits for. Nothing spins for longer than that: with one
+// core taken by another process, two threads cost about what one does (OpenMP's teams spun at their
 // barriers and ran 6x slower there).
 //
 // Whether sharing pays can be switched per stretch of work (set_sharing): with sharing off the caller
@@ -21,6 +23,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -54,7 +57,7 @@ class ThreadPool {
 
  private:
   ThreadPool() = default;
-  void worker_loop();
+  void worker_loop(std::atomic<int>& my_cpu);
   void work_on();  // takes and runs chunks of the current region until none is left
   void stop_workers();
   template <class Done>
@@ -62,6 +65,8 @@ class ThreadPool {
   void wake_caller();
 
   std::vector<std::thread> workers_;
+  std::unique_ptr<std::atomic<int>[]> worker_cpu_;  // the core each worker joined its last region on (-1: parked)
+  std::atomic<int> caller_cpu_{-1};                 // the core the caller last opened or finished a region on
   std::mutex mutex_;
   std::condition_variable wake_, finished_;
   // The region being run: written by the caller only while it is closed and no worker is inside.

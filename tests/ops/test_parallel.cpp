@@ -1,6 +1,7 @@
 // The threaded paths give the same results as the serial ones: products split by rows or columns or
 // batch, row kernels split by rows, elementwise ops by ranges.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <atomic>
 #include <chrono>
@@ -188,14 +189,15 @@ TEST(ThreadPool, AChunksExceptionReachesTheCallerAfterTheOtherChunksRan) {
   set_num_threads(1);
 }
 
-TEST(ThreadPool, EveryChunkRunsOnceWhetherWorkersAreSpinningParkedOrStoppedInBetween) {
-  // Regions of 1 to 9 chunks back to back, some after a pause long enough for the workers to park, some
-  // with chunks that sleep (so the caller parks waiting for them), one in fifty throwing, over pools of 2,
-  // 3 and 4 threads; each region's chunks write into that region's own counters on the caller's stack.
+// Regions of 1 to 9 chunks back to back, some after a pause long enough for the workers to park (their
+// spin is 300 us), some with chunks that sleep (so the caller parks waiting for them), one in fifty
+// throwing, over pools of 2, 3 and 4 threads; each region's chunks write into that region's own counters
+// on the caller's stack.
+void expect_every_chunk_runs_once(int rounds) {
   std::mt19937 rng(5);
   for (int threads : {2, 3, 4}) {
     set_num_threads(threads);
-    for (int round = 0; round < 600; ++round) {
+    for (int round = 0; round < rounds; ++round) {
       struct Region {
         std::vector<std::atomic<int>> hits;
         int sleep_us;
@@ -214,10 +216,30 @@ TEST(ThreadPool, EveryChunkRunsOnceWhetherWorkersAreSpinningParkedOrStoppedInBet
       }
       EXPECT_EQ(threw, region.throws) << "round " << round;
       for (const auto& h : region.hits) ASSERT_EQ(h.load(), 1) << "round " << round << " on " << threads << " threads";
-      if (rng() % 5 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 200));
+      if (rng() % 5 == 0) std::this_thread::sleep_for(std::chrono::microseconds(rng() % 700));
     }
   }
   set_num_threads(1);
+}
+
+TEST(ThreadPool, EveryChunkRunsOnceWhetherWorkersAreSpinningParkedOrStoppedInBetween) {
+  expect_every_chunk_runs_once(600);
+}
+
+// With every thread on one core, each finds the thread it waits for on its own core and parks without
+// spinning (ThreadPool's shares_core): the regions still all complete, every chunk once.
+TEST(ThreadPool, EveryChunkRunsOnceWithAllThreadsOnOneCore) {
+  set_num_threads(1);
+  cpu_set_t before;
+  ASSERT_EQ(sched_getaffinity(0, sizeof before, &before), 0);
+  const int cpu = sched_getcpu();
+  ASSERT_GE(cpu, 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);  // the workers started next inherit it
+  expect_every_chunk_runs_once(300);
+  ASSERT_EQ(sched_setaffinity(0, sizeof before, &before), 0);
 }
 
 TEST(ThreadPool, WithSharingOffTheCallerRunsEveryChunk) {
