@@ -21,7 +21,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <map>
 #include <mutex>
 #include <vector>
@@ -89,6 +88,11 @@ bool openblas_has_small_kernels() {
 
 namespace {
 
+bool has_avx512() {
+  static const bool avx512 = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f"));
+  return avx512;
+}
+
 // The AMD CPU family with AVX-512 this is (0x19 Zen 4, 0x1A Zen 5; family 0x19 is Zen 3 too, which has no
 // AVX-512), or 0 for any other CPU.
 unsigned amd_avx512_family() {
@@ -97,8 +101,7 @@ unsigned amd_avx512_family() {
     unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
     if (cpu_vendor() != "AuthenticAMD" || !__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0u;
     const unsigned base = (eax >> 8) & 0xF, extended = base == 0xF ? base + ((eax >> 20) & 0xFF) : base;
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") ? extended : 0u;
+    return has_avx512() ? extended : 0u;
 #else
     return 0u;
 #endif
@@ -110,8 +113,9 @@ unsigned amd_avx512_family() {
 
 LibxsmmStepProducts libxsmm_step_products() {
   constexpr std::size_t kToyStepLargest = 2048 * 256 * 64;  // 2^25 multiply-adds (bench_gemm's toy step)
-  if (amd_avx512_family() == 0x19) return {kToyStepLargest, kToyStepLargest, std::numeric_limits<std::size_t>::max()};
+  if (amd_avx512_family() == 0x19) return {kToyStepLargest, kToyStepLargest, LibxsmmStepProducts::kAny};
   if (amd_avx512_family() == 0x1A) return {2 * kToyStepLargest, kToyStepLargest, 1024};
+  if (cpu_vendor() == "GenuineIntel" && has_avx512()) return {2 * kToyStepLargest, kToyStepLargest, 2048, 128, 192, 128};
   return {};
 }
 
@@ -321,10 +325,20 @@ SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, s
 //   toy 216.8k -> 235.1k (five), the GPT 35.0k -> 35.6k (six; the products up to 2^26 against those up to
 //   2^25, which alone were even with main) and 60.0k -> 61.6k on two (four). On the Zen 4 the Zen 5's
 //   bounds measured slower or even (the default experiment's shape 94.9k -> 88.4k tokens/s with the
-//   1024-row bound, the GPT even with 2^26; docs/benchmarks.md, "On an AMD Zen 4 again"). On the Intel
-//   Xeon of 2026-11-27 libxsmm's kernels were at best even with OpenBLAS on these products (below), so the
-//   rule is the AMD CPUs' alone.
-// - A B^T at every size, and every product above 64^3 (but the Zen 4's and Zen 5's above): oneDNN's sgemm,
+//   1024-row bound, the GPT even with 2^26; docs/benchmarks.md, "On an AMD Zen 4 again").
+// - On an Intel CPU with AVX-512, the same products up to 2^26 multiply-adds but only those at most 128
+//   columns wide, and the weight gradients up to 2^25, at most 192 x 128, summed over at most 2048 rows.
+//   On the Intel Xeon of 2026-12-06 (`bench_gemm --benchmark_filter='/t1/(openblas|xsmm_jit|dnnl_sgemm)/'
+//   --benchmark_min_time=0.2`, GFLOP/s) libxsmm led oneDNN on those (the GPT's 768x128x512 A B 174 against
+//   157, A B^T 162 against 154; the default experiment's 2048x64x256 A B 178 against 150, 192x64x2048 A^T B
+//   160 against 138) and fell behind on wider ones, which it does not pack (2048x256x64 A B^T 142 against
+//   166, 128x512x768 A^T B 102 against 155; A^T B 512 x 128 and 256 x 64 too). Whole steps, the two rules
+//   alternated step by step in one process (`bench gpt`, median step): the toy shape 2.3% shorter on one
+//   thread and 1.2% on two, the default experiment's 2.4% and 1.2%, the GPT 2.1% and 0.8%. libxsmm writes
+//   the same code for every Intel AVX-512 level it knows (SKX, CLX, CPX: byte for byte on these shapes).
+//   On the Intel Xeon of 2026-11-27 the whole step's products on libxsmm had been at best even with
+//   OpenBLAS (below); the width bounds are what that did not try.
+// - A B^T at every size, and every product above 64^3 (but those above): oneDNN's sgemm,
 //   faster than OpenBLAS's on the products of the steps attnlab trains (experiments/bench/bench_gemm.cpp:
 //   1.18-1.35x on the toy step's products, 1.08-1.18x on the GPT's, one thread, AVX-512, where libxsmm's JIT
 //   kernels and BLIS were at best even with OpenBLAS; whole steps, 2026-11-27: toy 65.7k -> 76.0k tokens/s,
@@ -338,13 +352,14 @@ SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, s
 //   against 58-65, 128x128x768 even; the head's 65x128x768 and the toy step's (n = 64, k = 2048) stay faster
 //   on oneDNN.
 FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float beta) {
-  static const bool avx512 = (__builtin_cpu_init(), __builtin_cpu_supports("avx512f"));
   const std::size_t size = m * n * k;
   const bool libxsmm_beta = libxsmm_takes_beta(beta);
-  if (ta && !tb && !avx512 && m >= 128 && n >= 128 && k >= 512) return FloatProducts::openblas;
+  if (ta && !tb && !has_avx512() && m >= 128 && n >= 128 && k >= 512) return FloatProducts::openblas;
   static const LibxsmmStepProducts step = libxsmm_step_products();
   if (size > kSmallProduct && std::min({m, n, k}) >= 32 && !(ta && tb) && libxsmm_beta &&
-      (ta ? size <= step.largest_weight_gradient && k <= step.longest_weight_gradient : size <= step.largest))
+      (ta ? size <= step.largest_weight_gradient && k <= step.longest_weight_gradient && m <= step.tallest_weight_gradient &&
+                n <= step.widest_weight_gradient
+          : size <= step.largest && n <= step.widest))
     return FloatProducts::libxsmm;
   if ((tb && !ta) || size > kSmallProduct) return FloatProducts::onednn;
   if (!openblas_has_small_kernels() && !tb && libxsmm_beta) return FloatProducts::libxsmm;
@@ -356,13 +371,17 @@ std::string sgemm_library() {
   const std::string libxsmm = std::string("libxsmm ") + LIBXSMM_VERSION;
   const LibxsmmStepProducts step = libxsmm_step_products();
   const auto power = [](std::size_t x) { return "2^" + std::to_string(__builtin_ctzll(x)); };  // the rule's sizes are powers of 2
+  constexpr std::size_t any = LibxsmmStepProducts::kAny;
   std::string steps, weight_gradients;
-  if (step.largest_weight_gradient < step.largest) weight_gradients = "to " + power(step.largest_weight_gradient);
-  if (step.longest_weight_gradient < std::numeric_limits<std::size_t>::max())
-    weight_gradients += (weight_gradients.empty() ? "" : ", ") + std::string("summed over up to ") +
-                        std::to_string(step.longest_weight_gradient) + " rows";
+  const auto add = [&](const std::string& bound) { weight_gradients += (weight_gradients.empty() ? "" : ", ") + bound; };
+  if (step.largest_weight_gradient < step.largest) add("to " + power(step.largest_weight_gradient));
+  if (step.tallest_weight_gradient < any || step.widest_weight_gradient < any)
+    add("up to " + (step.tallest_weight_gradient < any ? std::to_string(step.tallest_weight_gradient) : std::string("any")) + " x " +
+        (step.widest_weight_gradient < any ? std::to_string(step.widest_weight_gradient) : std::string("any")));
+  if (step.longest_weight_gradient < any) add("summed over up to " + std::to_string(step.longest_weight_gradient) + " rows");
   if (step.largest > 0)
     steps = libxsmm + " for products of 64^3 to " + power(step.largest) + " multiply-adds" +
+            (step.widest < any ? " up to " + std::to_string(step.widest) + " columns" : std::string()) +
             (weight_gradients.empty() ? std::string() : " (weight gradients " + weight_gradients + ")") + ", ";
   return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + ", " + steps +
          (openblas_has_small_kernels() ? std::string("OpenBLAS") : libxsmm) + " for small products";

@@ -36,11 +36,15 @@ int blas_threads();
 bool openblas_has_small_kernels();
 // Which float products of a training step's sizes go to libxsmm's JIT kernels (of those above 64^3
 // multiply-adds with every side at least 32, not A^T B^T, beta 0 or 1): those of at most `largest`
-// multiply-adds, and of the weight gradients (A^T B) those of at most `largest_weight_gradient` that sum
-// over at most `longest_weight_gradient` rows (k). None (all zero) but on an AMD Zen 4 or Zen 5, the CPUs
-// where libxsmm was measured faster than oneDNN on them (blas.cpp has the figures).
+// multiply-adds and at most `widest` columns (n), and of the weight gradients (A^T B) those of at most
+// `largest_weight_gradient` that sum over at most `longest_weight_gradient` rows (k) into at most
+// `tallest_weight_gradient` x `widest_weight_gradient` (m x n). None (all zero) but on an AMD Zen 4 or
+// Zen 5 and an Intel CPU with AVX-512, the CPUs where libxsmm was measured faster than oneDNN on them
+// (blas.cpp has the figures).
 struct LibxsmmStepProducts {
+  static constexpr std::size_t kAny = static_cast<std::size_t>(-1);
   std::size_t largest = 0, largest_weight_gradient = 0, longest_weight_gradient = 0;
+  std::size_t widest = kAny, tallest_weight_gradient = kAny, widest_weight_gradient = kAny;
 };
 LibxsmmStepProducts libxsmm_step_products();
 bool libxsmm_takes_step_products();  // libxsmm_step_products().largest > 0
@@ -51,9 +55,10 @@ enum class FloatProducts { libxsmm, onednn, openblas };
 FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float beta);
 
 // The libraries that compute the float products ("oneDNN 2.6.3, libxsmm 1.17 for small products"):
-// oneDNN's sgemm those of a training step (libxsmm those libxsmm_step_products() takes, on a Zen 4 or
-// Zen 5), libxsmm the small chunk products of the recurrent kernels ("OpenBLAS for small products" where
-// its kernel set has small-matrix kernels of its own); float64 products stay on OpenBLAS.
+// oneDNN's sgemm those of a training step (libxsmm those libxsmm_step_products() takes, on a Zen 4, a
+// Zen 5 or an Intel CPU with AVX-512), libxsmm the small chunk products of the recurrent kernels
+// ("OpenBLAS for small products" where its kernel set has small-matrix kernels of its own); float64
+// products stay on OpenBLAS.
 std::string sgemm_library();
 
 // Row-major C [m, n] (leading dimension ldc) = op(A) op(B) + beta C, with explicit leading dimensions so

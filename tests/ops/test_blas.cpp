@@ -114,35 +114,46 @@ TEST(Gemm, SmallProductsGoToLibxsmmABtAndLargeOnesToOneDnnTheRestToOpenBlas) {
       }
 }
 
-// On a Zen 4 or a Zen 5 the products of a training step's sizes, above 64^3 multiply-adds and at least 32
-// on every side, go to libxsmm, A B^T through a copy of B^T, as far as libxsmm_step_products() reaches: the
-// largest product, and for the weight gradients A^T B the largest one and the most rows summed over (the
-// toy step's largest, 2048 x 256 x 64 = 2^25, is taken on both); larger ones, thin ones (a generated
-// token's 1 x n x k) and A^T B^T to oneDNN. Elsewhere all of them go to oneDNN, but for the weight
-// gradients of at least 128 x 128 from 512 rows, which go to OpenBLAS without AVX-512 (the next test).
-TEST(Gemm, StepSizedProductsGoToLibxsmmOnAZen4OrZen5) {
-  __builtin_cpu_init();
-  const bool avx512 = __builtin_cpu_supports("avx512f");
+// Where a product above 64^3 multiply-adds, at least 32 on every side, not A^T B^T, with beta 0 or 1 goes
+// by libxsmm_step_products()'s bounds: libxsmm within them (on a Zen 4, a Zen 5 or an Intel CPU with
+// AVX-512), oneDNN outside (everywhere else, where the rule is all zero).
+FloatProducts by_step_rule(bool ta, std::size_t m, std::size_t n, std::size_t k) {
   const LibxsmmStepProducts rule = libxsmm_step_products();
-  const FloatProducts step = libxsmm_takes_step_products() ? FloatProducts::libxsmm : FloatProducts::onednn;
+  const bool within = ta ? m * n * k <= rule.largest_weight_gradient && k <= rule.longest_weight_gradient &&
+                               m <= rule.tallest_weight_gradient && n <= rule.widest_weight_gradient
+                         : m * n * k <= rule.largest && n <= rule.widest;
+  return within ? FloatProducts::libxsmm : FloatProducts::onednn;
+}
+
+// The same for A B, A B^T and A^T B, with the weight gradients A^T B of at least 128 x 128 from at least
+// 512 rows on OpenBLAS where oneDNN runs its AVX2 kernels (no AVX-512).
+FloatProducts by_route_rule(bool ta, std::size_t m, std::size_t n, std::size_t k) {
+  __builtin_cpu_init();
+  if (ta && !__builtin_cpu_supports("avx512f") && m >= 128 && n >= 128 && k >= 512) return FloatProducts::openblas;
+  return by_step_rule(ta, m, n, k);
+}
+
+// The products of a training step's sizes go to libxsmm, A B^T through a copy of B^T, as far as
+// libxsmm_step_products() reaches: the largest product and the widest, and for the weight gradients A^T B
+// the largest one, the most rows summed over and the tallest and widest (the toy step's largest, 2048 x
+// 256 x 64 = 2^25, is taken on a Zen 4 and a Zen 5); larger, wider and thin ones (a generated token's 1 x
+// n x k) and A^T B^T to oneDNN. Without AVX-512 the weight gradients of at least 128 x 128 from 512 rows
+// go to OpenBLAS (the next test).
+TEST(Gemm, StepSizedProductsGoToLibxsmmAsFarAsTheRuleReaches) {
+  const LibxsmmStepProducts rule = libxsmm_step_products();
+  constexpr std::size_t any = LibxsmmStepProducts::kAny;
   EXPECT_EQ(rule.largest > 0, rule.largest_weight_gradient > 0);
   EXPECT_EQ(rule.largest > 0, rule.longest_weight_gradient > 0);
   EXPECT_GE(rule.largest, rule.largest_weight_gradient);
-  const auto product = [&](std::size_t size) { return size <= rule.largest ? step : FloatProducts::onednn; };
-  const auto weight_gradient = [&](std::size_t m, std::size_t n, std::size_t k) {
-    if (!avx512 && m >= 128 && n >= 128 && k >= 512) return FloatProducts::openblas;
-    return m * n * k <= rule.largest_weight_gradient && k <= rule.longest_weight_gradient ? step : FloatProducts::onednn;
-  };
+  const auto weight_gradient = [](std::size_t m, std::size_t n, std::size_t k) { return by_route_rule(true, m, n, k); };
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (float beta : {0.0f, 1.0f}) {
         const std::size_t m = ta ? 256 : 2048, n = 64, k = ta ? 2048 : 256;  // 2^25 multiply-adds
-        EXPECT_EQ(sgemm_route(ta, tb, m, n, k, beta), ta && tb ? FloatProducts::onednn : ta ? weight_gradient(m, n, k) : step)
-            << ta << tb << beta;
         const auto expected = [&](std::size_t columns) {  // m x columns x k
-          const std::size_t size = m * columns * k;
-          return ta && tb ? FloatProducts::onednn : ta ? weight_gradient(m, columns, k) : product(size);
+          return ta && tb ? FloatProducts::onednn : ta ? weight_gradient(m, columns, k) : by_step_rule(false, m, columns, k);
         };
+        EXPECT_EQ(sgemm_route(ta, tb, m, n, k, beta), expected(n)) << ta << tb << beta;
         EXPECT_EQ(sgemm_route(ta, tb, m, n + 1, k, beta), expected(n + 1)) << ta << tb << beta;
         EXPECT_EQ(sgemm_route(ta, tb, m, 2 * n, k, beta), expected(2 * n)) << ta << tb << beta;  // 2^26
         EXPECT_EQ(sgemm_route(ta, tb, m, 2 * n + 1, k, beta), ta && !tb ? weight_gradient(m, 2 * n + 1, k) : FloatProducts::onednn)
@@ -153,28 +164,64 @@ TEST(Gemm, StepSizedProductsGoToLibxsmmOnAZen4OrZen5) {
   for (float beta : {0.0f, 1.0f}) {  // weight gradients over 1024 rows and over 1025
     EXPECT_EQ(sgemm_route(true, false, 64, 64, 1024, beta), weight_gradient(64, 64, 1024)) << beta;
     EXPECT_EQ(sgemm_route(true, false, 64, 64, 1025, beta), weight_gradient(64, 64, 1025)) << beta;
-    EXPECT_EQ(sgemm_route(false, false, 1025, 64, 64, beta), step) << beta;  // as many rows, not summed over
+    EXPECT_EQ(sgemm_route(false, false, 1025, 64, 64, beta), by_step_rule(false, 1025, 64, 64)) << beta;  // not summed over
+  }
+  // The width bounds, where the rule has them: the widest product and weight gradient it takes, and one
+  // column or row more.
+  for (bool tb : {false, true})
+    if (rule.widest < any) {
+      EXPECT_EQ(sgemm_route(false, tb, 512, rule.widest, 64, 0.0f), FloatProducts::libxsmm) << tb;
+      EXPECT_EQ(sgemm_route(false, tb, 512, rule.widest + 1, 64, 0.0f), FloatProducts::onednn) << tb;
+    }
+  if (rule.tallest_weight_gradient < any) {
+    EXPECT_EQ(sgemm_route(true, false, rule.tallest_weight_gradient, 64, 512, 1.0f), FloatProducts::libxsmm);
+    EXPECT_EQ(sgemm_route(true, false, rule.tallest_weight_gradient + 1, 64, 512, 1.0f), FloatProducts::onednn);
+  }
+  if (rule.widest_weight_gradient < any) {
+    EXPECT_EQ(sgemm_route(true, false, 64, rule.widest_weight_gradient, 512, 0.0f), FloatProducts::libxsmm);
+    EXPECT_EQ(sgemm_route(true, false, 64, rule.widest_weight_gradient + 1, 512, 0.0f), FloatProducts::onednn);
+  }
+}
+
+// On an Intel CPU with AVX-512 the products of the GPT's and the default experiment's steps go where they
+// were measured faster (blas.cpp): libxsmm those at most 128 columns wide and the weight gradients at most
+// 192 x 128, oneDNN the wider ones, which libxsmm does not pack. Elsewhere they go by the machine's rule.
+TEST(Gemm, AnIntelCpuWithAvx512SendsTheNarrowStepProductsToLibxsmm) {
+  __builtin_cpu_init();
+  const bool intel = cpu_vendor() == "GenuineIntel" && __builtin_cpu_supports("avx512f");
+  struct Case {
+    bool ta, tb;
+    std::size_t m, n, k;
+    FloatProducts on_intel;
+  };
+  const FloatProducts xsmm = FloatProducts::libxsmm, dnnl = FloatProducts::onednn;
+  for (const Case& c : {Case{false, false, 768, 128, 512, xsmm}, Case{false, true, 768, 128, 512, xsmm},
+                        Case{false, true, 768, 512, 128, dnnl}, Case{false, true, 768, 384, 128, dnnl},
+                        Case{true, false, 128, 128, 768, xsmm}, Case{true, false, 65, 128, 768, xsmm},
+                        Case{true, false, 384, 128, 768, dnnl}, Case{true, false, 128, 512, 768, dnnl},
+                        Case{false, false, 2048, 64, 256, xsmm}, Case{false, false, 2048, 256, 64, dnnl},
+                        Case{true, false, 192, 64, 2048, xsmm}, Case{true, false, 256, 64, 2048, dnnl},
+                        Case{true, false, 64, 256, 2048, dnnl}}) {
+    EXPECT_EQ(sgemm_route(c.ta, c.tb, c.m, c.n, c.k, 0.0f), intel ? c.on_intel : by_route_rule(c.ta, c.m, c.n, c.k))
+        << c.ta << c.tb << " " << c.m << "x" << c.n << "x" << c.k;
   }
 }
 
 // Where oneDNN runs its AVX2 kernels, the weight gradients A^T B of at least 128 x 128 from at least 512
 // rows go to OpenBLAS; the head's (65 wide), the toy step's (64 wide) and shorter sums stay on oneDNN
-// (libxsmm on a Zen 4 or Zen 5, which have AVX-512, for those libxsmm_step_products() takes).
+// (libxsmm where libxsmm_step_products() takes them, on CPUs with AVX-512).
 TEST(Gemm, LargeWeightGradientsGoToOpenBlasWithoutAvx512) {
   __builtin_cpu_init();
-  const FloatProducts large = __builtin_cpu_supports("avx512f") ? FloatProducts::onednn : FloatProducts::openblas;
-  const FloatProducts step = libxsmm_takes_step_products() ? FloatProducts::libxsmm : FloatProducts::onednn;
+  const bool avx512 = __builtin_cpu_supports("avx512f");
   for (float beta : {0.0f, 1.0f}) {
-    EXPECT_EQ(sgemm_route(true, false, 512, 128, 768, beta), large);
-    EXPECT_EQ(sgemm_route(true, false, 128, 128, 512, beta), large == FloatProducts::openblas ? large : step);
-    EXPECT_EQ(sgemm_route(true, false, 65, 128, 768, beta), step);
-    EXPECT_EQ(sgemm_route(true, false, 256, 64, 2048, beta),
-              libxsmm_step_products().longest_weight_gradient >= 2048 ? step : FloatProducts::onednn);
-    EXPECT_EQ(sgemm_route(true, false, 512, 128, 511, beta), step);  // just under 2^25
-    // Not weight gradients: libxsmm's where its rule reaches this size (a Zen 5's), oneDNN's elsewhere.
-    const FloatProducts product = 512 * 128 * 768 <= libxsmm_step_products().largest ? step : FloatProducts::onednn;
-    EXPECT_EQ(sgemm_route(false, false, 512, 128, 768, beta), product);
-    EXPECT_EQ(sgemm_route(false, true, 512, 128, 768, beta), product);
+    EXPECT_EQ(sgemm_route(true, false, 512, 128, 768, beta), avx512 ? by_step_rule(true, 512, 128, 768) : FloatProducts::openblas);
+    EXPECT_EQ(sgemm_route(true, false, 128, 128, 512, beta), avx512 ? by_step_rule(true, 128, 128, 512) : FloatProducts::openblas);
+    EXPECT_EQ(sgemm_route(true, false, 65, 128, 768, beta), by_step_rule(true, 65, 128, 768));
+    EXPECT_EQ(sgemm_route(true, false, 256, 64, 2048, beta), by_step_rule(true, 256, 64, 2048));
+    EXPECT_EQ(sgemm_route(true, false, 512, 128, 511, beta), by_step_rule(true, 512, 128, 511));  // just under 2^25
+    // Not weight gradients: libxsmm's where its rule reaches this size (a Zen 5's, an Intel's), oneDNN's elsewhere.
+    EXPECT_EQ(sgemm_route(false, false, 512, 128, 768, beta), by_step_rule(false, 512, 128, 768));
+    EXPECT_EQ(sgemm_route(false, true, 512, 128, 768, beta), by_step_rule(false, 512, 128, 768));
   }
 }
 TEST(Gemm, DoubleMatchesALoopForEveryForm) { expect_all_forms<double>(); }
@@ -240,8 +287,17 @@ TEST(Gemm, NamesTheFloatLibraries) {
   EXPECT_EQ(sgemm_library().find(largest_weight_gradient) != std::string::npos,
             rule.largest > 0 && rule.largest_weight_gradient < rule.largest)
       << sgemm_library();
+  constexpr std::size_t any = LibxsmmStepProducts::kAny;
   EXPECT_EQ(sgemm_library().find("summed over up to " + std::to_string(rule.longest_weight_gradient) + " rows") != std::string::npos,
-            rule.largest > 0 && rule.longest_weight_gradient < std::numeric_limits<std::size_t>::max())
+            rule.largest > 0 && rule.longest_weight_gradient < any)
+      << sgemm_library();
+  EXPECT_EQ(sgemm_library().find("multiply-adds up to " + std::to_string(rule.widest) + " columns") != std::string::npos,
+            rule.largest > 0 && rule.widest < any)
+      << sgemm_library();
+  const auto side = [&](std::size_t x) { return x < any ? std::to_string(x) : std::string("any"); };
+  EXPECT_EQ(sgemm_library().find("up to " + side(rule.tallest_weight_gradient) + " x " + side(rule.widest_weight_gradient)) !=
+                std::string::npos,
+            rule.largest > 0 && (rule.tallest_weight_gradient < any || rule.widest_weight_gradient < any))
       << sgemm_library();
 }
 
