@@ -329,8 +329,8 @@ SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, s
 // - On an Intel CPU with AVX-512, the same products up to 2^26 multiply-adds but only those at most 128
 //   columns wide, and the weight gradients up to 2^25, at most 192 x 128, summed over at most 2048 rows.
 //   On the Intel Xeon of 2026-12-06 (`bench_gemm --benchmark_filter='/t1/(openblas|xsmm_jit|dnnl_sgemm)/'
-//   --benchmark_min_time=0.2`, GFLOP/s) libxsmm led oneDNN on those (the GPT's 768x128x512 A B 174 against
-//   157, A B^T 162 against 154; the default experiment's 2048x64x256 A B 178 against 150, 192x64x2048 A^T B
+//   --benchmark_min_time=0.2`, GFLOP/s) libxsmm led oneDNN on those (the GPT's 768x128x512 A B 176 against
+//   162, A B^T 162 against 154; the default experiment's 2048x64x256 A B 178 against 150, 192x64x2048 A^T B
 //   160 against 138) and fell behind on wider ones, which it does not pack (2048x256x64 A B^T 142 against
 //   166, 128x512x768 A^T B 102 against 155; A^T B 512 x 128 and 256 x 64 too). Whole steps, the two rules
 //   alternated step by step in one process (`bench gpt`, median step): the toy shape 2.3% shorter on one

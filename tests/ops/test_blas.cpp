@@ -95,9 +95,9 @@ TEST(Gemm, EveryFloatLibraryMatchesALoopForEveryForm) {
 }
 
 // The shapes above reach all three libraries: A B^T and everything above 64^3 multiply-adds go to oneDNN
-// (to libxsmm on a Zen 4 or Zen 5, as far as libxsmm_step_products() reaches: the next test), the other
-// small products with beta 0 or 1 to libxsmm (to OpenBLAS's own small-matrix kernels where its kernel set
-// has them), small A^T B^T and other betas to OpenBLAS.
+// (to libxsmm on a Zen 4, a Zen 5 or an Intel CPU with AVX-512, as far as libxsmm_step_products()
+// reaches: the next test), the other small products with beta 0 or 1 to libxsmm (to OpenBLAS's own
+// small-matrix kernels where its kernel set has them), small A^T B^T and other betas to OpenBLAS.
 TEST(Gemm, SmallProductsGoToLibxsmmABtAndLargeOnesToOneDnnTheRestToOpenBlas) {
   const bool openblas_small = openblas_has_small_kernels(), step_on_libxsmm = libxsmm_takes_step_products();
   for (bool ta : {false, true})
