@@ -115,7 +115,11 @@ LibxsmmStepProducts libxsmm_step_products() {
   constexpr std::size_t kToyStepLargest = 2048 * 256 * 64;  // 2^25 multiply-adds (bench_gemm's toy step)
   if (amd_avx512_family() == 0x19) return {kToyStepLargest, kToyStepLargest, LibxsmmStepProducts::kAny};
   if (amd_avx512_family() == 0x1A) return {2 * kToyStepLargest, kToyStepLargest, 1024};
-  if (cpu_vendor() == "GenuineIntel" && has_avx512()) return {2 * kToyStepLargest, kToyStepLargest, 2048, 128, 192, 128};
+  if (cpu_vendor() == "GenuineIntel" && has_avx512()) {
+    LibxsmmStepProducts intel{2 * kToyStepLargest, kToyStepLargest, 2048};
+    intel.widest = 128, intel.tallest_weight_gradient = 192, intel.widest_weight_gradient = 128;
+    return intel;
+  }
   return {};
 }
 
@@ -372,12 +376,12 @@ std::string sgemm_library() {
   const LibxsmmStepProducts step = libxsmm_step_products();
   const auto power = [](std::size_t x) { return "2^" + std::to_string(__builtin_ctzll(x)); };  // the rule's sizes are powers of 2
   constexpr std::size_t any = LibxsmmStepProducts::kAny;
+  const auto side = [](std::size_t x) { return x < any ? std::to_string(x) : std::string("any"); };
   std::string steps, weight_gradients;
   const auto add = [&](const std::string& bound) { weight_gradients += (weight_gradients.empty() ? "" : ", ") + bound; };
   if (step.largest_weight_gradient < step.largest) add("to " + power(step.largest_weight_gradient));
   if (step.tallest_weight_gradient < any || step.widest_weight_gradient < any)
-    add("up to " + (step.tallest_weight_gradient < any ? std::to_string(step.tallest_weight_gradient) : std::string("any")) + " x " +
-        (step.widest_weight_gradient < any ? std::to_string(step.widest_weight_gradient) : std::string("any")));
+    add("up to " + side(step.tallest_weight_gradient) + " x " + side(step.widest_weight_gradient));
   if (step.longest_weight_gradient < any) add("summed over up to " + std::to_string(step.longest_weight_gradient) + " rows");
   if (step.largest > 0)
     steps = libxsmm + " for products of 64^3 to " + power(step.largest) + " multiply-adds" +
