@@ -83,7 +83,7 @@ Tensor run_blocked(const Tensor& q, const Tensor& k, const Tensor& v, const std:
   dispatch_floating(q.dtype(), "softmax_attention", [&](auto tag) {
     using T = typename decltype(tag)::type;
     parallel_for(heads, 1, [&](std::size_t h0, std::size_t h1) {
-      FlashScratch<T> scratch;
+      FlashScratch<T>& scratch = thread_flash_scratch<T>();
       for (std::size_t i = h0; i < h1; ++i)
         flash_forward(shape, operands(q, k, v, mask, i, tag), out.data<T>() + layout.o.at(i / layout.heads, i % layout.heads),
                       lse.data<T>() + i * shape.tq, scratch);
@@ -105,7 +105,7 @@ Tensor run_blocked(const Tensor& q, const Tensor& k, const Tensor& v, const std:
         using T = typename decltype(tag)::type;
         T *pdq = const_cast<T*>(dq.data<T>()), *pdk = const_cast<T*>(dk.data<T>()), *pdv = const_cast<T*>(dv.data<T>());
         parallel_for(heads, 1, [&](std::size_t h0, std::size_t h1) {
-          FlashScratch<T> scratch;
+          FlashScratch<T>& scratch = thread_flash_scratch<T>();
           for (std::size_t i = h0; i < h1; ++i) {
             const std::size_t b = i / layout.heads, h = i % layout.heads;
             flash_backward(shape, operands(q, k, v, mask, i, tag), o.defined() ? o.data<T>() + layout.o.at(b, h) : nullptr,

@@ -24,6 +24,12 @@ FlashScratch<T>::FlashScratch() : buffers_(std::make_unique<Buffers>()) {}
 template <class T>
 FlashScratch<T>::~FlashScratch() = default;
 
+template <class T>
+FlashScratch<T>& thread_flash_scratch() {
+  thread_local FlashScratch<T> scratch;
+  return scratch;
+}
+
 namespace {
 
 // One chunk of keys [c0, c0 + c) against one block of query rows from i0.
@@ -148,6 +154,8 @@ void flash_forward(const HeadShape& shape, const HeadOperands<T>& x, T* out, T* 
 
 template class FlashScratch<float>;
 template class FlashScratch<double>;
+template FlashScratch<float>& thread_flash_scratch();
+template FlashScratch<double>& thread_flash_scratch();
 template void flash_forward(const HeadShape&, const HeadOperands<float>&, float*, float*, FlashScratch<float>&);
 template void flash_forward(const HeadShape&, const HeadOperands<double>&, double*, double*, FlashScratch<double>&);
 
