@@ -237,12 +237,14 @@ TEST(ElementwiseGradcheck, GeluLinear) {
 
 // A bias gradient (sum_to over the leading axes) is each column's float32 sum taken row after row, on one
 // thread and on two: the threads split whole 64-column blocks, never the rows. 1024 rows, so that two
-// threads split the columns; one block alone (64), a last partial block (200), several blocks (256, 600).
+// threads split the columns; one block alone (64), a last partial block (200), several blocks (256, 600),
+// ranges wide enough to be taken a few rows at a time (512, 600, 1040), and rows not a multiple of those
+// few (1031).
 TEST(Elementwise, SumToRowsSumsEachColumnInRowOrderOnAnyThreadCount) {
   Generator gen(11);
-  constexpr std::size_t rows = 1024;
-  for (std::size_t cols : {std::size_t{64}, std::size_t{200}, std::size_t{256}, std::size_t{600}}) {
-    const Tensor g = randn({4, rows / 4, cols}, gen);
+  for (const auto& [rows, cols] : std::vector<std::pair<std::size_t, std::size_t>>{
+           {1024, 64}, {1024, 200}, {1024, 256}, {1024, 600}, {1024, 512}, {1031, 600}, {1031, 1040}, {7, 520}}) {
+    const Tensor g = randn({rows, cols}, gen);
     const std::vector<double> values = g.to_vector();
     std::vector<float> expected(cols, 0.0f);
     for (std::size_t r = 0; r < rows; ++r)
