@@ -81,7 +81,7 @@ void ThreadPool::resize(int threads) {
   for (int i = 0; i + 1 < threads; ++i) {
     std::atomic<int>& cpu = worker_cpu_[static_cast<std::size_t>(i)];
     cpu.store(-1);
-    workers_.emplace_back([this, &cpu] { worker_loop(cpu); });
+    workers_.emplace_back([this, &cpu, seen = generation_.load()] { worker_loop(cpu, seen); });
   }
 }
 
@@ -107,8 +107,7 @@ void ThreadPool::stop_workers() {
 //   under the mutex, so no wake-up is lost.
 // The cores in caller_cpu_ and worker_cpu_ only shorten spins: a stale one costs a park or a spin, never
 // a region's result.
-void ThreadPool::worker_loop(std::atomic<int>& my_cpu) {
-  unsigned long long seen = generation_.load();
+void ThreadPool::worker_loop(std::atomic<int>& my_cpu, unsigned long long seen) {
   for (;;) {
     const auto moved = [&] { return generation_.load() != seen || stopping_.load(); };
     // Between regions the caller runs the step's serial work; on its core this thread would delay it.

@@ -57,7 +57,9 @@ class ThreadPool {
 
  private:
   ThreadPool() = default;
-  void worker_loop(std::atomic<int>& my_cpu);
+  // A worker's life; `seen` the generation when it was made, so that a region opened before the thread
+  // first runs is still one it joins.
+  void worker_loop(std::atomic<int>& my_cpu, unsigned long long seen);
   void work_on();  // takes and runs chunks of the current region until none is left
   void stop_workers();
   template <class Done>
