@@ -104,6 +104,17 @@ void add_rates(nlohmann::ordered_json& line, double gflop, double step_s, double
   line["products_share"] = products.seconds / (step_s * steps * threads);
 }
 
+// With more than one thread (`timed` steps seen by the sharing tuner): the share of steps run shared, the
+// parallel regions a step, and the share of the steps' time the caller spent in them waiting for the
+// workers' last chunks (uneven chunks, a late worker), what the second thread loses to imbalance.
+void add_sharing(nlohmann::ordered_json& line, std::size_t timed, std::size_t shared, const ThreadPool::Waits& waits, double seconds,
+                 double steps) {
+  if (!timed) return;
+  line["shared_steps"] = static_cast<double>(shared) / static_cast<double>(timed);
+  line["shared_regions_per_step"] = static_cast<double>(waits.regions) / steps;
+  line["pool_wait_share"] = waits.seconds / std::max(seconds, 1e-12);
+}
+
 }  // namespace
 
 int run_gpt_bench(const GptBenchOptions& o) {
@@ -147,9 +158,10 @@ int run_gpt_bench(const GptBenchOptions& o) {
   for (std::size_t i = 0; i < o.warmup; ++i) step();
   Storage::reset_peak_bytes();
   const double warmup_allreduce_s = parallel.reducer().seconds();
-  count_products(true);
+  ThreadPool& pool = ThreadPool::instance();
+  count_products(true), pool.count_waits(true);
   const auto [seconds, runs, fastest] = time_runs(o.steps, 0, step);
-  count_products(false);
+  count_products(false), pool.count_waits(false);
   const ProductTotals products = product_totals();
   const double step_s = seconds / static_cast<double>(std::max<std::size_t>(o.steps, 1));
   const std::size_t timed = tuner->steps(), shared = tuner->shared_steps();  // none timed on one thread
@@ -166,7 +178,7 @@ int run_gpt_bench(const GptBenchOptions& o) {
                               {"cached_mb", static_cast<double>(Storage::cached_bytes()) / (1 << 20)},
                               {"openblas_core", blas_core_name()},
                               {"sgemm_library", sgemm_library()}};
-  if (timed) line["shared_steps"] = static_cast<double>(shared) / static_cast<double>(timed);  // share of steps run shared
+  add_sharing(line, timed, shared, pool.waits(), seconds, static_cast<double>(std::max<std::size_t>(o.steps, 1)));
   add_rates(line, flops_per_token(model, o) * static_cast<double>(o.batch * o.block) / 1e9, step_s, fastest,
             static_cast<double>(std::max<std::size_t>(o.steps, 1)), products, static_cast<double>(o.threads),
             static_cast<double>(comm.size()));

@@ -128,6 +128,11 @@ void ThreadPool::worker_loop(std::atomic<int>& my_cpu, unsigned long long seen) 
   }
 }
 
+void ThreadPool::count_waits(bool on) {
+  if (on) waits_ = Waits();
+  counting_waits_ = on;
+}
+
 void ThreadPool::wake_caller() {
   std::lock_guard<std::mutex> lock(mutex_);
   finished_.notify_all();
@@ -192,9 +197,14 @@ void ThreadPool::run(std::size_t chunks, ChunkFn fn, void* context) {
     wake_.notify_all();
   }
   work_on();
+  const auto waited_from = counting_waits_ ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point();
   caller_wait([&] { return done_.load() == chunks; });
   open_.store(false);
   caller_wait([&] { return active_.load() == 0; });
+  if (counting_waits_) {
+    ++waits_.regions;
+    waits_.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - waited_from).count();
+  }
   caller_cpu_.store(current_cpu(), std::memory_order_relaxed);  // where the serial work after it runs
   if (error_) {
     std::exception_ptr error = error_;

@@ -55,6 +55,17 @@ class ThreadPool {
   void set_sharing(bool on) { sharing_ = on; }
   bool sharing() const { return sharing_; }
 
+  // The regions that handed out chunks since count_waits(true), and the caller's time in them after its
+  // last chunk, waiting for chunks still running on workers: a worker that came late, or whose chunks
+  // took longer than the caller's (bench gpt reports it as a share of the step). Counted only while on;
+  // count_waits(true) starts from zero.
+  struct Waits {
+    std::size_t regions = 0;
+    double seconds = 0;
+  };
+  void count_waits(bool on);
+  Waits waits() const { return waits_; }
+
  private:
   ThreadPool() = default;
   // A worker's life; `seen` the generation when it was made, so that a region opened before the thread
@@ -82,6 +93,8 @@ class ThreadPool {
   std::atomic<int> sleepers_{0};                    // workers parked (or about to) on wake_
   std::atomic<bool> caller_parked_{false};          // the caller parked (or about to) on finished_
   bool sharing_ = true;  // (the driving thread)
+  bool counting_waits_ = false;  // (the driving thread)
+  Waits waits_;                  // (the driving thread)
   alignas(64) std::atomic<int> active_{0};          // workers inside a region (or checking whether one is open)
   alignas(64) std::atomic<std::size_t> next_{0};    // the next chunk to take
   alignas(64) std::atomic<std::size_t> done_{0};    // chunks finished

@@ -262,6 +262,47 @@ TEST(ThreadPool, WithSharingOffTheCallerRunsEveryChunk) {
   EXPECT_EQ(seen.elsewhere.load(), 0);
 }
 
+// count_waits counts the regions that hand chunks out while it is on, from zero each time it is turned on:
+// not a region run serially (one chunk, sharing off), none after it is off. In the last region counted,
+// the worker's chunk ends only after the caller's has, so the caller waits for it there.
+TEST(ThreadPool, CountsTheRegionsThatHandOutChunksAndTheCallersWaitInThem) {
+  set_num_threads(2);
+  ThreadPool& pool = ThreadPool::instance();
+  const auto region = [&](std::size_t chunks) { pool.run(chunks, [](void*, std::size_t) {}, nullptr); };
+  region(2);  // before counting
+  pool.count_waits(true);
+  for (int i = 0; i < 5; ++i) region(2);
+  region(1);
+  pool.set_sharing(false);
+  region(4);
+  pool.set_sharing(true);
+  struct Gate {
+    std::thread::id caller = std::this_thread::get_id();
+    std::atomic<int> started{0};
+    std::atomic<bool> caller_done{false};
+  } gate;
+  pool.run(2, [](void* context, std::size_t) {
+    Gate& g = *static_cast<Gate*>(context);
+    ++g.started;
+    while (g.started.load() < 2) std::this_thread::yield();  // one chunk on each thread
+    if (std::this_thread::get_id() == g.caller) {
+      g.caller_done = true;
+    } else {
+      while (!g.caller_done.load()) std::this_thread::yield();
+    }
+  }, &gate);
+  pool.count_waits(false);
+  region(2);
+  const ThreadPool::Waits counted = pool.waits();
+  EXPECT_EQ(counted.regions, 6u);
+  EXPECT_GT(counted.seconds, 0.0);
+  pool.count_waits(true);
+  EXPECT_EQ(pool.waits().regions, 0u);
+  EXPECT_EQ(pool.waits().seconds, 0.0);
+  pool.count_waits(false);
+  set_num_threads(1);
+}
+
 // A training step of a small GPT on two threads gives the same loss and gradients, bit for bit, whether
 // its regions are shared with the worker or run on the caller alone: the chunks are the same, so the
 // sharing tuner's timing-dependent choice cannot change a run.
