@@ -163,7 +163,7 @@ int run_gpt_bench(const GptBenchOptions& o) {
   const auto [seconds, runs, fastest] = time_runs(o.steps, 0, step);
   count_products(false), pool.count_waits(false);
   const ProductTotals products = product_totals();
-  const double step_s = seconds / static_cast<double>(std::max<std::size_t>(o.steps, 1));
+  const double steps = static_cast<double>(std::max<std::size_t>(o.steps, 1)), step_s = seconds / steps;
   const std::size_t timed = tuner->steps(), shared = tuner->shared_steps();  // none timed on one thread
   tuner.reset();  // sgemm's rate below is measured on every thread
   nlohmann::ordered_json line{{"impl", "attnlab"},
@@ -178,12 +178,12 @@ int run_gpt_bench(const GptBenchOptions& o) {
                               {"cached_mb", static_cast<double>(Storage::cached_bytes()) / (1 << 20)},
                               {"openblas_core", blas_core_name()},
                               {"sgemm_library", sgemm_library()}};
-  add_sharing(line, timed, shared, pool.waits(), seconds, static_cast<double>(std::max<std::size_t>(o.steps, 1)));
+  add_sharing(line, timed, shared, pool.waits(), seconds, steps);
   add_rates(line, flops_per_token(model, o) * static_cast<double>(o.batch * o.block) / 1e9, step_s, fastest,
-            static_cast<double>(std::max<std::size_t>(o.steps, 1)), products, static_cast<double>(o.threads),
+            steps, products, static_cast<double>(o.threads),
             static_cast<double>(comm.size()));
   if (parallel.active()) {
-    const double allreduce_ms = 1e3 * (parallel.reducer().seconds() - warmup_allreduce_s) / static_cast<double>(std::max<std::size_t>(o.steps, 1));
+    const double allreduce_ms = 1e3 * (parallel.reducer().seconds() - warmup_allreduce_s) / steps;
     line["processes"] = comm.size();
     line["allreduce_bytes"] = parallel.reducer().bytes();
     line["allreduce_ms"] = allreduce_ms;
