@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include <xsimd/memory/xsimd_aligned_allocator.hpp>
 #include <xsimd/xsimd.hpp>
 
 #include "framework/ops/simd.hpp"
@@ -20,12 +19,11 @@
 
 namespace attnlab::rowops {
 
-// Scratch rows for the kernels below, aligned like tensors (64 bytes). xsimd takes a scalar path for the
-// elements before the first aligned one, and its exp and std::exp may differ in the last bit: scratch
-// aligned by the heap's state would make results depend on what was allocated before (a run would not
-// repeat bit for bit across builds that allocate differently).
-template <class T>
-using AlignedVector = std::vector<T, xsimd::aligned_allocator<T, 64>>;
+// Scratch rows for the kernels below: simd::AlignedVector (64-byte aligned, like tensors). xsimd takes a
+// scalar path for the elements before the first aligned one, and its exp and std::exp may differ in the
+// last bit: scratch aligned by the heap's state would make results depend on what was allocated before
+// (a run would not repeat bit for bit across builds that allocate differently).
+using simd::AlignedVector;
 
 template <class T>
 T max(const T* x, std::size_t n) {

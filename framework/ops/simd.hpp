@@ -15,12 +15,22 @@
 #include <cstdint>
 #include <cstring>
 #include <utility>
+#include <vector>
+
+#include <xsimd/memory/xsimd_aligned_allocator.hpp>
 
 #ifdef __AVX512F__
 #include <immintrin.h>
 #endif
 
 namespace attnlab::simd {
+
+// A vector whose data starts on a 64-byte boundary, as a tensor's does (storage.hpp): one cache line, one
+// AVX-512 vector. Scratch that vector code reads should not start wherever the heap put it: a load that
+// crosses a cache line costs a second access (framework/ops/blas.cpp measured it), and code that takes a
+// scalar path up to the first aligned element would round differently with the heap's state.
+template <class T>
+using AlignedVector = std::vector<T, xsimd::aligned_allocator<T, 64>>;
 
 #ifdef __AVX512F__
 constexpr int kVectorBytes = 64;

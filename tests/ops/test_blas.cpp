@@ -80,8 +80,9 @@ void expect_all_forms() {
 TEST(Gemm, FloatMatchesALoopForEveryForm) { expect_all_forms<float>(); }
 
 // Each library on its own, whichever this machine routes where: libxsmm's kernels (with the copy of B^T
-// for A B^T, and A^T B^T, which the route never gives it), oneDNN's sgemm and OpenBLAS's, every form,
-// small and step-sized shapes; libxsmm hands beta 0.5 to OpenBLAS.
+// for A B^T, its rows a whole number of vectors apart, and A^T B^T, which the route never gives it),
+// oneDNN's sgemm and OpenBLAS's, every form, small and step-sized shapes and a width no vector divides;
+// libxsmm hands beta 0.5 to OpenBLAS.
 TEST(Gemm, EveryFloatLibraryMatchesALoopForEveryForm) {
   std::mt19937 gen(11);
   for (FloatProducts library : {FloatProducts::libxsmm, FloatProducts::onednn, FloatProducts::openblas})
@@ -91,6 +92,7 @@ TEST(Gemm, EveryFloatLibraryMatchesALoopForEveryForm) {
           expect_product<float>(ta, tb, 7, 3, 5, beta, gen, library);
           expect_product<float>(ta, tb, 32, 32, 32, beta, gen, library);
           expect_product<float>(ta, tb, 130, 96, 200, beta, gen, library);
+          expect_product<float>(ta, tb, 96, 65, 128, beta, gen, library);  // libxsmm's B^T copy: rows padded to 80
         }
 }
 
