@@ -1,12 +1,12 @@
 // One head of softmax attention in register tiles (FlashAttention-2 on a CPU core), its forward.
 //
-// Per block of Br query rows and chunk of Bc keys (K^T packed once per head in chunks
-// [D, Bc], so a tile's B rows are contiguous; Q scaled once): for each tile of up to 6 rows, the scores
-// against the chunk's keys those rows may see (tiles of 6 rows by 2 vectors: Q values broadcast, K^T rows loaded; ALiBi
-// bias and masks applied in registers) with each row's max over them, then per row an online-softmax
-// update of its running max and sum (the accumulated output rescaled when the max grows) and the exp in
-// one streaming pass over the row's logits, and O += P V over the keys the rows see. The block's
-// output and per-row log-sum-exp L are written once at the end.
+// Per block of Br query rows and chunk of Bc keys (K^T packed once per head in chunks [D, Bc], so a
+// tile's B rows are contiguous; Q scaled once): for each tile of up to 8 rows (6 with AVX2), the scores
+// against the chunk's keys those rows may see (tiles of those rows by 2 vectors: Q values broadcast, K^T
+// rows loaded; ALiBi bias and masks applied in registers) with each row's max over them, then per row an
+// online-softmax update of its running max and sum (the accumulated output rescaled when the max grows)
+// and the exp in one streaming pass over the row's logits, and O += P V over the keys the rows see. The
+// block's output and per-row log-sum-exp L are written once at the end.
 //
 // Legend: Tq/Tk tokens, D head dim, Dv value dim, Dp/Dvp the dims rounded up to whole vectors, W lanes,
 // Br query rows per block, Bc keys per chunk, R rows of this block, C keys of this chunk.
@@ -131,7 +131,7 @@ void flash_forward(const HeadShape& shape, const HeadOperands<T>& x, T* out, T* 
   // V is read in place, rows their own distance apart, when its rows need no padding to whole vectors.
   const std::size_t v_ld = x.v_ld, values_ld = t.dvp == shape.dv ? v_ld : t.dvp;
   const T* values = t.dvp == shape.dv ? x.v : padded_rows(x.v, shape.tk, shape.dv, v_ld, t.dvp, w.v_rows);
-  T* scores = w.scores.take(6 * t.bc);
+  T* scores = w.scores.take(flash::kTileRows * t.bc);
   T* out_acc = w.out_acc.take(t.br * t.dvp);
   T* row_max = w.row_max.take(t.br);
   T* row_sum = w.row_sum.take(t.br);
