@@ -130,13 +130,15 @@ TEST_P(FlashAttention, PackedHeadsGiveTheSplitHeadsResultsBitForBit) {
   }
 }
 
-// Lengths 1, 7, 67, 130, 600 against row tiles of 6, vectors of 16 floats / 8 doubles (AVX-512) or 8 / 4,
-// chunks of 64-256 keys and blocks of 96 rows; head dims 5, 12, 13 and 24 are not whole vectors of one
-// type or the other.
+// Lengths 1, 7, 20, 44, 67, 130, 600 against row tiles of 8 and vectors of 16 floats / 8 doubles (AVX-512)
+// or tiles of 6 and vectors of 8 / 4 (AVX2), tiles of 4, 2 and 1 after them (20 and 44 end in a 4-row
+// tile after full ones with AVX-512), chunks of 64-256 keys and blocks of 96 rows; head dims 5, 12, 13
+// and 24 are not whole vectors of one type or the other.
 INSTANTIATE_TEST_SUITE_P(
     Tiles, FlashAttention,
     ::testing::Values(Case{1, 1, 8, 8, 0, true, false, false}, Case{1, 1, 16, 16, 0, false, true, false},
                       Case{7, 7, 5, 5, 0, false, false, true}, Case{7, 7, 12, 12, 2, true, true, false},
+                      Case{20, 20, 32, 32, 0, true, true, false}, Case{44, 44, 16, 16, 0, true, false, true},
                       Case{67, 67, 16, 16, 0, true, true, true}, Case{67, 67, 24, 24, 0, false, false, false},
                       Case{130, 130, 12, 12, 0, false, false, true}, Case{130, 130, 24, 24, 20, true, false, false},
                       Case{130, 130, 8, 8, 9, false, true, true}, Case{600, 600, 32, 32, 0, true, false, false},
