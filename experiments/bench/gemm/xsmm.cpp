@@ -20,7 +20,8 @@ namespace {
 
 Kernel jit_kernel(const Block& s) {
   const libxsmm_blasint m = s.n, n = s.m, k = s.k, ldb = s.lda, ldc = s.ldc;
-  const libxsmm_blasint lda = s.tb ? (s.n + 15) / 16 * 16 : s.ldb;  // B^T copied out as [k, n] (rows padded to 64 bytes), or B in place
+  // B^T copied out as [k, n] (its rows padded to 64 bytes), or B in place.
+  const libxsmm_blasint lda = s.tb ? (s.n + 15) / 16 * 16 : s.ldb;
   const float alpha = 1.0f, beta = 0.0f;
   const int flags = s.ta ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE, prefetch = LIBXSMM_PREFETCH_NONE;
   const libxsmm_smmfunction kernel = libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);

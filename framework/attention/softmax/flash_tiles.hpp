@@ -120,7 +120,7 @@ using Int = std::integral_constant<int, N>;
 // Rows of a full tile: 8 with AVX-512's 32 vector registers, 6 with AVX2's 16. Eight rather than six
 // took 3.2-3.3% off the GPT's attention (T = 64, D = 32, batch 12 x 4 heads, forward + backward), 5.8%
 // off the toy's (T = 16, D = 16; two tiles a head instead of three) and 2.5-4.2% at 256 to 4096 tokens
-// (Intel Xeon, 2026-12-07, alternated in one process); ten or twelve ran out of registers (1.5-1.9x
+// (Intel Xeon, 2026-12-07, alternated in one process); ten or twelve ran out of registers (1.1-1.9x
 // slower). Every accumulator adds the same terms in the same order whatever the tile, so the results
 // are the same bits; a bigger tile only adds exact zeros (masked weights) to some sums.
 constexpr int kTileRows = simd::kVectorBytes == 64 ? 8 : 6;
