@@ -125,6 +125,8 @@ LibxsmmStepProducts libxsmm_step_products() {
 
 bool libxsmm_takes_step_products() { return libxsmm_step_products().largest > 0; }
 
+std::size_t libxsmm_transposed_ld(std::size_t n) { return (n + 15) / 16 * 16; }
+
 void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
 int blas_threads() { return openblas_get_num_threads(); }
 
@@ -222,8 +224,6 @@ constexpr std::size_t kSmallProduct = 64 * 64 * 64;  // multiply-adds
 // kernel takes B first (M = n, N = m, A' = B, B' = A) and a transposed A is its transposed B'. Its JIT
 // generator has no transposed A' (our transposed B), and takes beta 0 or 1 only.
 using SmallKernel = void (*)(const float* b, const float* a, float* c);
-// The distance between the rows of a copy of B^T [k, n] made for libxsmm: n rounded up to 16 floats.
-std::size_t transposed_ld(std::size_t n) { return (n + 15) / 16 * 16; }
 bool libxsmm_takes_beta(float beta) { return beta == 0.0f || beta == 1.0f; }
 
 // The kernels libxsmm's generator writes, one per shape, leading dimensions, transposition and beta, kept
@@ -403,14 +403,14 @@ void gemm_with(FloatProducts library, bool ta, bool tb, std::size_t m, std::size
         kernel(b, a, c);  // column-major: B first (small_kernel)
         return;
       }
-    } else if (const SmallKernel kernel = small_kernel(ta, m, n, k, lda, transposed_ld(n), ldc, beta != 0.0f)) {
+    } else if (const SmallKernel kernel = small_kernel(ta, m, n, k, lda, libxsmm_transposed_ld(n), ldc, beta != 0.0f)) {
       // B^T [k, n] copied out first (small_kernel has no B^T), each row on a 64-byte boundary: the kernel
       // loads B's rows as whole vectors, and rows where the heap or an odd n put them made most loads
       // cross a cache line (in the GPT step, 2026-12-07, Intel Xeon: the forward's 768x128x512 A B^T 625
       // -> 588 us, 768x128x128 161 -> 150; the same bits).
       thread_local simd::AlignedVector<float> b_transposed;
-      b_transposed.resize(k * transposed_ld(n));
-      simd::transpose(b, n, k, ldb, b_transposed.data(), transposed_ld(n));
+      b_transposed.resize(k * libxsmm_transposed_ld(n));
+      simd::transpose(b, n, k, ldb, b_transposed.data(), libxsmm_transposed_ld(n));
       kernel(b_transposed.data(), a, c);
       return;
     }

@@ -48,6 +48,10 @@ struct LibxsmmStepProducts {
 };
 LibxsmmStepProducts libxsmm_step_products();
 bool libxsmm_takes_step_products();  // libxsmm_step_products().largest > 0
+// The distance between the rows of the copy of B^T [k, n] that an A B^T through libxsmm is computed from
+// (its JIT kernels take no transposed B): n rounded up to 16 floats, so that every row of the 64-byte
+// aligned copy starts a cache line (blas.cpp has the measurement).
+std::size_t libxsmm_transposed_ld(std::size_t n);
 
 // The library a float product op(A) [m, k] op(B) [k, n] (+ beta C) goes to: blas.cpp says why. A product
 // routed to libxsmm for which it compiles no kernel, or to oneDNN which refuses it, goes to OpenBLAS.

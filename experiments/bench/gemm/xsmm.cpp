@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "experiments/bench/gemm/library.hpp"
+#include "framework/ops/blas.hpp"
 #include "framework/ops/simd.hpp"
 
 namespace attnlab::gemm_bench {
@@ -20,14 +21,14 @@ namespace {
 
 Kernel jit_kernel(const Block& s) {
   const libxsmm_blasint m = s.n, n = s.m, k = s.k, ldb = s.lda, ldc = s.ldc;
-  // B^T copied out as [k, n] (its rows padded to 64 bytes), or B in place.
-  const libxsmm_blasint lda = s.tb ? (s.n + 15) / 16 * 16 : s.ldb;
+  // B^T copied out as [k, n] (rows as far apart as framework/ops/blas.cpp puts them), or B in place.
+  const libxsmm_blasint lda = s.tb ? static_cast<libxsmm_blasint>(libxsmm_transposed_ld(static_cast<std::size_t>(s.n))) : s.ldb;
   const float alpha = 1.0f, beta = 0.0f;
   const int flags = s.ta ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE, prefetch = LIBXSMM_PREFETCH_NONE;
   const libxsmm_smmfunction kernel = libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
   if (!kernel) throw std::runtime_error("libxsmm_smmdispatch returned no kernel");
   if (!s.tb) return [kernel](const float* a, const float* b, float* c) { kernel(b, a, c); };
-  // As framework/ops/blas.cpp copies it: on 64-byte rows (unaligned rows cost the kernel 6-7% on the GPT's A B^T).
+  // As framework/ops/blas.cpp copies it, aligned (unaligned rows cost the kernel 6-7% on the GPT's A B^T).
   auto scratch = std::make_shared<simd::AlignedVector<float>>(static_cast<std::size_t>(s.k) * lda);
   return [kernel, scratch, s, lda](const float* a, const float* b, float* c) {
     // Row-major B [n, k] (ldb) is column-major [k, n]; its transpose, column-major [n, k] with leading
