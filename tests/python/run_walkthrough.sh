@@ -7,9 +7,7 @@ build=$1 source=$2
 script=$build/tests/docs/python_walkthrough.py
 mkdir -p "$(dirname "$script")"
 cmake -DDOC="$source/docs/python.md" -DLANG=python -DMARK=walkthrough -DOUT="$script" -P "$source/tests/docs/extract_blocks.cmake"
-export PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}"
-[ -n "${OPENBLAS_CORETYPE:-}" ] || export OPENBLAS_CORETYPE=$(/usr/bin/python3 -W ignore -c "import attnlab; print(attnlab.command_line_blas_core())")
-export OPENBLAS_NUM_THREADS=1
+source "$source/tests/python/module_env.sh"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 ln -s "$source/configs" "$work/configs"
