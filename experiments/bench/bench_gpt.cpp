@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "experiments/runner/data_parallel.hpp"
 #include "experiments/runner/process_stats.hpp"
@@ -115,6 +116,25 @@ void add_sharing(nlohmann::ordered_json& line, std::size_t timed, std::size_t sh
   line["pool_wait_share"] = waits.seconds / std::max(seconds, 1e-12);
 }
 
+// Each product form of the step (--products), longest total first: op(A) [m, k] op(B) [k, n] as "NT
+// 768x128x512" (m x n x k), the library that ran it, its calls a step, its time a call, its rate (cores'
+// time, as products_gflops_per_core) and its share of the products' time.
+void add_products_by_shape(nlohmann::ordered_json& line, const std::vector<ProductShape>& shapes, const ProductTotals& totals,
+                           double steps) {
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const ProductShape& p : shapes) {
+    const double seconds = std::max(p.seconds, 1e-12), calls = static_cast<double>(p.calls);
+    rows.push_back({{"form", std::string(p.ta ? "T" : "N") + (p.tb ? "T" : "N")},
+                    {"shape", std::to_string(p.m) + "x" + std::to_string(p.n) + "x" + std::to_string(p.k)},
+                    {"library", p.library},
+                    {"calls_per_step", calls / steps},
+                    {"us_per_call", seconds * 1e6 / calls},
+                    {"gflops", 2.0 * static_cast<double>(p.m * p.n * p.k) * calls / seconds / 1e9},
+                    {"share", p.seconds / std::max(totals.seconds, 1e-12)}});
+  }
+  line["products_by_shape"] = rows;
+}
+
 }  // namespace
 
 int run_gpt_bench(const GptBenchOptions& o) {
@@ -159,7 +179,7 @@ int run_gpt_bench(const GptBenchOptions& o) {
   Storage::reset_peak_bytes();
   const double warmup_allreduce_s = parallel.reducer().seconds();
   ThreadPool& pool = ThreadPool::instance();
-  count_products(true), pool.count_waits(true);
+  count_products(true, o.products), pool.count_waits(true);
   const auto [seconds, runs, fastest] = time_runs(o.steps, 0, step);
   count_products(false), pool.count_waits(false);
   const ProductTotals products = product_totals();
@@ -179,6 +199,7 @@ int run_gpt_bench(const GptBenchOptions& o) {
                               {"openblas_core", blas_core_name()},
                               {"sgemm_library", sgemm_library()}};
   add_sharing(line, timed, shared, pool.waits(), seconds, steps);
+  if (o.products) add_products_by_shape(line, product_totals_by_shape(), products, steps);
   add_rates(line, flops_per_token(model, o) * static_cast<double>(o.batch * o.block) / 1e9, step_s, fastest,
             steps, products, static_cast<double>(o.threads),
             static_cast<double>(comm.size()));

@@ -12,6 +12,7 @@ struct GptBenchOptions {
   std::size_t steps = 50, warmup = 5;
   int threads = 1;
   bool forward = false;  // time the eval forward alone (no graph), as a notebook's model(ids) runs it
+  bool products = false;  // also each product form's time, library and rate (products_by_shape)
 };
 
 // Runs the benchmark and prints its JSON line to stdout; returns the process exit status.

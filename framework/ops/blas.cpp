@@ -1,5 +1,6 @@
 #include "framework/ops/blas.hpp"
 
+#include "framework/ops/product_clock.hpp"
 #include "framework/ops/simd.hpp"
 
 #include <cblas.h>
@@ -16,8 +17,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -178,45 +177,6 @@ void one_openmp_thread() {
   thread_local const bool asked = (omp_set_num_threads(1), true);
   (void)asked;
 }
-
-std::atomic<bool> counting{false};
-std::atomic<std::uint64_t> counted_ns{0}, counted_flops{0}, counted_calls{0};
-
-// Adds the enclosing product's time and FLOPs to the totals when counting is on.
-class ProductClock {
- public:
-  ProductClock(std::size_t m, std::size_t n, std::size_t k)
-      : on_(counting.load(std::memory_order_relaxed)), flops_(2 * static_cast<std::uint64_t>(m) * n * k) {
-    if (on_) start_ = std::chrono::steady_clock::now();
-  }
-  ~ProductClock() {
-    if (!on_) return;
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start_).count();
-    counted_ns.fetch_add(static_cast<std::uint64_t>(ns), std::memory_order_relaxed);
-    counted_flops.fetch_add(flops_, std::memory_order_relaxed);
-    counted_calls.fetch_add(1, std::memory_order_relaxed);
-  }
-  ProductClock(const ProductClock&) = delete;
-  ProductClock& operator=(const ProductClock&) = delete;
-
- private:
-  bool on_;
-  std::uint64_t flops_;
-  std::chrono::steady_clock::time_point start_;
-};
-
-}  // namespace
-
-void count_products(bool on) {
-  if (on) counted_ns = 0, counted_flops = 0, counted_calls = 0;
-  counting = on;
-}
-
-ProductTotals product_totals() {
-  return {static_cast<double>(counted_ns.load()) * 1e-9, static_cast<double>(counted_flops.load()), counted_calls.load()};
-}
-
-namespace {
 
 constexpr std::size_t kSmallProduct = 64 * 64 * 64;  // multiply-adds
 
@@ -396,11 +356,12 @@ std::string sgemm_library() {
 void gemm_with(FloatProducts library, bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a,
                std::size_t lda, const float* b, std::size_t ldb, float* c, std::size_t ldc, float beta) {
   if (empty_product(m, n, k, c, ldc, beta)) return;
-  const ProductClock clock(m, n, k);
+  detail::ProductClock clock(ta, tb, m, n, k);
   if (library == FloatProducts::libxsmm && libxsmm_takes_beta(beta)) {
     if (!tb) {
       if (const SmallKernel kernel = small_kernel(ta, m, n, k, lda, ldb, ldc, beta != 0.0f)) {
         kernel(b, a, c);  // column-major: B first (small_kernel)
+        clock.ran_on(detail::library_name(FloatProducts::libxsmm));
         return;
       }
     } else if (const SmallKernel kernel = small_kernel(ta, m, n, k, lda, libxsmm_transposed_ld(n), ldc, beta != 0.0f)) {
@@ -412,6 +373,7 @@ void gemm_with(FloatProducts library, bool ta, bool tb, std::size_t m, std::size
       b_transposed.resize(k * libxsmm_transposed_ld(n));
       simd::transpose(b, n, k, ldb, b_transposed.data(), libxsmm_transposed_ld(n));
       kernel(b_transposed.data(), a, c);
+      clock.ran_on(detail::library_name(FloatProducts::libxsmm));
       return;
     }
   }
@@ -419,8 +381,10 @@ void gemm_with(FloatProducts library, bool ta, bool tb, std::size_t m, std::size
   if (library == FloatProducts::onednn) {
     one_openmp_thread();
     if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', dim(m), dim(n), dim(k), 1.0f, a, dim(lda), b, dim(ldb), beta, c, dim(ldc)) ==
-        dnnl_success)
+        dnnl_success) {
+      clock.ran_on(detail::library_name(FloatProducts::onednn));
       return;
+    }
   }
   beta = zero_then_accumulate(m, n, c, ldc, beta, openblas_small_kernel(ta, tb, m, n, k));
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
@@ -436,7 +400,8 @@ void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const f
 void gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const double* a, std::size_t lda,
           const double* b, std::size_t ldb, double* c, std::size_t ldc, double beta) {
   if (empty_product(m, n, k, c, ldc, beta)) return;
-  const ProductClock clock(m, n, k);
+  detail::ProductClock clock(ta, tb, m, n, k);
+  clock.ran_on("OpenBLAS float64");
   beta = zero_then_accumulate(m, n, c, ldc, beta);
   cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, static_cast<int>(m),
               static_cast<int>(n), static_cast<int>(k), 1.0, a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,

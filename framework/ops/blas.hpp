@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 namespace attnlab {
 
@@ -88,8 +89,18 @@ struct ProductTotals {
   double flops = 0.0;
   std::size_t calls = 0;
 };
-void count_products(bool on);
-ProductTotals product_totals();  // since the last count_products(true)
+// With `by_shape`, each form as well (`attnlab bench gpt --products`): op(A) [m, k] op(B) [k, n] and the
+// library that ran it (a product a library refused is counted where it went), longest total first.
+struct ProductShape {
+  bool ta = false, tb = false;
+  std::size_t m = 0, n = 0, k = 0;
+  std::string library;  // "libxsmm", "oneDNN", "OpenBLAS"; float64 products "OpenBLAS float64"
+  double seconds = 0.0;
+  std::size_t calls = 0;
+};
+void count_products(bool on, bool by_shape = false);
+ProductTotals product_totals();                     // since the last count_products(true, ...)
+std::vector<ProductShape> product_totals_by_shape();  // since the last count_products(true, true); else empty
 
 // Solves op(L) X = B in place: B [m, n] (row-major, leading dimension ldb) becomes X, for L [m, m] unit
 // lower triangular (its diagonal and upper part are not read); op(L) = L^T when `transpose`. cblas_?trsm.

@@ -327,5 +327,48 @@ TEST(Gemm, CountsTheProductsWhileCountingIsOn) {
   count_products(false);
 }
 
+// count_products(true, true): each form with the library that ran it (where a library refused, the one
+// that took over), its calls and time, longest first, the times adding up to the totals; by shape only
+// while asked for, and cleared when counting starts again.
+TEST(Gemm, CountsEachProductFormWithTheLibraryThatRanIt) {
+  std::vector<float> a(64 * 48, 0.5f), b(48 * 32, 0.25f), c(64 * 32);
+  std::vector<double> ad(8 * 4, 1.0), bd(4 * 2, 1.0), cd(8 * 2);
+  count_products(true, true);
+  for (int i = 0; i < 2; ++i) gemm_with(FloatProducts::onednn, false, false, 64, 32, 48, a.data(), 48, b.data(), 32, c.data(), 32);
+  gemm_with(FloatProducts::libxsmm, true, false, 32, 32, 32, a.data(), 32, b.data(), 32, c.data(), 32);
+  gemm_with(FloatProducts::libxsmm, false, false, 32, 32, 32, a.data(), 32, b.data(), 32, c.data(), 32, 0.5f);  // to OpenBLAS
+  gemm(false, true, 8, 2, 4, ad.data(), 4, bd.data(), 4, cd.data(), 2);
+  const ProductTotals totals = product_totals();
+  count_products(false);
+  const std::vector<ProductShape> shapes = product_totals_by_shape();
+  ASSERT_EQ(shapes.size(), 4u);
+  const auto find = [&](bool ta, bool tb, std::size_t m, const std::string& library) {
+    for (const ProductShape& p : shapes)
+      if (p.ta == ta && p.tb == tb && p.m == m && p.library == library) return p;
+    ADD_FAILURE() << "no " << ta << tb << " product of " << m << " rows on " << library;
+    return ProductShape{};
+  };
+  const ProductShape nn = find(false, false, 64, "oneDNN");
+  EXPECT_EQ(nn.calls, 2u);
+  EXPECT_EQ(nn.n, 32u);
+  EXPECT_EQ(nn.k, 48u);
+  EXPECT_EQ(find(true, false, 32, "libxsmm").calls, 1u);
+  EXPECT_EQ(find(false, false, 32, "OpenBLAS").calls, 1u);
+  EXPECT_EQ(find(false, true, 8, "OpenBLAS float64").calls, 1u);
+  double seconds = 0;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    seconds += shapes[i].seconds;
+    if (i) {
+      EXPECT_GE(shapes[i - 1].seconds, shapes[i].seconds);
+    }
+  }
+  EXPECT_NEAR(seconds, totals.seconds, 1e-9);
+  count_products(true);  // not by shape: the old ones cleared, none added
+  gemm(false, false, 64, 32, 48, a.data(), 48, b.data(), 32, c.data(), 32);
+  count_products(false);
+  EXPECT_TRUE(product_totals_by_shape().empty());
+  EXPECT_EQ(product_totals().calls, 1u);
+}
+
 }  // namespace
 }  // namespace attnlab
