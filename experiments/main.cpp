@@ -241,8 +241,10 @@ void add_tool_commands(CLI::App& app, Commands& c) {
   cli::add_number(c.gpt, "--vocab", g.vocab, "vocabulary size", Range::at_least(1));
   cli::add_number(c.gpt, "--steps", g.steps, "timed steps", Range::at_least(1));
   cli::add_number(c.gpt, "--warmup", g.warmup, "untimed steps first");
-  c.gpt->add_flag("--forward", g.forward, "time the eval forward alone (no graph), as Python's model(ids) runs it, instead of a training step");
-  c.gpt->add_flag("--products", g.products, "also time each product form of the step: its library, calls, time and rate (products_by_shape)");
+  CLI::Option* forward = c.gpt->add_flag("--forward", g.forward,
+                                         "time the eval forward alone (no graph), as Python's model(ids) runs it, instead of a training step");
+  c.gpt->add_flag("--products", g.products, "also time each product form of the step: its library, calls, time and rate (products_by_shape)")
+      ->excludes(forward);
   add_threads_option(c.gpt, c.threads);
 
   attnlab::bench::AttentionBenchOptions& a = c.attention_options;
