@@ -334,7 +334,7 @@ FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::s
 
 std::string sgemm_library() {
   const dnnl_version_t* v = dnnl_version();
-  const std::string libxsmm = std::string("libxsmm ") + LIBXSMM_VERSION;
+  const std::string libxsmm = std::string(detail::library_name(FloatProducts::libxsmm)) + " " + LIBXSMM_VERSION;
   const LibxsmmStepProducts step = libxsmm_step_products();
   const auto power = [](std::size_t x) { return "2^" + std::to_string(__builtin_ctzll(x)); };  // the rule's sizes are powers of 2
   constexpr std::size_t any = LibxsmmStepProducts::kAny;
@@ -349,8 +349,8 @@ std::string sgemm_library() {
     steps = libxsmm + " for products of 64^3 to " + power(step.largest) + " multiply-adds" +
             (step.widest < any ? " up to " + std::to_string(step.widest) + " columns" : std::string()) +
             (weight_gradients.empty() ? std::string() : " (weight gradients " + weight_gradients + ")") + ", ";
-  return "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + ", " + steps +
-         (openblas_has_small_kernels() ? std::string("OpenBLAS") : libxsmm) + " for small products";
+  return std::string(detail::library_name(FloatProducts::onednn)) + " " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + ", " + steps +
+         (openblas_has_small_kernels() ? std::string(detail::library_name(FloatProducts::openblas)) : libxsmm) + " for small products";
 }
 
 void gemm_with(FloatProducts library, bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a,

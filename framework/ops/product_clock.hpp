@@ -12,7 +12,7 @@ namespace attnlab::detail {
 
 extern std::atomic<bool> counting_products;
 
-// "libxsmm", "oneDNN", "OpenBLAS": the name the by-shape totals give each library.
+// "libxsmm", "oneDNN", "OpenBLAS": each library's name, in the by-shape totals and in sgemm_library().
 const char* library_name(FloatProducts library);
 
 // Adds the enclosing product's time and FLOPs to the totals when counting is on, and to its form's when
