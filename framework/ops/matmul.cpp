@@ -42,6 +42,13 @@ struct Product {
   std::size_t parts(std::size_t threads) const {
     return threads < 2 || side() < 2 * grain() ? 1 : std::min(threads, side() / grain());
   }
+  // The last rows of a weight gradient that products_side_by_side gives the input gradient's thread
+  // (see there): m / 8 in whole 16s when they hold at least 2^21 multiply-adds and m >= n (so that they
+  // are the end of side()), else 0.
+  std::size_t moved_rows() const {
+    const std::size_t rows = m >= n ? m / 8 / 16 * 16 : 0;
+    return rows * n * k >= (std::size_t{1} << 21) ? rows : 0;
+  }
   // Rows (or columns) [begin, end) of C.
   void block(std::size_t begin, std::size_t end) const {
     const std::size_t lda = ta ? m : k, ldb = tb ? k : n;
@@ -77,29 +84,54 @@ void product(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, cons
   product(Product<T>{ta, tb, m, n, k, a, b, c, beta, row_init});
 }
 
-// Two independent products of equal FLOPs (a Linear's dx = g W and dW = g^T x) in one parallel region,
-// each on its own half of the threads: on two threads each runs whole on one of them, side by side,
-// where one after the other each would be split in two. Split, these thin products cost far more cycles
-// than whole: in the toy step at two threads (`bench gpt --dim 64 --block 16 --batch 32`, cycles inside
-// gemm counted per shape, 2026-11-28) the weight gradients' halves ([96 x 64] over 512 rows, each
-// packing the whole shared operand again) took 26-69% more than the whole products on one thread, the
-// input gradients' 6-20%; side by side and whole, 8-35% more (what is left is mostly each core reading
-// what the other wrote). Block c of the region is the same block of the same product whichever thread
-// runs it, so the results do not depend on timing.
+// A Linear's two gradients, dx = g W and dW = g^T x (equal FLOPs), in one parallel region, each on its
+// own half of the threads: on two threads each runs whole on one of them, side by side, where one after
+// the other each would be split in two. Split, these thin products cost far more cycles than whole: in
+// the toy step at two threads (`bench gpt --dim 64 --block 16 --batch 32`, cycles inside gemm counted
+// per shape, 2026-11-28) the weight gradients' halves ([96 x 64] over 512 rows, each packing the whole
+// shared operand again) took 26-69% more than the whole products on one thread, the input gradients'
+// 6-20%; side by side and whole, 8-35% more (what is left is mostly each core reading what the other
+// wrote).
+//
+// Side by side, the weight gradient (A^T B of two activations the forward wrote long before) is the
+// slower: in the reference GPT's step on two threads (2026-12-07) fc1's took 735-770 us against its
+// input gradient's 590-605, qkv's 570-590 against 440-450, whichever thread ran it, and the input
+// gradient's thread then waited ~1.6 ms a step. So when each product runs whole, that thread also takes
+// the weight gradient's last rows: an eighth of them in whole 16s (the GPT's step 2.6-2.8% shorter on
+// two threads, in-process alternation; a tenth 1.8-2.2%, a sixteenth ~1%, three sixteenths 0.3-1.3%),
+// when they hold at least 2^21 multiply-adds (a smaller product's extra call costs what it saves: the
+// toy step was up to 2.7% slower with its 16 rows moved) and the weight gradient has at least as many
+// rows as columns (its columns moved instead re-read the longer operand: fc2's measured no better).
+// Every block is fixed by the shapes and the thread count, so which thread runs which chunk, or the
+// caller running both (sharing off), does not change a bit.
 template <class T>
-void products_side_by_side(const Product<T>& first, const Product<T>& second) {
+void products_side_by_side(const Product<T>& input_grad, const Product<T>& weight_grad) {
   const std::size_t threads = static_cast<std::size_t>(num_threads());
   if (threads < 2) {
-    product(first), product(second);
+    product(input_grad), product(weight_grad);
     return;
   }
-  const std::size_t parts1 = first.parts(threads / 2), parts2 = second.parts(threads - threads / 2);
+  const std::size_t parts1 = input_grad.parts(threads / 2), parts2 = weight_grad.parts(threads - threads / 2);
+  if (parts1 == 1 && parts2 == 1) {
+    const std::size_t moved = weight_grad.moved_rows();
+    parallel_for(2, 1, [&](std::size_t c0, std::size_t c1) {
+      for (std::size_t c = c0; c < c1; ++c) {
+        if (c == 0) {
+          input_grad.block(0, input_grad.side());
+          if (moved) weight_grad.block(weight_grad.side() - moved, weight_grad.side());
+        } else {
+          weight_grad.block(0, weight_grad.side() - moved);
+        }
+      }
+    });
+    return;
+  }
   parallel_for(parts1 + parts2, 1, [&](std::size_t c0, std::size_t c1) {
     for (std::size_t c = c0; c < c1; ++c) {
       if (c < parts1)
-        first.block(first.side() * c / parts1, first.side() * (c + 1) / parts1);
+        input_grad.block(input_grad.side() * c / parts1, input_grad.side() * (c + 1) / parts1);
       else
-        second.block(second.side() * (c - parts1) / parts2, second.side() * (c - parts1 + 1) / parts2);
+        weight_grad.block(weight_grad.side() * (c - parts1) / parts2, weight_grad.side() * (c - parts1 + 1) / parts2);
     }
   });
 }

@@ -9,6 +9,7 @@
 #include <random>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 #include <utility>
 
 #include "framework/models/text_models.hpp"
@@ -100,6 +101,35 @@ TEST(Parallel, LinearGradsSideBySideAreTheTwoProducts) {
   expect_same_on_two_threads([&] { return gelu_linear(h, fc, bias); }, {h, fc, bias});
   expect_same_on_two_threads([&] { return gelu_linear(h, fc, bias, nb); }, {h, fc, bias, nb});
   expect_same_on_two_threads([&] { return layer_norm_linear(h, nw, nb, 1e-5, fc, bias); }, {h, nw, nb, fc, bias});
+}
+
+// On two threads the thread of the input gradient also takes the weight gradient's last rows when they
+// are worth it (matmul.cpp, products_side_by_side; a [160, 64] weight over 2100 rows moves 16): the
+// gradients are still the two products, and the blocks are fixed by the shapes, so the caller running
+// every chunk itself (sharing off) gives the same bits.
+TEST(Parallel, LinearGradsWithTheWeightGradientsLastRowsMovedAreTheTwoProductsWhoeverRunsThem) {
+  Generator gen(8);
+  for (const auto& [rows, out, in] : {std::tuple{2100, 160, 64}, std::tuple{777, 48, 80}}) {
+    const Tensor g = randn({static_cast<std::size_t>(rows), static_cast<std::size_t>(out)}, gen, DType::float64),
+                 x = randn({static_cast<std::size_t>(rows), static_cast<std::size_t>(in)}, gen, DType::float64),
+                 w = randn({static_cast<std::size_t>(out), static_cast<std::size_t>(in)}, gen, DType::float64);
+    set_num_threads(1);
+    const Tensor want_x = matmul(g, w), want_w = matmul(g, x, true, false);
+    set_num_threads(2);
+    ThreadPool& pool = ThreadPool::instance();
+    const LinearGrads shared = linear_grads(g, x, w, true, true);
+    pool.set_sharing(false);
+    const LinearGrads alone = linear_grads(g, x, w, true, true);
+    pool.set_sharing(true);
+    set_num_threads(1);
+    for (const auto& [got, want] : {std::pair{shared.x, want_x}, std::pair{shared.weight, want_w}}) {
+      const std::vector<double> a = got.to_vector(), b = want.to_vector();
+      ASSERT_EQ(a.size(), b.size());
+      for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-12 * (1 + std::fabs(b[i]))) << rows << " rows, element " << i;
+    }
+    EXPECT_EQ(shared.x.to_vector(), alone.x.to_vector()) << rows << " rows";
+    EXPECT_EQ(shared.weight.to_vector(), alone.weight.to_vector()) << rows << " rows";
+  }
 }
 
 TEST(Parallel, RowKernelsAndElementwiseOpsGiveTheSameValues) {
