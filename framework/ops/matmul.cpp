@@ -94,11 +94,12 @@ void product(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, cons
 // wrote).
 //
 // Side by side, the weight gradient (A^T B of two activations the forward wrote long before) is the
-// slower: in the reference GPT's step on two threads (2026-12-07) fc1's took 735-770 us against its
-// input gradient's 590-605, qkv's 570-590 against 440-450, whichever thread ran it, and the input
-// gradient's thread then waited ~1.6 ms a step. So when each product runs whole, that thread also takes
+// slower: in the reference GPT's step on two threads (2026-12-07) fc1's took 738-761 us against its
+// input gradient's 587-618, qkv's 557-582 against 436-459, whichever thread ran it, and the input
+// gradient's thread then waited ~1.55 ms a step. So when each product runs whole, that thread also takes
 // the weight gradient's last rows: an eighth of them in whole 16s (the GPT's step 2.6-2.8% shorter on
-// two threads, in-process alternation; a tenth 1.8-2.2%, a sixteenth ~1%, three sixteenths 0.3-1.3%),
+// two threads, in-process alternation; a tenth 1.8-2.2%, a sixteenth ~1%, three sixteenths 0.3-1.3%;
+// docs/benchmarks.md, "a fourth sitting"),
 // when they hold at least 2^21 multiply-adds (a smaller product's extra call costs what it saves: the
 // toy step was up to 2.7% slower with its 16 rows moved) and the weight gradient has at least as many
 // rows as columns (its columns moved instead re-read the longer operand: fc2's measured no better).
