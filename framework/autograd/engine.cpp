@@ -1,6 +1,7 @@
 // The backward engine: reverse topological order with an explicit stack and dependency counts, no
 // recursion, gradients accumulated (never assigned) into leaves, graph released as it runs.
 #include <algorithm>
+#include <atomic>
 #include <stdexcept>
 #include <unordered_map>
 #include <vector>
@@ -15,8 +16,15 @@ void add_into(T* dst, const T* src, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) dst[i] += src[i];
 }
 
-// dst += src in place (both floating, same shape and dtype, checked by the caller).
+std::atomic<GradientAdder> g_gradient_adder{nullptr};
+
+// dst += src in place (both floating, same shape and dtype, checked by the caller), through the installed
+// adder if any.
 void add_inplace(Tensor& dst, const Tensor& src) {
+  if (const GradientAdder adder = g_gradient_adder.load(std::memory_order_acquire)) {
+    adder(dst, src);
+    return;
+  }
   dispatch_floating(dst.dtype(), "backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     add_into(dst.data<T>(), src.data<T>(), dst.numel());
@@ -84,6 +92,8 @@ std::unordered_map<Node*, int> count_dependencies(Node* root) {
 }
 
 }  // namespace
+
+void set_gradient_adder(GradientAdder adder) { g_gradient_adder.store(adder, std::memory_order_release); }
 
 void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   check_defined("backward");

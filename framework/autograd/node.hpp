@@ -17,6 +17,14 @@ namespace attnlab {
 
 class Node;
 
+// How the backward engine adds one gradient into another where two meet (dst += src; floating tensors of
+// one shape and dtype, contiguous): a loop on the calling thread until a room above installs another.
+// framework/ops installs one split across its thread pool (on two threads the GPT step's residual-stream
+// sums, [768, 128] each, were the longest work the caller did while the worker waited). An adder must
+// give the loop's bits: each element is dst + src, rounded once.
+using GradientAdder = void (*)(Tensor& dst, const Tensor& src);
+void set_gradient_adder(GradientAdder adder);
+
 // Where the gradient of one input of a node goes.
 struct Edge {
   std::shared_ptr<Node> node;          // the op that produced the input; null for a leaf

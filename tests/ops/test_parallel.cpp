@@ -132,6 +132,24 @@ TEST(Parallel, LinearGradsWithTheWeightGradientsLastRowsMovedAreTheTwoProductsWh
   }
 }
 
+// Where two gradients meet (x feeds two ops), the engine adds them through the adder framework/ops installs,
+// split across the threads: the same bits as on one thread (each element is one addition). 300 x 257 is
+// more than two of its ranges.
+TEST(Parallel, GradientsThatMeetAreSummedBitForBitTheSameOnOneAndTwoThreads) {
+  Generator gen(9);
+  Tensor x = randn({300, 257}, gen).set_requires_grad(true);
+  const Tensor a = randn({300, 257}, gen), b = randn({257}, gen), g = randn({300, 257}, gen);
+  auto grads = [&](int threads) {
+    set_num_threads(threads);
+    x.zero_grad();
+    (tanh(x) * a + sigmoid(x) * b + x * x).backward(g);
+    return x.grad().to_vector();
+  };
+  const auto one = grads(1), two = grads(2);
+  set_num_threads(1);
+  EXPECT_EQ(one, two);
+}
+
 TEST(Parallel, RowKernelsAndElementwiseOpsGiveTheSameValues) {
   Generator gen(2);
   Tensor x = randn({300, 257}, gen).set_requires_grad(true), w = randn({257}, gen).set_requires_grad(true),
