@@ -190,7 +190,10 @@ print("ok: a run whose stdout nobody reads stops on SIGTERM with its checkpoint"
 PY
 
 # kill -9 after a checkpoint: resuming drops the rows logged after it, so every step is logged once, and
-# removes what a write left half done.
+# removes what a write left half done. The run goes on between the line waited for and the kill (on a
+# quick machine past step 300, a checkpoint), so the resumed run's length comes from the last row logged
+# (each row is flushed as it is written, and a checkpoint only after its step's row): always beyond the
+# last checkpoint, however far the run got.
 "$attnlab" train "$config" log.dir="$work/runs" name=killed train.steps=100000 train.checkpoint_interval=100 \
   train.eval_interval=100 log.interval=10 model.d_model=16 model.n_heads=2 > "$work/killed.log" 2>&1 &
 pid=$!
@@ -198,7 +201,9 @@ wait_for "step 150/" "$work/killed.log"
 kill -9 $pid
 wait $pid 2> /dev/null
 echo half > "$work/runs/killed/last.ckpt.tmp"
-check resume_after_kill "$attnlab" train --resume "$work/runs/killed" train.steps=300
+last_logged=$(grep -o '"step":[0-9]*' "$work/runs/killed/metrics.jsonl" | tail -1 | cut -d: -f2)
+killed_steps=$((last_logged + 100))
+check resume_after_kill "$attnlab" train --resume "$work/runs/killed" train.steps=$killed_steps
 [ -e "$work/runs/killed/last.ckpt.tmp" ] && fail "resume left last.ckpt.tmp behind"
 duplicates=$(grep -o '"step":[0-9]*,"split":"[a-z]*"' "$work/runs/killed/metrics.jsonl" | sort | uniq -d)
 [ -z "$duplicates" ] || fail "steps logged twice after a kill -9: $duplicates"
@@ -228,9 +233,9 @@ wait $holder
 
 # A kill while config.yaml was being rewritten left it empty: the run still resumes, from the checkpoint's copy.
 : > "$work/runs/killed/config.yaml"
-check resume_with_empty_config "$attnlab" train --resume "$work/runs/killed" train.steps=310
+check resume_with_empty_config "$attnlab" train --resume "$work/runs/killed" train.steps=$((killed_steps + 10))
 grep -q "config.yaml is empty; using the config stored in last.ckpt" "$work/resume_with_empty_config.log" \
-  && grep -q "steps: 310" "$work/runs/killed/config.yaml" || fail "an emptied config.yaml was not restored"
+  && grep -q "steps: $((killed_steps + 10))$" "$work/runs/killed/config.yaml" || fail "an emptied config.yaml was not restored"
 # An edited config.yaml that builds another model is refused, naming both files.
 sed -i 's/n_heads: 2/n_heads: 4/' "$work/runs/killed/config.yaml"
 "$attnlab" eval "$work/runs/killed" > "$work/edited.log" 2>&1 && fail "eval accepted an edited n_heads"
