@@ -189,15 +189,7 @@ namespace {
 // The backward engine's sums of two gradients (dst += src), split across the pool in ranges of kGrain
 // elements: each element is still dst + src rounded once, so the bits are the loop's on any thread count.
 void add_gradient_into(Tensor& dst, const Tensor& src) {
-  dispatch_floating(dst.dtype(), "backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* d = dst.data<T>();
-    const T* s = src.data<T>();
-    parallel_for(dst.numel(), kGrain, [&](std::size_t i0, std::size_t i1) {
-#pragma omp simd
-      for (std::size_t i = i0; i < i1; ++i) d[i] += s[i];
-    });
-  });
+  detail::update_in_place(dst, src, "backward", [](auto d, auto s) { return d + s; });
 }
 const bool kGradientAdderInstalled = (set_gradient_adder(&add_gradient_into), true);
 }  // namespace

@@ -1,5 +1,6 @@
 // Internal to ops: what the elementwise ops of elementwise.cpp and gelu.cpp share, the size of their
-// parallel chunks, the check that two operands share a dtype, and the column sums of a bias gradient.
+// parallel chunks, the check that two operands share a dtype, an in-place update, and the column sums of
+// a bias gradient.
 #pragma once
 
 #include <algorithm>
@@ -20,6 +21,21 @@ inline void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
     throw std::invalid_argument(std::string(op) + ": operands have different dtypes (" + dtype_name(a.dtype()) +
                                 " and " + dtype_name(b.dtype()) + "); convert one with .to()");
   }
+}
+
+// x = op(x, y) element by element, in place (floating tensors of one shape and dtype), split across threads
+// in ranges of kGrain: each element is one op, so the bits do not depend on the thread count.
+template <class Op>
+void update_in_place(Tensor& x, const Tensor& y, const char* who, Op op) {
+  dispatch_floating(x.dtype(), who, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* px = x.data<T>();
+    const T* py = y.data<T>();
+    parallel_for(x.numel(), kGrain, [&](std::size_t i0, std::size_t i1) {
+#pragma omp simd
+      for (std::size_t i = i0; i < i1; ++i) px[i] = op(px[i], py[i]);
+    });
+  });
 }
 
 // Columns that sum_rows sums together in registers.

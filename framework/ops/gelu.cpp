@@ -136,15 +136,7 @@ Tensor gelu_parts(const Tensor& x, const Tensor& grad, bool value, const Tensor&
 
 // x *= y elementwise, in place (tensors of one shape and dtype), split across threads.
 void scale_by(Tensor& x, const Tensor& y) {
-  dispatch_floating(x.dtype(), "gelu_linear backward", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    T* px = x.data<T>();
-    const T* py = y.data<T>();
-    parallel_for(x.numel(), kGrain, [&](std::size_t i0, std::size_t i1) {
-#pragma omp simd
-      for (std::size_t i = i0; i < i1; ++i) px[i] *= py[i];
-    });
-  });
+  detail::update_in_place(x, y, "gelu_linear backward", [](auto a, auto b) { return a * b; });
 }
 
 // x *= y elementwise, in place, as scale_by, and the sums of x's columns over its rows (x [..., C]) in
