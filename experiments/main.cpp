@@ -240,7 +240,8 @@ void add_tool_commands(CLI::App& app, Commands& c) {
   cli::add_number(c.gpt, "--batch", g.batch, "sequences per step", Range::at_least(1));
   cli::add_number(c.gpt, "--vocab", g.vocab, "vocabulary size", Range::at_least(1));
   cli::add_number(c.gpt, "--steps", g.steps, "timed steps", Range::at_least(1));
-  cli::add_number(c.gpt, "--warmup", g.warmup, "untimed steps first");
+  cli::add_number(c.gpt, "--warmup", g.warmup,
+                  "untimed steps first (with more than one thread, also until the sharing tuner's first probe has chosen)");
   CLI::Option* forward = c.gpt->add_flag("--forward", g.forward,
                                          "time the eval forward alone (no graph), as Python's model(ids) runs it, instead of a training step");
   c.gpt->add_flag("--products", g.products, "also time each product form of the step: its library, calls, time and rate (products_by_shape)")

@@ -105,7 +105,7 @@ void add_rates(nlohmann::ordered_json& line, double gflop, double step_s, double
   line["products_share"] = products.seconds / (step_s * steps * threads);
 }
 
-// With more than one thread (`timed` steps seen by the sharing tuner): the share of steps run shared, the
+// With more than one thread (`timed` steps seen by the sharing tuner): the share of them run shared, the
 // parallel regions a step, and the share of the steps' time the caller spent in them waiting for the
 // workers' last chunks (uneven chunks, a late worker), what the second thread loses to imbalance.
 void add_sharing(nlohmann::ordered_json& line, std::size_t timed, std::size_t shared, const ThreadPool::Waits& waits, double seconds,
@@ -175,7 +175,21 @@ int run_gpt_bench(const GptBenchOptions& o) {
     tuner->end_step();
     return value;
   };
-  for (std::size_t i = 0; i < o.warmup; ++i) step();
+  // Untimed: --warmup steps, and with more than one thread also until the sharing tuner has finished its
+  // first probe (a quarter second of shared steps, then 16 steps, 8 of them on the calling thread alone),
+  // which a run pays once at its start: timed, it was the window's slowest steps (the GPT's default 50 on
+  // two threads held all 8 of them, step_ms 4-17% above the same steps after it; the toy's 50 steps ended
+  // before the probe began). The ranks of mpirun agree on every warm-up step, as the step's all-reduce
+  // needs. At most kMaxWarmup steps.
+  constexpr std::size_t kMaxWarmup = 2000;
+  std::size_t warmup = 0;
+  for (;; ++warmup) {
+    double more = warmup < o.warmup || (tuner->active() && tuner->probes() == 0 && warmup < kMaxWarmup) ? 1.0 : 0.0;
+    if (comm.size() > 1) comm.sum(&more, 1);
+    if (more == 0.0) break;
+    step();
+  }
+  const std::size_t warm_steps = tuner->steps(), warm_shared = tuner->shared_steps();
   Storage::reset_peak_bytes();
   const double warmup_allreduce_s = parallel.reducer().seconds();
   ThreadPool& pool = ThreadPool::instance();
@@ -184,7 +198,7 @@ int run_gpt_bench(const GptBenchOptions& o) {
   count_products(false), pool.count_waits(false);
   const ProductTotals products = product_totals();
   const double steps = static_cast<double>(std::max<std::size_t>(o.steps, 1)), step_s = seconds / steps;
-  const std::size_t timed = tuner->steps(), shared = tuner->shared_steps();  // none timed on one thread
+  const std::size_t timed = tuner->steps() - warm_steps, shared = tuner->shared_steps() - warm_shared;  // none on one thread
   tuner.reset();  // sgemm's rate below is measured on every thread
   nlohmann::ordered_json line{{"impl", "attnlab"},
                               {"threads", o.threads},
@@ -198,6 +212,7 @@ int run_gpt_bench(const GptBenchOptions& o) {
                               {"cached_mb", static_cast<double>(Storage::cached_bytes()) / (1 << 20)},
                               {"openblas_core", blas_core_name()},
                               {"sgemm_library", sgemm_library()}};
+  line["warmup_steps"] = warmup;
   add_sharing(line, timed, shared, pool.waits(), seconds, steps);
   if (o.products) add_products_by_shape(line, product_totals_by_shape(), products, steps);
   add_rates(line, flops_per_token(model, o) * static_cast<double>(o.batch * o.block) / 1e9, step_s, fastest,

@@ -103,6 +103,7 @@ void SharingTuner::end_step() {
   hold_s_ = hold_s_ > 0 && choice == choice_ ? std::min(2 * hold_s_, timing_.longest_hold_s) : timing_.first_hold_s;
   choice_ = choice;
   settled_ = true;
+  ++probes_;
   settled_until_ = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hold_s_));
 }
 

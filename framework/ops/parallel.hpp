@@ -61,6 +61,9 @@ class SharingTuner {
   // Steps timed so far and how many of them ran shared.
   std::size_t steps() const { return steps_; }
   std::size_t shared_steps() const { return shared_steps_; }
+  // Whether it chooses at all (more than one thread), and the probes it has finished with a choice.
+  bool active() const { return active_; }
+  std::size_t probes() const { return probes_; }
   // When the probe that end_step just finished changed the mode (the first ones too, if they chose to run
   // alone): a sentence saying so, with the probe's median step times; empty otherwise.
   const std::string& change() const { return change_; }
@@ -91,7 +94,7 @@ class SharingTuner {
   bool confirming_ = false;  // the probe running checks the last one's choice to run alone
   double hold_s_ = 0;
   Clock::time_point step_start_, settled_until_, warm_until_;
-  std::size_t steps_ = 0, shared_steps_ = 0;
+  std::size_t steps_ = 0, shared_steps_ = 0, probes_ = 0;
   std::string change_;
 };
 
