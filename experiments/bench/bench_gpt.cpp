@@ -105,6 +105,23 @@ void add_rates(nlohmann::ordered_json& line, double gflop, double step_s, double
   line["products_share"] = products.seconds / (step_s * steps * threads);
 }
 
+// The untimed steps before the timed ones: `at_least`, and with more than one thread also until the
+// sharing tuner has finished its first probe (a quarter second of shared steps, then 16 steps, 8 of them on
+// the calling thread alone), which a run pays once at its start: timed, it was the window's slowest steps
+// (the GPT's default 50 on two threads held all 8 of them, step_ms 4-17% above the same steps after it;
+// the toy's 50 steps ended before the probe began). The ranks of mpirun agree on every warm-up step, as the
+// step's all-reduce needs. At most kMaxWarmup steps; returns how many ran.
+template <class Step>
+std::size_t warm_up(Step& step, const SharingTuner& tuner, const dist::Communicator& comm, std::size_t at_least) {
+  constexpr std::size_t kMaxWarmup = 2000;
+  for (std::size_t steps = 0;; ++steps) {
+    double more = steps < at_least || (tuner.active() && tuner.probes() == 0 && steps < kMaxWarmup) ? 1.0 : 0.0;
+    if (comm.size() > 1) comm.sum(&more, 1);
+    if (more == 0.0) return steps;
+    step();
+  }
+}
+
 // With more than one thread (`timed` steps seen by the sharing tuner): the share of them run shared, the
 // parallel regions a step, and the share of the steps' time the caller spent in them waiting for the
 // workers' last chunks (uneven chunks, a late worker), what the second thread loses to imbalance.
@@ -175,20 +192,7 @@ int run_gpt_bench(const GptBenchOptions& o) {
     tuner->end_step();
     return value;
   };
-  // Untimed: --warmup steps, and with more than one thread also until the sharing tuner has finished its
-  // first probe (a quarter second of shared steps, then 16 steps, 8 of them on the calling thread alone),
-  // which a run pays once at its start: timed, it was the window's slowest steps (the GPT's default 50 on
-  // two threads held all 8 of them, step_ms 4-17% above the same steps after it; the toy's 50 steps ended
-  // before the probe began). The ranks of mpirun agree on every warm-up step, as the step's all-reduce
-  // needs. At most kMaxWarmup steps.
-  constexpr std::size_t kMaxWarmup = 2000;
-  std::size_t warmup = 0;
-  for (;; ++warmup) {
-    double more = warmup < o.warmup || (tuner->active() && tuner->probes() == 0 && warmup < kMaxWarmup) ? 1.0 : 0.0;
-    if (comm.size() > 1) comm.sum(&more, 1);
-    if (more == 0.0) break;
-    step();
-  }
+  const std::size_t warmup = warm_up(step, *tuner, comm, o.warmup);
   const std::size_t warm_steps = tuner->steps(), warm_shared = tuner->shared_steps();
   Storage::reset_peak_bytes();
   const double warmup_allreduce_s = parallel.reducer().seconds();
