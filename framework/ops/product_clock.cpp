@@ -44,7 +44,7 @@ void ProductClock::add(std::chrono::steady_clock::duration elapsed) const {
   counted_calls.fetch_add(1, std::memory_order_relaxed);
   if (!counting_shapes.load(std::memory_order_relaxed)) return;
   const std::lock_guard<std::mutex> lock(shapes_mutex);
-  auto& [seconds, calls] = shape_totals()[ShapeKey{ta_, tb_, m_, n_, k_, library_}];
+  auto& [seconds, calls] = shape_totals()[ShapeKey{ta_, tb_, m_, n_, k_, library_ ? library_ : library_name(FloatProducts::openblas)}];
   seconds += static_cast<double>(ns) * 1e-9, ++calls;
 }
 

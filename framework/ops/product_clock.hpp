@@ -36,7 +36,7 @@ class ProductClock {
 
   bool on_, ta_, tb_;
   std::size_t m_, n_, k_;
-  const char* library_ = library_name(FloatProducts::openblas);
+  const char* library_ = nullptr;  // OpenBLAS unless ran_on says otherwise
   std::chrono::steady_clock::time_point start_;
 };
 
