@@ -7,6 +7,7 @@
       [--lengths 256,1024,4096] [--batch ...] [--heads ...] [--dhead ...] [--proj ...]
   /usr/bin/python3 scripts/bench/compare.py generate [--threads 1] [--reps 3] [--kernels softmax,linear,...]
       [--contexts 256,1024,4096] [--layers ...] [--heads ...] [--dim ...] [--vocab ...] [--tokens ...] [--recomputed-tokens ...]
+  /usr/bin/python3 scripts/bench/compare.py table [--sets 3] [--reps 3] [--threads 1,2] [--sgemm-runs 2] [--steps ...] [--warmup ...]
 
 gpt trains the reference GPT (`attnlab bench gpt` against torch_gpt.py); attention times one kernel's
 forward and backward alone (`attnlab bench attention` against torch_attention.py) for each length and
@@ -29,6 +30,14 @@ so a speed_ratio above 1 means attnlab is faster and a work_memory_ratio below 1
              pytorch_kv_cache_ms, pytorch_recompute_ms, kv_cache_speed_ratio (PyTorch's KV-cache loop
              over attnlab's cache) and recompute_speed_ratio (nanoGPT's generate over attnlab's recomputing)
 
+table makes the README's benchmark row: --sets sets, each the gpt case (--reps reps) for the reference GPT
+and for the toy shape (TOY_FLAGS) at each of --threads, then --sgemm-runs runs of `attnlab bench gpt
+--threads 1 --steps 100` for the GPT's fastest step as a share of the fastest in-process 1024^3 product.
+One line per case of a set ("table_set": shape, threads and the gpt case's figures) and per sgemm run
+("table_sgemm": of_sgemm_fastest, products_of_sgemm), then one "table" line: each column's median over the
+sets and its range, the working memory's range, of_sgemm_fastest's range and median, and "row", the
+README table's row for this machine and day. --steps and --warmup, when given, go to every run.
+
 The attnlab binary is $ATTNLAB, else build/attnlab (scripts/setup.sh builds it); the PyTorch side is
 Debian's python3-torch under /usr/bin/python3.
 """
@@ -38,6 +47,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -48,6 +58,9 @@ GPT_FLAGS = ["layers", "heads", "dim", "block", "batch", "vocab", "steps", "warm
 ATTENTION_FLAGS = ["batch", "heads", "dhead", "proj"]
 GENERATE_FLAGS = ["layers", "heads", "dim", "vocab", "tokens", "recomputed-tokens"]
 GENERATE_KERNELS = "softmax,sliding_window,linear,performer,decay,delta,gated_delta,cosine,sparse"
+# The README table's toy shape (the reference GPT is both sides' defaults).
+TOY_FLAGS = ["--layers", "2", "--heads", "4", "--dim", "64", "--block", "16", "--batch", "32", "--vocab", "16"]
+TABLE_SHAPES = (("gpt", []), ("toy", TOY_FLAGS))
 
 
 def fail(message):
@@ -67,10 +80,17 @@ def positive_ints(text):
 
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    cases = parser.add_subparsers(dest="case", required=True, metavar="{gpt,attention,generate}")
+    cases = parser.add_subparsers(dest="case", required=True, metavar="{gpt,attention,generate,table}")
     gpt = cases.add_parser("gpt", help="train the reference GPT on random tokens")
     attention = cases.add_parser("attention", help="one attention kernel's forward and backward alone")
     generate = cases.add_parser("generate", help="time per generated token against the context's length")
+    table = cases.add_parser("table", help="the README benchmark table's row for this machine: sets of gpt cases")
+    table.add_argument("--sets", type=positive_int, default=3, help="sets of cases; each column's median over them")
+    table.add_argument("--reps", type=positive_int, default=3, help="runs of each side in each case, alternated")
+    table.add_argument("--threads", type=positive_ints, default="1,2", help="comma-separated thread counts")
+    table.add_argument("--sgemm-runs", type=positive_int, default=2, help="runs of `bench gpt --threads 1` after each set")
+    for name in ("steps", "warmup"):
+        table.add_argument("--" + name, type=int, help="passed to every run")
     for sub, flags in ((gpt, GPT_FLAGS), (attention, ATTENTION_FLAGS), (generate, GENERATE_FLAGS)):
         sub.add_argument("--threads", type=positive_int, default=1, help="cores each side may use")
         sub.add_argument("--reps", type=positive_int, default=3, help="runs of each side, alternated; medians reported")
@@ -126,12 +146,13 @@ def run(command, env):
     return lines
 
 
-def alternate(attnlab_command, torch_command, args):
-    """Runs attnlab, then PyTorch, --reps times; returns each side's JSON lines."""
-    attnlab_env, torch_env = side_environments(args.threads)
+def alternate(attnlab_command, torch_command, args, threads=None):
+    """Runs attnlab, then PyTorch, --reps times on `threads` (else --threads); returns each side's JSON lines."""
+    threads = args.threads if threads is None else threads
+    attnlab_env, torch_env = side_environments(threads)
     attnlab_lines, torch_lines = [], []
     for _ in range(args.reps):
-        attnlab_lines += run(attnlab_command + ["--threads", str(args.threads)], attnlab_env)
+        attnlab_lines += run(attnlab_command + ["--threads", str(threads)], attnlab_env)
         torch_lines += run(torch_command + ["--threads", "1"], torch_env)
     return attnlab_lines, torch_lines
 
@@ -160,17 +181,68 @@ def given_flags(args, names):
     return flags
 
 
-def compare_gpt(attnlab, args):
-    flags = given_flags(args, GPT_FLAGS)
-    a, b = alternate([attnlab, "bench", "gpt"] + flags, [PYTHON, os.path.join(HERE, "torch_gpt.py")] + flags, args)
+def gpt_case(attnlab, args, flags, threads):
+    """The gpt case's figures for the model `flags` on `threads`."""
+    a, b = alternate([attnlab, "bench", "gpt"] + flags, [PYTHON, os.path.join(HERE, "torch_gpt.py")] + flags, args, threads)
     params = {line["params"] for line in a + b}
     if len(params) != 1:
         fail(f"the two sides built different models (parameter counts {sorted(params)}) for {' '.join(flags) or 'the defaults'}")
-    print(json.dumps({"case": "gpt", "args": flags, "threads": args.threads, "params": params.pop(),
-                      "attnlab_tokens_per_s": median(a, "tokens_per_s"), "pytorch_tokens_per_s": median(b, "tokens_per_s"),
-                      "speed_ratio": median(a, "tokens_per_s") / median(b, "tokens_per_s"),
-                      "attnlab_peak_rss_mb": median(a, "peak_rss_mb"), "pytorch_peak_rss_mb": median(b, "peak_rss_mb"),
-                      **memory(a, b)}), flush=True)
+    return {"case": "gpt", "args": flags, "threads": threads, "params": params.pop(),
+            "attnlab_tokens_per_s": median(a, "tokens_per_s"), "pytorch_tokens_per_s": median(b, "tokens_per_s"),
+            "speed_ratio": median(a, "tokens_per_s") / median(b, "tokens_per_s"),
+            "attnlab_peak_rss_mb": median(a, "peak_rss_mb"), "pytorch_peak_rss_mb": median(b, "peak_rss_mb"), **memory(a, b)}
+
+
+def compare_gpt(attnlab, args):
+    print(json.dumps(gpt_case(attnlab, args, given_flags(args, GPT_FLAGS), args.threads)), flush=True)
+
+
+def machine_name():
+    """The CPU's model name as the kernel reports it (lscpu's "Model name")."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown CPU"
+
+
+def spread(values, fmt):
+    low, high = fmt.format(min(values)), fmt.format(max(values))
+    return low if low == high else f"{low}-{high}"
+
+
+def compare_table(attnlab, args):
+    timing = given_flags(args, ["steps", "warmup"])
+    ratios, memory_ratios, shares = {}, [], []
+    for number in range(1, args.sets + 1):
+        for shape, flags in TABLE_SHAPES:
+            for threads in args.threads:
+                line = gpt_case(attnlab, args, flags + timing, threads)
+                ratios.setdefault((shape, threads), []).append(line["speed_ratio"])
+                memory_ratios.append(line["work_memory_ratio"])
+                print(json.dumps({**line, "case": "table_set", "set": number, "shape": shape}), flush=True)
+        sgemm_timing = timing if args.steps is not None else ["--steps", "100"] + timing
+        for _ in range(args.sgemm_runs):
+            line = run([attnlab, "bench", "gpt", "--threads", "1"] + sgemm_timing, side_environments(1)[0])[-1]
+            shares.append(line["of_sgemm_fastest"])
+            print(json.dumps({"case": "table_sgemm", "set": number, "of_sgemm_fastest": line["of_sgemm_fastest"],
+                              "products_of_sgemm": line["products_of_sgemm"]}), flush=True)
+    medians = {f"{shape}_{threads}": statistics.median(values) for (shape, threads), values in ratios.items()}
+    cells = []
+    for shape, _ in TABLE_SHAPES:
+        for threads in (1, 2):
+            values = ratios.get((shape, threads))
+            cells.append(f"{statistics.median(values):.2f}x" if values else "-")
+    cells.append(f"{spread(shares, '{:.2f}')} (median {statistics.median(shares):.2f})")
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    print(json.dumps({"case": "table", "sets": args.sets, "machine": machine_name(), "medians": medians,
+                      "ranges": {f"{shape}_{threads}": [min(v), max(v)] for (shape, threads), v in ratios.items()},
+                      "work_memory_ratio": [min(memory_ratios), max(memory_ratios)],
+                      "of_sgemm_fastest": [min(shares), statistics.median(shares), max(shares)],
+                      "row": f"| {machine_name()}, {day} ({args.sets}) | " + " | ".join(cells) + " |"}), flush=True)
 
 
 def compare_attention(attnlab, args):
@@ -223,6 +295,8 @@ def main():
     check_torch()
     if args.case == "gpt":
         compare_gpt(attnlab, args)
+    elif args.case == "table":
+        compare_table(attnlab, args)
     elif args.case == "attention":
         compare_attention(attnlab, args)
     else:

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # End to end: scripts/bench/compare.py against the real binary and Debian's PyTorch, on tiny sizes: a gpt
 # case over two alternated reps, two attention kernels at one length and generation by two kernels after
-# two context lengths, each JSON line checked for its fields with positive values (and the tiny GPT's
-# parameter count, worked out by hand); then a non-zero
+# two context lengths, and one set of the README table's row, each JSON line checked for its fields
+# with positive values (and the tiny GPT's parameter count, worked out by hand); then a non-zero
 # exit naming the fix for a missing binary, a missing PyTorch and a kernel without a PyTorch reference.
 # PyTorch is required (scripts/setup.sh installs python3-torch): without it the first case fails.
 # Usage: test_bench_compare.sh ATTNLAB_BINARY SOURCE_DIR
@@ -52,6 +52,23 @@ fields generate "kernel=softmax context=16 flatness=1.0 decodes_from_state=True 
                 "kernel=softmax context=32 decodes_from_state=True $generate_fields pytorch_kv_cache_ms>0 kv_cache_speed_ratio>0" \
                 "kernel=sparse context=16 decodes_from_state=False $generate_fields" \
                 "kernel=sparse context=32 decodes_from_state=False $generate_fields"
+
+# table: one set on one thread, the reference GPT and the toy shape, then one `bench gpt` run, then the
+# summary with the README row (the two-thread columns left empty).
+table_set="threads=1 attnlab_tokens_per_s>0 pytorch_tokens_per_s>0 $speed_and_memory"
+check table "${compare[@]}" table --sets 1 --reps 1 --threads 1 --sgemm-runs 1 --steps 2 --warmup 1
+fields table "case=table_set set=1 shape=gpt params=818176 $table_set" "case=table_set set=1 shape=toy params=103168 $table_set" \
+             "case=table_sgemm set=1 of_sgemm_fastest>0 products_of_sgemm>0" "case=table sets=1 machine row"
+/usr/bin/python3 - "$work/table.log" <<'PY' || fail "table: the row is not the README's five columns: $(tail -1 "$work/table.log")"
+import json, re, sys
+line = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+cells = [c.strip() for c in line["row"].strip("|").split("|")]
+gpt, toy = line["medians"]["gpt_1"], line["medians"]["toy_1"]
+assert len(cells) == 6 and cells[0].endswith("(1)"), cells
+assert cells[1] == f"{gpt:.2f}x" and cells[2] == "-" and cells[3] == f"{toy:.2f}x" and cells[4] == "-", cells
+assert re.fullmatch(r"[0-9.]+ \(median [0-9.]+\)", cells[5]), cells
+PY
+refused table_sets "argument --sets" "${compare[@]}" table --sets 0
 
 refused no_binary "set ATTNLAB to its path" env ATTNLAB="$work/nothing" "${compare[@]}" gpt
 mkdir "$work/no_torch" && echo 'raise ImportError("hidden by the test")' > "$work/no_torch/torch.py"
