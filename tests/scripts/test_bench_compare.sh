@@ -61,7 +61,7 @@ fields table "case=table_set set=1 shape=gpt params=818176 $table_set" "case=tab
              "case=table_sgemm set=1 of_sgemm_fastest>0 products_of_sgemm>0" "case=table sets=1 machine row"
 /usr/bin/python3 - "$work/table.log" <<'PY' || fail "table: the row is not the README's five columns: $(tail -1 "$work/table.log")"
 import json, re, sys
-line = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+line = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")][-1]
 cells = [c.strip() for c in line["row"].strip("|").split("|")]
 gpt, toy = line["medians"]["gpt_1"], line["medians"]["toy_1"]
 assert len(cells) == 6 and cells[0].endswith("(1)"), cells
