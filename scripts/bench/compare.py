@@ -231,11 +231,7 @@ def compare_table(attnlab, args):
             print(json.dumps({"case": "table_sgemm", "set": number, "of_sgemm_fastest": line["of_sgemm_fastest"],
                               "products_of_sgemm": line["products_of_sgemm"]}), flush=True)
     medians = {f"{shape}_{threads}": statistics.median(values) for (shape, threads), values in ratios.items()}
-    cells = []
-    for shape, _ in TABLE_SHAPES:
-        for threads in (1, 2):
-            values = ratios.get((shape, threads))
-            cells.append(f"{statistics.median(values):.2f}x" if values else "-")
+    cells = [f"{medians[key]:.2f}x" if key in medians else "-" for key in (f"{shape}_{t}" for shape, _ in TABLE_SHAPES for t in (1, 2))]
     cells.append(f"{spread(shares, '{:.2f}')} (median {statistics.median(shares):.2f})")
     day = time.strftime("%Y-%m-%d", time.gmtime())
     print(json.dumps({"case": "table", "sets": args.sets, "machine": machine_name(), "medians": medians,
