@@ -6,7 +6,8 @@
 // rows loaded; ALiBi bias and masks applied in registers) with each row's max over them, then per row an
 // online-softmax update of its running max and sum (the accumulated output rescaled when the max grows)
 // and the exp in one streaming pass over the row's logits, and O += P V over the keys the rows see. The
-// block's output and per-row log-sum-exp L are written once at the end.
+// block's output and per-row log-sum-exp L are written once at the end. A head whose keys fit one chunk
+// takes rows_forward instead (query rows in the vector lanes; rows_in_lanes says when, and why there).
 //
 // Legend: Tq/Tk tokens, D head dim, Dv value dim, Dp/Dvp the dims rounded up to whole vectors, W lanes,
 // Br query rows per block, Bc keys per chunk, R rows of this block, C keys of this chunk.
