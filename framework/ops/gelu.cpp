@@ -198,16 +198,14 @@ Tensor gelu_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, co
     record(out, "gelu_linear", {x, weight, bias, x_bias},
            [h, slope, w = weight.detach(), rx, rxb, rw = weight.requires_grad(),
             rb = bias.defined() && bias.requires_grad()](const Tensor& g) {
-             LinearGrads grads = linear_grads(g, h, w, slope.defined(), rw);  // g W [..., in], g^T h [out, in]
+             LinearGrads grads = linear_grads(g, h, w, slope.defined(), rw, rb);  // g W [..., in], g^T h [out, in], db
              Tensor gxb;                                                       // dx = (g W) * gelu'(x), in place
              if (rxb) {
                gxb = scale_by_and_sum_rows(grads.x, slope);
              } else if (slope.defined()) {
                scale_by(grads.x, slope);
              }
-             Tensor gb;
-             if (rb) gb = sum_to(g, {g.size(-1)});
-             return std::vector<Tensor>{rx ? grads.x : Tensor(), grads.weight, gb, gxb};
+             return std::vector<Tensor>{rx ? grads.x : Tensor(), grads.weight, grads.bias, gxb};
            });
   }
   return out;

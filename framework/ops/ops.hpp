@@ -85,14 +85,15 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool t
 // to each block of output rows right after its product, while they are in cache (matmul.cpp says why
 // not as the product's starting value); the backward gives dx = g W, dW = g^T x, db = sum g.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
-// A Linear's input and weight gradients from its output gradient g [..., out] and its input x [..., in]
-// (W [out, in]): dx = g W [..., in] and dW = g^T x [out, in], each undefined unless wanted. Wanted
-// together they run side by side on the threads (matmul.cpp says why); linear, layer_norm_linear and
-// gelu_linear take theirs here. Not recorded for autograd (backward closures run without it).
+// A Linear's gradients from its output gradient g [..., out] and its input x [..., in] (W [out, in]):
+// dx = g W [..., in], dW = g^T x [out, in] and its bias's db = the sum of g's rows [out], each undefined
+// unless wanted. dx and dW wanted together run side by side on the threads, db summed by dx's thread
+// (matmul.cpp says why); linear, layer_norm_linear and gelu_linear take theirs here. Not recorded for
+// autograd (backward closures run without it).
 struct LinearGrads {
-  Tensor x, weight;
+  Tensor x, weight, bias;
 };
-LinearGrads linear_grads(const Tensor& g, const Tensor& x, const Tensor& weight, bool want_x, bool want_weight);
+LinearGrads linear_grads(const Tensor& g, const Tensor& x, const Tensor& weight, bool want_x, bool want_weight, bool want_bias = false);
 
 // ---- shape ops (ops/shape_ops.cpp) ----
 // Same elements, new shape (one entry may be -1: inferred). Shares storage with x.

@@ -66,13 +66,15 @@ TEST(Parallel, MatmulSplitsGiveTheSameProducts) {
   expect_same_on_two_threads([&] { return linear(few, many_out, wide_bias); }, {few, many_out, wide_bias});  // columns split
 }
 
-// A Linear's two gradients run side by side (each product on its own half of the threads): on 1, 2 and 3
-// threads, alone or together, they are the products g W and g^T x, and sums of nothing are zeros.
-TEST(Parallel, LinearGradsSideBySideAreTheTwoProducts) {
+// A Linear's two gradients run side by side (each product on its own half of the threads), the bias's
+// summed by the input gradient's thread: on 1, 2 and 3 threads, alone or together, they are the products
+// g W and g^T x and the column sums of g (the same bits as sum_to), and sums of nothing are zeros.
+TEST(Parallel, LinearGradsSideBySideAreTheTwoProductsAndTheBiasSum) {
   Generator gen(7);
   const Tensor g = randn({3, 170, 48}, gen, DType::float64), x = randn({3, 170, 80}, gen, DType::float64),
                w = randn({48, 80}, gen, DType::float64);
   const Tensor want_x = matmul(g, w), want_w = matmul(reshape(g, {510, 48}), reshape(x, {510, 80}), true, false);
+  const std::vector<double> want_b = sum_to(g, {48}).to_vector();
   const auto expect_near = [](const Tensor& got, const Tensor& want, double tol) {
     ASSERT_EQ(got.shape(), want.shape());
     const std::vector<double> a = got.to_vector(), b = want.to_vector();
@@ -80,18 +82,26 @@ TEST(Parallel, LinearGradsSideBySideAreTheTwoProducts) {
   };
   for (int threads : {1, 2, 3}) {
     set_num_threads(threads);
-    for (const auto& [dx, dw] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}}) {
-      const LinearGrads grads = linear_grads(g, dw ? x : Tensor(), w, dx, dw);
-      EXPECT_EQ(grads.x.defined(), dx);
-      EXPECT_EQ(grads.weight.defined(), dw);
-      if (dx) expect_near(grads.x, want_x, 1e-12);
-      if (dw) expect_near(grads.weight, want_w, 1e-12);
-    }
+    for (const auto& [dx, dw] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}, std::pair{false, false}})
+      for (bool db : {false, true}) {
+        const LinearGrads grads = linear_grads(g, dw ? x : Tensor(), w, dx, dw, db);
+        EXPECT_EQ(grads.x.defined(), dx);
+        EXPECT_EQ(grads.weight.defined(), dw);
+        ASSERT_EQ(grads.bias.defined(), db);
+        if (dx) expect_near(grads.x, want_x, 1e-12);
+        if (dw) expect_near(grads.weight, want_w, 1e-12);
+        if (db) {
+          EXPECT_EQ(grads.bias.to_vector(), want_b) << threads << " threads, dx " << dx << ", dW " << dw;
+        }
+      }
   }
   set_num_threads(2);
-  const LinearGrads none = linear_grads(zeros({4, 0}), zeros({4, 5}), zeros({0, 5}), true, true);  // no output features
+  const LinearGrads none = linear_grads(zeros({4, 0}), zeros({4, 5}), zeros({0, 5}), true, true, true);  // no output features
   expect_near(none.x, zeros({4, 5}), 0);
   EXPECT_EQ(none.weight.shape(), (Shape{0, 5}));
+  EXPECT_EQ(none.bias.shape(), (Shape{0}));
+  const LinearGrads no_rows = linear_grads(zeros({0, 3}), zeros({0, 5}), zeros({3, 5}), true, true, true);  // sums of nothing
+  expect_near(no_rows.bias, zeros({3}), 0);
   EXPECT_THROW(linear_grads(zeros({4, 3}), zeros({5, 5}), zeros({3, 5}), true, true), std::invalid_argument);  // x's rows
   set_num_threads(1);
   // The fused Linears that take their gradients there.
@@ -117,9 +127,9 @@ TEST(Parallel, LinearGradsWithTheWeightGradientsLastRowsMovedAreTheTwoProductsWh
     const Tensor want_x = matmul(g, w), want_w = matmul(g, x, true, false);
     set_num_threads(2);
     ThreadPool& pool = ThreadPool::instance();
-    const LinearGrads shared = linear_grads(g, x, w, true, true);
+    const LinearGrads shared = linear_grads(g, x, w, true, true, true);
     pool.set_sharing(false);
-    const LinearGrads alone = linear_grads(g, x, w, true, true);
+    const LinearGrads alone = linear_grads(g, x, w, true, true, true);
     pool.set_sharing(true);
     set_num_threads(1);
     for (const auto& [got, want] : {std::pair{shared.x, want_x}, std::pair{shared.weight, want_w}}) {
@@ -129,6 +139,8 @@ TEST(Parallel, LinearGradsWithTheWeightGradientsLastRowsMovedAreTheTwoProductsWh
     }
     EXPECT_EQ(shared.x.to_vector(), alone.x.to_vector()) << rows << " rows";
     EXPECT_EQ(shared.weight.to_vector(), alone.weight.to_vector()) << rows << " rows";
+    EXPECT_EQ(shared.bias.to_vector(), sum_to(g, {static_cast<std::size_t>(out)}).to_vector()) << rows << " rows";
+    EXPECT_EQ(shared.bias.to_vector(), alone.bias.to_vector()) << rows << " rows";
   }
 }
 
