@@ -198,13 +198,16 @@ Tensor gelu_linear(const Tensor& x, const Tensor& weight, const Tensor& bias, co
     record(out, "gelu_linear", {x, weight, bias, x_bias},
            [h, slope, w = weight.detach(), rx, rxb, rw = weight.requires_grad(),
             rb = bias.defined() && bias.requires_grad()](const Tensor& g) {
-             LinearGrads grads = linear_grads(g, h, w, slope.defined(), rw, rb);  // g W [..., in], g^T h [out, in], db
-             Tensor gxb;                                                       // dx = (g W) * gelu'(x), in place
-             if (rxb) {
-               gxb = scale_by_and_sum_rows(grads.x, slope);
-             } else if (slope.defined()) {
-               scale_by(grads.x, slope);
-             }
+             Tensor gxb;
+             const auto through_gelu = [&](Tensor& dx) {  // dx = (g W) * gelu'(x), in place, on g W's thread
+               if (rxb) {
+                 gxb = scale_by_and_sum_rows(dx, slope);
+               } else {
+                 scale_by(dx, slope);
+               }
+             };
+             // g W [..., in], g^T h [out, in], db
+             const LinearGrads grads = linear_grads(g, h, w, slope.defined(), rw, rb, through_gelu);
              return std::vector<Tensor>{rx ? grads.x : Tensor(), grads.weight, grads.bias, gxb};
            });
   }

@@ -212,13 +212,13 @@ Tensor layer_norm_linear(const Tensor& x, const Tensor& norm_weight, const Tenso
             rnb = norm_bias.defined() && norm_bias.requires_grad(), rw, rb = bias.defined() && bias.requires_grad()](const Tensor& g) {
              NoGradGuard no_grad;
              const bool norm_grads_wanted = rx || rnw || rnb;
-             // g^T y [out, in] and g W [..., in] for the norm's backward
-             const LinearGrads product_grads = linear_grads(g, y, w, norm_grads_wanted, rw, rb);
              std::vector<Tensor> grads(5);
-             if (norm_grads_wanted) {
-               const std::vector<Tensor> norm_grads = layer_norm_backward(normalized, inv_std, nw, product_grads.x, rx, rnw, rnb);
+             const auto norm_backward = [&](Tensor& dy) {  // on g W's thread, right after it
+               const std::vector<Tensor> norm_grads = layer_norm_backward(normalized, inv_std, nw, dy, rx, rnw, rnb);
                grads[0] = norm_grads[0], grads[1] = norm_grads[1], grads[2] = norm_grads[2];
-             }
+             };
+             // g W [..., in] for the norm's backward, g^T y [out, in], db
+             const LinearGrads product_grads = linear_grads(g, y, w, norm_grads_wanted, rw, rb, norm_backward);
              grads[3] = product_grads.weight;
              grads[4] = product_grads.bias;
              return grads;

@@ -5,6 +5,7 @@
 // Legend: a is [..., M, K] (stored [..., K, M] when transpose_a), b is [..., K, N] (stored [..., N, K]
 // when transpose_b), the result is [..., M, N].
 #include <algorithm>
+#include <functional>
 #include <stdexcept>
 
 #include "framework/ops/blas.hpp"
@@ -107,33 +108,40 @@ void product(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, cons
 // which thread runs which chunk, or the caller running both (sharing off), does not change a bit.
 //
 // With `bias` (non-null, [n] of the input gradient's k, zeroed), the bias gradient, the column sums of the
-// output gradient g (input_grad's A [rows, out]), is summed too: on two threads by the input gradient's
-// thread after its product, in the same region, instead of in a region of its own after it (in the toy
-// step on two threads those four regions a step each waited 7.5 us of their 17 for the second core, and
-// the input gradient's thread had waited 14 us for the weight gradient's); else after both products, its
-// columns split across the threads. Each column is summed in row order either way: the same bits.
+// output gradient g (input_grad's A [rows, out]), is summed too, and `then` (when set: the work that
+// reads the input gradient next, a LayerNorm's backward or a GELU's slope) runs after it: on two threads
+// both by the input gradient's thread after its product, in the same region, instead of in regions of
+// their own after it; else after both products, their own regions split across the threads. In the toy
+// step on two threads, those regions each waited for the second core (7.5 us of 17 for the bias sums)
+// while the input gradient's thread had waited 14 us a region for the weight gradient's. Each column is
+// summed in row order, and `then` splits its work by its own fixed blocks, either way: the same bits.
+// With `then`, that thread takes none of the weight gradient's rows: it has enough to do (the GPT's step
+// on two threads 2.5-3% shorter than with an eighth moved, half of an eighth in between; four rounds
+// alternated in one build; the toy's products move none either way).
 template <class T>
-void products_side_by_side(const Product<T>& input_grad, const Product<T>& weight_grad, T* bias = nullptr) {
+void products_side_by_side(const Product<T>& input_grad, const Product<T>& weight_grad, T* bias, const std::function<void()>& then) {
   const std::size_t threads = static_cast<std::size_t>(num_threads());
   const std::size_t rows = input_grad.m, out = input_grad.k;  // g [rows, out]
   T* g = const_cast<T*>(input_grad.a);                        // only read: sum_rows scales g only when given a scale
-  const auto bias_after = [&] {
+  const auto after = [&] {
     if (bias) detail::sum_rows_parallel(g, static_cast<const T*>(nullptr), rows, out, bias);
+    if (then) then();
   };
   if (threads < 2) {
     product(input_grad), product(weight_grad);
-    bias_after();
+    after();
     return;
   }
   const std::size_t parts1 = input_grad.parts(threads / 2), parts2 = weight_grad.parts(threads - threads / 2);
   if (parts1 == 1 && parts2 == 1) {
-    const std::size_t moved = weight_grad.moved_rows();
+    const std::size_t moved = then ? 0 : weight_grad.moved_rows();
     parallel_for(2, 1, [&](std::size_t c0, std::size_t c1) {
       for (std::size_t c = c0; c < c1; ++c) {
         if (c == 0) {
           input_grad.block(0, input_grad.side());
           if (moved) weight_grad.block(weight_grad.side() - moved, weight_grad.side());
           if (bias) detail::sum_rows(g, static_cast<const T*>(nullptr), rows, out, 0, out, bias);
+          if (then) then();  // its own regions run serially here, on this thread
         } else {
           weight_grad.block(0, weight_grad.side() - moved);
         }
@@ -149,7 +157,7 @@ void products_side_by_side(const Product<T>& input_grad, const Product<T>& weigh
         weight_grad.block(weight_grad.side() * (c - parts1) / parts2, weight_grad.side() * (c - parts1 + 1) / parts2);
     }
   });
-  bias_after();
+  after();
 }
 
 Shape batch_of(const Shape& s) { return Shape(s.begin(), s.end() - 2); }
@@ -323,7 +331,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return out;
 }
 
-LinearGrads linear_grads(const Tensor& g, const Tensor& x, const Tensor& weight, bool want_x, bool want_weight, bool want_bias) {
+LinearGrads linear_grads(const Tensor& g, const Tensor& x, const Tensor& weight, bool want_x, bool want_weight, bool want_bias,
+                         const std::function<void(Tensor&)>& then_x) {
   if (weight.dim() != 2 || g.dim() < 1) throw std::invalid_argument("linear_grads: expected a weight [out, in] and g [..., out]");
   const std::size_t out_features = weight.size(0), in = weight.size(1);
   const std::size_t rows = shape_numel(Shape(g.shape().begin(), g.shape().end() - 1));
@@ -338,7 +347,10 @@ LinearGrads linear_grads(const Tensor& g, const Tensor& x, const Tensor& weight,
   if (want_x) grads.x = nothing ? zeros(x_shape, g.dtype()) : empty(x_shape, g.dtype());
   if (want_weight) grads.weight = nothing ? zeros({out_features, in}, g.dtype()) : empty({out_features, in}, g.dtype());
   if (want_bias) grads.bias = zeros({out_features}, g.dtype());
-  if (nothing) return grads;
+  if (nothing) {
+    if (want_x && then_x) then_x(grads.x);
+    return grads;
+  }
   dispatch_floating(g.dtype(), "linear backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* pg = g.data<T>();
@@ -347,12 +359,13 @@ LinearGrads linear_grads(const Tensor& g, const Tensor& x, const Tensor& weight,
                         want_weight ? grads.weight.data<T>() : nullptr};
     T* db = want_bias ? grads.bias.data<T>() : nullptr;
     if (want_x && want_weight) {
-      products_side_by_side(dx, dw, db);
+      products_side_by_side(dx, dw, db, then_x ? std::function<void()>([&] { then_x(grads.x); }) : std::function<void()>());
       return;
     }
     if (want_x) product(dx);
     if (want_weight) product(dw);
     if (db) detail::sum_rows_parallel(const_cast<T*>(pg), static_cast<const T*>(nullptr), rows, out_features, db);  // g only read
+    if (want_x && then_x) then_x(grads.x);
   });
   return grads;
 }

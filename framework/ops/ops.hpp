@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "framework/autograd/node.hpp"
@@ -87,13 +88,16 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool t
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // A Linear's gradients from its output gradient g [..., out] and its input x [..., in] (W [out, in]):
 // dx = g W [..., in], dW = g^T x [out, in] and its bias's db = the sum of g's rows [out], each undefined
-// unless wanted. dx and dW wanted together run side by side on the threads, db summed by dx's thread
-// (matmul.cpp says why); linear, layer_norm_linear and gelu_linear take theirs here. Not recorded for
-// autograd (backward closures run without it).
+// unless wanted; then then_x(dx), when set and dx wanted: what the caller does next with dx. dx and dW
+// wanted together run side by side on the threads, db and then_x on dx's thread after it (matmul.cpp
+// says why); linear, layer_norm_linear and gelu_linear take theirs here. then_x may run on a worker
+// thread, with parallel regions inside it run serially. Not recorded for autograd (backward closures
+// run without it).
 struct LinearGrads {
   Tensor x, weight, bias;
 };
-LinearGrads linear_grads(const Tensor& g, const Tensor& x, const Tensor& weight, bool want_x, bool want_weight, bool want_bias = false);
+LinearGrads linear_grads(const Tensor& g, const Tensor& x, const Tensor& weight, bool want_x, bool want_weight, bool want_bias = false,
+                         const std::function<void(Tensor&)>& then_x = {});
 
 // ---- shape ops (ops/shape_ops.cpp) ----
 // Same elements, new shape (one entry may be -1: inferred). Shares storage with x.

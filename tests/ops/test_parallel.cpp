@@ -6,10 +6,10 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <random>
 #include <stdexcept>
 #include <thread>
-#include <tuple>
 #include <utility>
 
 #include "framework/models/text_models.hpp"
@@ -64,84 +64,6 @@ TEST(Parallel, MatmulSplitsGiveTheSameProducts) {
   expect_same_on_two_threads([&] { return linear(tall, w, bias); }, {tall, w, bias});  // rows split
   Tensor few = randn({40, 900}, gen).set_requires_grad(true), many_out = randn({256, 900}, gen).set_requires_grad(true);
   expect_same_on_two_threads([&] { return linear(few, many_out, wide_bias); }, {few, many_out, wide_bias});  // columns split
-}
-
-// A Linear's two gradients run side by side (each product on its own half of the threads), the bias's
-// summed by the input gradient's thread: on 1, 2 and 3 threads, alone or together, they are the products
-// g W and g^T x and the column sums of g (the same bits as sum_to), and sums of nothing are zeros.
-TEST(Parallel, LinearGradsSideBySideAreTheTwoProductsAndTheBiasSum) {
-  Generator gen(7);
-  const Tensor g = randn({3, 170, 48}, gen, DType::float64), x = randn({3, 170, 80}, gen, DType::float64),
-               w = randn({48, 80}, gen, DType::float64);
-  const Tensor want_x = matmul(g, w), want_w = matmul(reshape(g, {510, 48}), reshape(x, {510, 80}), true, false);
-  const std::vector<double> want_b = sum_to(g, {48}).to_vector();
-  const auto expect_near = [](const Tensor& got, const Tensor& want, double tol) {
-    ASSERT_EQ(got.shape(), want.shape());
-    const std::vector<double> a = got.to_vector(), b = want.to_vector();
-    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], tol * (1 + std::fabs(b[i]))) << "element " << i;
-  };
-  for (int threads : {1, 2, 3}) {
-    set_num_threads(threads);
-    for (const auto& [dx, dw] : {std::pair{true, true}, std::pair{true, false}, std::pair{false, true}, std::pair{false, false}})
-      for (bool db : {false, true}) {
-        const LinearGrads grads = linear_grads(g, dw ? x : Tensor(), w, dx, dw, db);
-        EXPECT_EQ(grads.x.defined(), dx);
-        EXPECT_EQ(grads.weight.defined(), dw);
-        ASSERT_EQ(grads.bias.defined(), db);
-        if (dx) expect_near(grads.x, want_x, 1e-12);
-        if (dw) expect_near(grads.weight, want_w, 1e-12);
-        if (db) {
-          EXPECT_EQ(grads.bias.to_vector(), want_b) << threads << " threads, dx " << dx << ", dW " << dw;
-        }
-      }
-  }
-  set_num_threads(2);
-  const LinearGrads none = linear_grads(zeros({4, 0}), zeros({4, 5}), zeros({0, 5}), true, true, true);  // no output features
-  expect_near(none.x, zeros({4, 5}), 0);
-  EXPECT_EQ(none.weight.shape(), (Shape{0, 5}));
-  EXPECT_EQ(none.bias.shape(), (Shape{0}));
-  const LinearGrads no_rows = linear_grads(zeros({0, 3}), zeros({0, 5}), zeros({3, 5}), true, true, true);  // sums of nothing
-  expect_near(no_rows.bias, zeros({3}), 0);
-  EXPECT_THROW(linear_grads(zeros({4, 3}), zeros({5, 5}), zeros({3, 5}), true, true), std::invalid_argument);  // x's rows
-  set_num_threads(1);
-  // The fused Linears that take their gradients there.
-  Tensor h = randn({300, 64}, gen).set_requires_grad(true), fc = randn({96, 64}, gen).set_requires_grad(true),
-         bias = randn({96}, gen).set_requires_grad(true), nw = randn({64}, gen).set_requires_grad(true),
-         nb = randn({64}, gen).set_requires_grad(true);
-  expect_same_on_two_threads([&] { return gelu_linear(h, fc, bias); }, {h, fc, bias});
-  expect_same_on_two_threads([&] { return gelu_linear(h, fc, bias, nb); }, {h, fc, bias, nb});
-  expect_same_on_two_threads([&] { return layer_norm_linear(h, nw, nb, 1e-5, fc, bias); }, {h, nw, nb, fc, bias});
-}
-
-// On two threads the thread of the input gradient also takes the weight gradient's last rows when they
-// are worth it (matmul.cpp, products_side_by_side; a [160, 64] weight over 2100 rows moves 16): the
-// gradients are still the two products, and the blocks are fixed by the shapes, so the caller running
-// every chunk itself (sharing off) gives the same bits.
-TEST(Parallel, LinearGradsWithTheWeightGradientsLastRowsMovedAreTheTwoProductsWhoeverRunsThem) {
-  Generator gen(8);
-  for (const auto& [rows, out, in] : {std::tuple{2100, 160, 64}, std::tuple{777, 48, 80}}) {
-    const Tensor g = randn({static_cast<std::size_t>(rows), static_cast<std::size_t>(out)}, gen, DType::float64),
-                 x = randn({static_cast<std::size_t>(rows), static_cast<std::size_t>(in)}, gen, DType::float64),
-                 w = randn({static_cast<std::size_t>(out), static_cast<std::size_t>(in)}, gen, DType::float64);
-    set_num_threads(1);
-    const Tensor want_x = matmul(g, w), want_w = matmul(g, x, true, false);
-    set_num_threads(2);
-    ThreadPool& pool = ThreadPool::instance();
-    const LinearGrads shared = linear_grads(g, x, w, true, true, true);
-    pool.set_sharing(false);
-    const LinearGrads alone = linear_grads(g, x, w, true, true, true);
-    pool.set_sharing(true);
-    set_num_threads(1);
-    for (const auto& [got, want] : {std::pair{shared.x, want_x}, std::pair{shared.weight, want_w}}) {
-      const std::vector<double> a = got.to_vector(), b = want.to_vector();
-      ASSERT_EQ(a.size(), b.size());
-      for (std::size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-12 * (1 + std::fabs(b[i]))) << rows << " rows, element " << i;
-    }
-    EXPECT_EQ(shared.x.to_vector(), alone.x.to_vector()) << rows << " rows";
-    EXPECT_EQ(shared.weight.to_vector(), alone.weight.to_vector()) << rows << " rows";
-    EXPECT_EQ(shared.bias.to_vector(), sum_to(g, {static_cast<std::size_t>(out)}).to_vector()) << rows << " rows";
-    EXPECT_EQ(shared.bias.to_vector(), alone.bias.to_vector()) << rows << " rows";
-  }
 }
 
 // Where two gradients meet (x feeds two ops), the engine adds them through the adder framework/ops installs,
