@@ -8,6 +8,7 @@
 #include <functional>
 #include <stdexcept>
 
+#include "framework/autograd/grad_mode.hpp"
 #include "framework/ops/blas.hpp"
 #include "framework/ops/elementwise_common.hpp"
 #include "framework/ops/ops.hpp"
@@ -359,7 +360,14 @@ LinearGrads linear_grads(const Tensor& g, const Tensor& x, const Tensor& weight,
                         want_weight ? grads.weight.data<T>() : nullptr};
     T* db = want_bias ? grads.bias.data<T>() : nullptr;
     if (want_x && want_weight) {
-      products_side_by_side(dx, dw, db, then_x ? std::function<void()>([&] { then_x(grads.x); }) : std::function<void()>());
+      // then_x may run on a worker: with the caller's grad mode, which is per thread
+      const bool recording = grad_enabled();
+      const std::function<void()> then = [&] {
+        if (recording) return then_x(grads.x);
+        NoGradGuard no_grad;
+        then_x(grads.x);
+      };
+      products_side_by_side(dx, dw, db, then_x ? then : std::function<void()>());
       return;
     }
     if (want_x) product(dx);

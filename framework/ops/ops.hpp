@@ -91,8 +91,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 // unless wanted; then then_x(dx), when set and dx wanted: what the caller does next with dx. dx and dW
 // wanted together run side by side on the threads, db and then_x on dx's thread after it (matmul.cpp
 // says why); linear, layer_norm_linear and gelu_linear take theirs here. then_x may run on a worker
-// thread, with parallel regions inside it run serially. Not recorded for autograd (backward closures
-// run without it).
+// thread, with the caller's grad mode and parallel regions inside it run serially. Not recorded for
+// autograd (backward closures run without it).
 struct LinearGrads {
   Tensor x, weight, bias;
 };

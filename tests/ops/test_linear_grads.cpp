@@ -9,6 +9,7 @@
 #include <tuple>
 #include <utility>
 
+#include "framework/autograd/grad_mode.hpp"
 #include "framework/ops/ops.hpp"
 #include "framework/ops/parallel.hpp"
 #include "tests/test_util.hpp"
@@ -107,6 +108,11 @@ TEST(LinearGrads, RunThenOnTheFinishedInputGradientOnce) {
       EXPECT_EQ(seen, want) << threads << " threads";
       EXPECT_EQ(grads.x.to_vector(), (matmul(g, w) * 2.0).to_vector()) << threads << " threads";
     }
+    {  // whichever thread runs it, then_x sees the caller's grad mode (it is per thread)
+      NoGradGuard no_grad;
+      for (int i = 0; i < 20; ++i) linear_grads(g, x, w, true, true, false, [&](Tensor&) { EXPECT_FALSE(grad_enabled()); });
+    }
+    linear_grads(g, x, w, true, true, false, [&](Tensor&) { EXPECT_TRUE(grad_enabled()); });
     int calls = 0;
     linear_grads(g, x, w, false, true, true, [&](Tensor&) { ++calls; });
     EXPECT_EQ(calls, 0) << "no dx, no then_x";
