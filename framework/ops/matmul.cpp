@@ -141,8 +141,7 @@ void products_side_by_side(const Product<T>& input_grad, const Product<T>& weigh
         if (c == 0) {
           input_grad.block(0, input_grad.side());
           if (moved) weight_grad.block(weight_grad.side() - moved, weight_grad.side());
-          if (bias) detail::sum_rows(g, static_cast<const T*>(nullptr), rows, out, 0, out, bias);
-          if (then) then();  // its own regions run serially here, on this thread
+          after();  // its regions (the bias sum's too) run serially here, on this thread
         } else {
           weight_grad.block(0, weight_grad.side() - moved);
         }

@@ -36,7 +36,8 @@ and for the toy shape (TOY_FLAGS) at each of --threads, then --sgemm-runs runs o
 One line per case of a set ("table_set": shape, threads and the gpt case's figures) and per sgemm run
 ("table_sgemm": of_sgemm_fastest, products_of_sgemm), then one "table" line: each column's median over the
 sets and its range, the working memory's range, of_sgemm_fastest's range and median, and "row", the
-README table's row for this machine and day. --steps and --warmup, when given, go to every run.
+README table's row for this machine and day (its last cell the range and median of of_sgemm_fastest, or
+one figure when every run rounds to it). --steps and --warmup, when given, go to every run.
 
 The attnlab binary is $ATTNLAB, else build/attnlab (scripts/setup.sh builds it); the PyTorch side is
 Debian's python3-torch under /usr/bin/python3.
@@ -232,13 +233,14 @@ def compare_table(attnlab, args):
                               "products_of_sgemm": line["products_of_sgemm"]}), flush=True)
     medians = {f"{shape}_{threads}": statistics.median(values) for (shape, threads), values in ratios.items()}
     cells = [f"{medians[key]:.2f}x" if key in medians else "-" for key in (f"{shape}_{t}" for shape, _ in TABLE_SHAPES for t in (1, 2))]
-    cells.append(f"{spread(shares, '{:.2f}')} (median {statistics.median(shares):.2f})")
-    day = time.strftime("%Y-%m-%d", time.gmtime())
-    print(json.dumps({"case": "table", "sets": args.sets, "machine": machine_name(), "medians": medians,
+    share = spread(shares, "{:.2f}")
+    cells.append(share if "-" not in share else f"{share} (median {statistics.median(shares):.2f})")
+    day, machine = time.strftime("%Y-%m-%d", time.gmtime()), machine_name()
+    print(json.dumps({"case": "table", "sets": args.sets, "machine": machine, "medians": medians,
                       "ranges": {f"{shape}_{threads}": [min(v), max(v)] for (shape, threads), v in ratios.items()},
                       "work_memory_ratio": [min(memory_ratios), max(memory_ratios)],
                       "of_sgemm_fastest": [min(shares), statistics.median(shares), max(shares)],
-                      "row": f"| {machine_name()}, {day} ({args.sets}) | " + " | ".join(cells) + " |"}), flush=True)
+                      "row": f"| {machine}, {day} ({args.sets}) | " + " | ".join(cells) + " |"}), flush=True)
 
 
 def compare_attention(attnlab, args):
