@@ -17,14 +17,22 @@ namespace attnlab {
 
 namespace {
 
+// x_hat = (x - mean) / std, one element: the forward's output is made from it and the backward makes it
+// again from x and the row's mean and 1/std (to the same bits: the same two roundings), rather than the
+// forward writing it out as a second [R, C] output to keep (what that saves: docs/benchmarks.md,
+// "Intel Xeon, 2026-12-07 from 11:34 UTC").
+template <class T>
+inline T normalized(T x, T mean, T inv_std) {
+  return (x - mean) * inv_std;
+}
+
 // Rows [r0, r1) of layer norm's forward (see layer_norm_forward). The pointers do not alias, which lets
 // each loop vectorise without run-time overlap checks.
 template <class T>
 void layer_norm_forward_rows(std::size_t r0, std::size_t r1, std::size_t cols, T eps, const T* __restrict px,
-                             const T* __restrict pw, const T* __restrict pb, T* __restrict py, T* __restrict ph, T* __restrict ps) {
+                             const T* __restrict pw, const T* __restrict pb, T* __restrict py, T* __restrict pm, T* __restrict ps) {
   for (std::size_t r = r0; r < r1; ++r) {
     const T* __restrict xr = px + r * cols;
-    T* __restrict hr = ph + r * cols;
     T* __restrict yr = py + r * cols;
     const T mu = rowops::sum(xr, cols) / static_cast<T>(cols);
     simd::Vec<T> lanes{};
@@ -36,22 +44,23 @@ void layer_norm_forward_rows(std::size_t r0, std::size_t r1, std::size_t cols, T
     T v = simd::horizontal_sum<T>(lanes);
     for (; i < cols; ++i) v += (xr[i] - mu) * (xr[i] - mu);
     const T rstd = T(1) / std::sqrt(v / static_cast<T>(cols) + eps);
-    ps[r] = rstd;
-#pragma omp simd
-    for (std::size_t i = 0; i < cols; ++i) hr[i] = (xr[i] - mu) * rstd;
+    pm[r] = mu, ps[r] = rstd;
     if (pw && pb) {
 #pragma omp simd
-      for (std::size_t i = 0; i < cols; ++i) yr[i] = hr[i] * pw[i] + pb[i];
+      for (std::size_t i = 0; i < cols; ++i) yr[i] = normalized(xr[i], mu, rstd) * pw[i] + pb[i];
     } else {
-      for (std::size_t i = 0; i < cols; ++i) yr[i] = (pw ? hr[i] * pw[i] : hr[i]) + (pb ? pb[i] : T(0));
+      for (std::size_t i = 0; i < cols; ++i) {
+        const T h = normalized(xr[i], mu, rstd);
+        yr[i] = (pw ? h * pw[i] : h) + (pb ? pb[i] : T(0));
+      }
     }
   }
 }
 
-// Layer norm's forward over rows of `cols`: out = x_hat * weight + bias, keeping x_hat and 1/std for the
-// backward.
+// Layer norm's forward over rows of `cols`: out = x_hat * weight + bias, with each row's mean and 1/std
+// (x, they and the weight are all the backward needs).
 struct LayerNormForward {
-  Tensor out, normalized, inv_std;
+  Tensor out, mean, inv_std;
 };
 LayerNormForward layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
   rowops::check_last_axis(x, "layer_norm");
@@ -65,7 +74,7 @@ LayerNormForward layer_norm_forward(const Tensor& x, const Tensor& weight, const
   }
   LayerNormForward f;
   Tensor out = empty(x.shape(), x.dtype());
-  Tensor normalized = empty(x.shape(), x.dtype());  // x_hat, saved for backward
+  Tensor mean = empty({rows}, x.dtype());
   Tensor inv_std = empty({rows}, x.dtype());
   dispatch_floating(x.dtype(), "layer_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -73,29 +82,32 @@ LayerNormForward layer_norm_forward(const Tensor& x, const Tensor& weight, const
     const T* pw = weight.defined() ? weight.data<T>() : nullptr;
     const T* pb = bias.defined() ? bias.data<T>() : nullptr;
     T* py = out.data<T>();
-    T* ph = normalized.data<T>();
+    T* pm = mean.data<T>();
     T* ps = inv_std.data<T>();
     parallel_for(rows, rowops::grain(cols), [&](std::size_t r0, std::size_t r1) {
-      layer_norm_forward_rows<T>(r0, r1, cols, static_cast<T>(eps), px, pw, pb, py, ph, ps);
+      layer_norm_forward_rows<T>(r0, r1, cols, static_cast<T>(eps), px, pw, pb, py, pm, ps);
     });
   });
-  f.out = out, f.normalized = normalized, f.inv_std = inv_std;
+  f.out = out, f.mean = mean, f.inv_std = inv_std;
   return f;
 }
 
 // Rows [r0, r1) of layer norm's backward (see layer_norm_backward): adds their g h and g into dw and db
-// (when given) and writes dx (when given). The pointers do not alias, which lets each loop vectorise
-// without run-time overlap checks; kWeight hoists the weight's presence out of the loops.
+// (when given) and writes dx (when given), h = x_hat made again from x. The pointers do not alias, which
+// lets each loop vectorise without run-time overlap checks; kWeight hoists the weight's presence out of
+// the loops.
 template <class T, bool kWeight>
-void layer_norm_backward_rows(std::size_t r0, std::size_t r1, std::size_t cols, const T* __restrict ph, const T* __restrict pg,
-                              const T* __restrict ps, const T* __restrict pw, T* __restrict gx, T* __restrict dw, T* __restrict db) {
+void layer_norm_backward_rows(std::size_t r0, std::size_t r1, std::size_t cols, const T* __restrict px, const T* __restrict pm,
+                              const T* __restrict ps, const T* __restrict pg, const T* __restrict pw, T* __restrict gx,
+                              T* __restrict dw, T* __restrict db) {
   const T inv_cols = T(1) / static_cast<T>(cols);
   for (std::size_t r = r0; r < r1; ++r) {
-    const T* __restrict hr = ph + r * cols;
+    const T* __restrict xr = px + r * cols;
     const T* __restrict gr = pg + r * cols;
+    const T mu = pm[r], rstd = ps[r];
     if (dw) {
 #pragma omp simd
-      for (std::size_t i = 0; i < cols; ++i) dw[i] += gr[i] * hr[i];
+      for (std::size_t i = 0; i < cols; ++i) dw[i] += gr[i] * normalized(xr[i], mu, rstd);
     }
     if (db) {
 #pragma omp simd
@@ -107,36 +119,37 @@ void layer_norm_backward_rows(std::size_t r0, std::size_t r1, std::size_t cols, 
     for (; i + simd::kLanes<T> <= cols; i += simd::kLanes<T>) {
       const simd::Vec<T> dh = kWeight ? simd::load(gr + i) * simd::load(pw + i) : simd::load(gr + i);
       lanes_dh += dh;
-      lanes_dh_h += dh * simd::load(hr + i);
+      lanes_dh_h += dh * normalized(simd::load(xr + i), simd::splat(mu), simd::splat(rstd));
     }
     T mean_dh = simd::horizontal_sum<T>(lanes_dh), mean_dh_h = simd::horizontal_sum<T>(lanes_dh_h);
     for (; i < cols; ++i) {
       const T dh = kWeight ? gr[i] * pw[i] : gr[i];
       mean_dh += dh;
-      mean_dh_h += dh * hr[i];
+      mean_dh_h += dh * normalized(xr[i], mu, rstd);
     }
     mean_dh *= inv_cols;
     mean_dh_h *= inv_cols;
-    const T rstd = ps[r];
     T* __restrict dx = gx + r * cols;
 #pragma omp simd
     for (std::size_t i = 0; i < cols; ++i) {
       const T dh = kWeight ? gr[i] * pw[i] : gr[i];
-      dx[i] = rstd * (dh - mean_dh - hr[i] * mean_dh_h);
+      dx[i] = rstd * (dh - mean_dh - normalized(xr[i], mu, rstd) * mean_dh_h);
     }
   }
 }
 
-// Layer norm's backward from x_hat and 1/std: gradients of x, weight and bias (each only when asked).
-std::vector<Tensor> layer_norm_backward(const Tensor& normalized, const Tensor& inv_std, const Tensor& w, const Tensor& g,
+// Layer norm's backward from x and its rows' mean and 1/std: gradients of x, weight and bias (each only
+// when asked).
+std::vector<Tensor> layer_norm_backward(const Tensor& x, const Tensor& mean, const Tensor& inv_std, const Tensor& w, const Tensor& g,
                                         bool rx, bool rw, bool rb) {
-  const std::size_t cols = normalized.size(-1), rows = cols ? normalized.numel() / cols : 0;
-  Tensor gx = rx ? empty(normalized.shape(), g.dtype()) : Tensor();
+  const std::size_t cols = x.size(-1), rows = cols ? x.numel() / cols : 0;
+  Tensor gx = rx ? empty(x.shape(), g.dtype()) : Tensor();
   Tensor gw = rw ? zeros({cols}, g.dtype()) : Tensor();
   Tensor gb = rb ? zeros({cols}, g.dtype()) : Tensor();
   dispatch_floating(g.dtype(), "layer_norm_backward", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T* ph = normalized.data<T>();
+    const T* px = x.data<T>();
+    const T* pm = mean.data<T>();
     const T* ps = inv_std.data<T>();
     const T* pg = g.data<T>();
     const T* pw = w.defined() ? w.data<T>() : nullptr;
@@ -155,9 +168,9 @@ std::vector<Tensor> layer_norm_backward(const Tensor& normalized, const Tensor& 
         T* dw = partial.empty() ? nullptr : partial.data() + block * 2 * cols;
         const std::size_t r0 = rows * block / blocks, r1 = rows * (block + 1) / blocks;
         if (pw) {
-          layer_norm_backward_rows<T, true>(r0, r1, cols, ph, pg, ps, pw, pgx, rw ? dw : nullptr, rb ? dw + cols : nullptr);
+          layer_norm_backward_rows<T, true>(r0, r1, cols, px, pm, ps, pg, pw, pgx, rw ? dw : nullptr, rb ? dw + cols : nullptr);
         } else {
-          layer_norm_backward_rows<T, false>(r0, r1, cols, ph, pg, ps, pw, pgx, rw ? dw : nullptr, rb ? dw + cols : nullptr);
+          layer_norm_backward_rows<T, false>(r0, r1, cols, px, pm, ps, pg, pw, pgx, rw ? dw : nullptr, rb ? dw + cols : nullptr);
         }
       }
     });
@@ -180,10 +193,10 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   LayerNormForward f = layer_norm_forward(x, weight, bias, eps);
   if (needs_grad({&x, &weight, &bias})) {
     record(f.out, "layer_norm", {x, weight, bias},
-           [normalized = f.normalized, inv_std = f.inv_std, w = weight.defined() ? weight.detach() : Tensor(),
+           [x = x.detach(), mean = f.mean, inv_std = f.inv_std, w = weight.defined() ? weight.detach() : Tensor(),
             rx = x.requires_grad(), rw = weight.defined() && weight.requires_grad(),
             rb = bias.defined() && bias.requires_grad()](const Tensor& g) {
-             return layer_norm_backward(normalized, inv_std, w, g, rx, rw, rb);
+             return layer_norm_backward(x, mean, inv_std, w, g, rx, rw, rb);
            });
   }
   return f.out;
@@ -203,18 +216,18 @@ Tensor layer_norm_linear(const Tensor& x, const Tensor& norm_weight, const Tenso
   }
   if (needs_grad({&x, &norm_weight, &norm_bias, &weight, &bias})) {
     // The norm's output y is kept for the weight gradient g^T y (as the composed LayerNorm -> Linear keeps
-    // the Linear's input) rather than made again from x_hat: that pass was 0.7-0.8% of a GPT step, for
-    // [R, C] floats more held from the forward to the backward.
+    // the Linear's input) rather than made again from x: that pass was 0.7-0.8% of a GPT step, for [R, C]
+    // floats more held from the forward to the backward.
     const bool rw = weight.requires_grad();
     record(out, "layer_norm_linear", {x, norm_weight, norm_bias, weight, bias},
-           [normalized = f.normalized, inv_std = f.inv_std, y = rw ? f.out : Tensor(), nw = norm_weight.defined() ? norm_weight.detach() : Tensor(),
+           [x = x.detach(), mean = f.mean, inv_std = f.inv_std, y = rw ? f.out : Tensor(), nw = norm_weight.defined() ? norm_weight.detach() : Tensor(),
             w = weight.detach(), rx = x.requires_grad(), rnw = norm_weight.defined() && norm_weight.requires_grad(),
             rnb = norm_bias.defined() && norm_bias.requires_grad(), rw, rb = bias.defined() && bias.requires_grad()](const Tensor& g) {
              NoGradGuard no_grad;
              const bool norm_grads_wanted = rx || rnw || rnb;
              std::vector<Tensor> grads(5);
              const auto norm_backward = [&](Tensor& dy) {  // on g W's thread, right after it
-               const std::vector<Tensor> norm_grads = layer_norm_backward(normalized, inv_std, nw, dy, rx, rnw, rnb);
+               const std::vector<Tensor> norm_grads = layer_norm_backward(x, mean, inv_std, nw, dy, rx, rnw, rnb);
                grads[0] = norm_grads[0], grads[1] = norm_grads[1], grads[2] = norm_grads[2];
              };
              // g W [..., in] for the norm's backward, g^T y [out, in], db

@@ -145,8 +145,8 @@ Tensor softmax_backward(const Tensor& y, const Tensor& g, double scale = 1.0);
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 // layer_norm followed by a Linear (weight [out, in], bias [out] or undefined) in one op, one node of the
 // graph whose backward runs the Linear's two gradients side by side and the norm's right after: training
-// keeps what the composed ops keep (x_hat and 1/std, and the norm's output for the weight gradient). The
-// pre-norm blocks' LN -> qkv and LN -> fc1.
+// keeps what the composed ops keep (x, each row's mean and 1/std, and the norm's output for the weight
+// gradient). The pre-norm blocks' LN -> qkv and LN -> fc1.
 Tensor layer_norm_linear(const Tensor& x, const Tensor& norm_weight, const Tensor& norm_bias, double eps,
                          const Tensor& weight, const Tensor& bias);
 // logits [..., C] against int64 targets [...]; mean over targets that are not ignore_index (0 when every
