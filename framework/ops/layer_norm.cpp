@@ -93,40 +93,41 @@ LayerNormForward layer_norm_forward(const Tensor& x, const Tensor& weight, const
 }
 
 // Rows [r0, r1) of layer norm's backward (see layer_norm_backward): adds their g h and g into dw and db
-// (when given) and writes dx (when given), h = x_hat made again from x. The pointers do not alias, which
-// lets each loop vectorise without run-time overlap checks; kWeight hoists the weight's presence out of
-// the loops.
+// (when given) and writes dx (when given), h = x_hat made again from x. Two passes a row: one makes h and
+// adds into dw and db while it sums dh and dh h (dh = g w), the next writes dx. Each element's sums and
+// products are those of a loop of its own for each (the same bits). The pointers do not alias; kWeight
+// hoists the weight's presence out of the loops.
 template <class T, bool kWeight>
 void layer_norm_backward_rows(std::size_t r0, std::size_t r1, std::size_t cols, const T* __restrict px, const T* __restrict pm,
                               const T* __restrict ps, const T* __restrict pg, const T* __restrict pw, T* __restrict gx,
                               T* __restrict dw, T* __restrict db) {
+  constexpr std::size_t W = simd::kLanes<T>;
   const T inv_cols = T(1) / static_cast<T>(cols);
   for (std::size_t r = r0; r < r1; ++r) {
     const T* __restrict xr = px + r * cols;
     const T* __restrict gr = pg + r * cols;
     const T mu = pm[r], rstd = ps[r];
-    if (dw) {
-#pragma omp simd
-      for (std::size_t i = 0; i < cols; ++i) dw[i] += gr[i] * normalized(xr[i], mu, rstd);
-    }
-    if (db) {
-#pragma omp simd
-      for (std::size_t i = 0; i < cols; ++i) db[i] += gr[i];
-    }
-    if (!gx) continue;
+    const simd::Vec<T> mu_v = simd::splat(mu), rstd_v = simd::splat(rstd);
     simd::Vec<T> lanes_dh{}, lanes_dh_h{};
     std::size_t i = 0;
-    for (; i + simd::kLanes<T> <= cols; i += simd::kLanes<T>) {
-      const simd::Vec<T> dh = kWeight ? simd::load(gr + i) * simd::load(pw + i) : simd::load(gr + i);
+    for (; i + W <= cols; i += W) {
+      const simd::Vec<T> g = simd::load(gr + i), h = normalized(simd::load(xr + i), mu_v, rstd_v);
+      if (dw) simd::store(dw + i, simd::load(dw + i) + g * h);
+      if (db) simd::store(db + i, simd::load(db + i) + g);
+      const simd::Vec<T> dh = kWeight ? g * simd::load(pw + i) : g;
       lanes_dh += dh;
-      lanes_dh_h += dh * normalized(simd::load(xr + i), simd::splat(mu), simd::splat(rstd));
+      lanes_dh_h += dh * h;
     }
     T mean_dh = simd::horizontal_sum<T>(lanes_dh), mean_dh_h = simd::horizontal_sum<T>(lanes_dh_h);
     for (; i < cols; ++i) {
+      const T h = normalized(xr[i], mu, rstd);
+      if (dw) dw[i] += gr[i] * h;
+      if (db) db[i] += gr[i];
       const T dh = kWeight ? gr[i] * pw[i] : gr[i];
       mean_dh += dh;
-      mean_dh_h += dh * normalized(xr[i], mu, rstd);
+      mean_dh_h += dh * h;
     }
+    if (!gx) continue;
     mean_dh *= inv_cols;
     mean_dh_h *= inv_cols;
     T* __restrict dx = gx + r * cols;
