@@ -105,8 +105,9 @@ void product(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, cons
 // docs/benchmarks.md, "Intel Xeon, 2026-12-07 from 04:21 UTC"), when they hold at least 2^21
 // multiply-adds (a smaller product's extra call costs what it saves: the toy step was up to 2.7% slower
 // with its 16 rows moved) and the weight gradient has at least as many rows as columns (its columns moved
-// instead re-read the longer operand: fc2's measured no better). Every block is fixed by the shapes and the thread count, so
-// which thread runs which chunk, or the caller running both (sharing off), does not change a bit.
+// instead re-read the longer operand: fc2's measured no better). Every block is fixed by the shapes and
+// the thread count, so which thread runs which chunk, or the caller running both (sharing off), does not
+// change a bit.
 //
 // With `bias` (non-null, [n] of the input gradient's k, zeroed), the bias gradient, the column sums of the
 // output gradient g (input_grad's A [rows, out]), is summed too, and `then` (when set: the work that
