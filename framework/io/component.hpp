@@ -191,14 +191,16 @@ Schema<S>& add_component(Schema<S>& schema, const std::string& chooser, std::fun
   };
   f.differences = [f_shown = f.shown_all](const S& a, const S& b, const std::string& prefix, bool, std::vector<KeyDifference>& out) {
     const auto x = f_shown(a, prefix), y = f_shown(b, prefix);
-    for (const auto& [key, value] : x) {
+    // (Each pair by name, not as a structured binding: a lambda may capture those only from C++20.)
+    for (const auto& shown : x) {
+      const std::string& key = shown.first;
       const auto it = std::find_if(y.begin(), y.end(), [&](const auto& kv) { return kv.first == key; });
       const std::string other = it == y.end() ? "(not read)" : it->second;
-      if (other != value) out.push_back(KeyDifference{key, value, other});
+      if (other != shown.second) out.push_back(KeyDifference{key, shown.second, other});
     }
-    for (const auto& [key, value] : y)
-      if (std::none_of(x.begin(), x.end(), [&](const auto& kv) { return kv.first == key; }))
-        out.push_back(KeyDifference{key, "(not read)", value});
+    for (const auto& shown : y)
+      if (std::none_of(x.begin(), x.end(), [&](const auto& kv) { return kv.first == shown.first; }))
+        out.push_back(KeyDifference{shown.first, "(not read)", shown.second});
   };
   return schema.add(std::move(f));
 }

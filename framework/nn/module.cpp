@@ -161,7 +161,9 @@ void Module::load(const std::map<std::string, Tensor>& state, LoadMode mode) {
     }
     ++it;
   }
-  for (const auto& [name, tensor] : state) {
+  for (const auto& entry : state) {
+    const std::string& name = entry.first;
+    const Tensor& tensor = entry.second;
     if (own.count(name)) continue;
     const bool generator = std::any_of(generators.begin(), generators.end(), [&](const auto& g) { return g.first == name; });
     problems += "\n  unexpected: " + name + (tensor.defined() ? " " + shape_str(tensor.shape()) : "") +

@@ -1,5 +1,6 @@
-// SIMD vectors through GCC's vector extensions, for the kernels that work on raw rows (the fused
-// attention kernel's register tiles, the row kernels of softmax, layer norm and cross-entropy).
+// SIMD vectors through GCC's vector extensions (which clang has too), for the kernels that work on raw
+// rows (the fused attention kernel's register tiles, the row kernels of softmax, layer norm and
+// cross-entropy).
 //
 // Vectors are as wide as the build's target allows: 64 bytes (16 floats, 8 doubles) where AVX-512 is
 // enabled (-march=native on a CPU that has it: Zen 5 runs 512-bit FMAs at full width, twice the 256-bit
@@ -255,28 +256,25 @@ void transpose(const T* src, std::size_t rows, std::size_t cols, T* dst, std::si
 
 namespace detail {
 using Float8 = Lanes<float>;
-using Index8 = int __attribute__((vector_size(32)));
 // An 8 x 8 block transposed in registers: pairs of rows interleaved, then pairs of pairs, then halves
-// (the unpack / shuffle / permute sequence of AVX, written with GCC's generic vector shuffles).
+// (the unpack / shuffle / permute sequence of AVX, written with the generic vector shuffle that GCC, from
+// 12, and clang both have).
 inline void transpose_8x8(const float* src, std::size_t lds, float* dst, std::size_t ldd) {
-  const Index8 lo = {0, 8, 1, 9, 4, 12, 5, 13}, hi = {2, 10, 3, 11, 6, 14, 7, 15};
-  const Index8 even = {0, 1, 8, 9, 4, 5, 12, 13}, odd = {2, 3, 10, 11, 6, 7, 14, 15};
-  const Index8 low = {0, 1, 2, 3, 8, 9, 10, 11}, high = {4, 5, 6, 7, 12, 13, 14, 15};
   Float8 r[8], t[8], s[8];
   for (int i = 0; i < 8; ++i) r[i] = load_lanes(src + i * lds);
   for (int p = 0; p < 4; ++p) {
-    t[2 * p] = __builtin_shuffle(r[2 * p], r[2 * p + 1], lo);
-    t[2 * p + 1] = __builtin_shuffle(r[2 * p], r[2 * p + 1], hi);
+    t[2 * p] = __builtin_shufflevector(r[2 * p], r[2 * p + 1], 0, 8, 1, 9, 4, 12, 5, 13);
+    t[2 * p + 1] = __builtin_shufflevector(r[2 * p], r[2 * p + 1], 2, 10, 3, 11, 6, 14, 7, 15);
   }
   for (int p = 0; p < 2; ++p) {
-    s[4 * p] = __builtin_shuffle(t[4 * p], t[4 * p + 2], even);
-    s[4 * p + 1] = __builtin_shuffle(t[4 * p], t[4 * p + 2], odd);
-    s[4 * p + 2] = __builtin_shuffle(t[4 * p + 1], t[4 * p + 3], even);
-    s[4 * p + 3] = __builtin_shuffle(t[4 * p + 1], t[4 * p + 3], odd);
+    s[4 * p] = __builtin_shufflevector(t[4 * p], t[4 * p + 2], 0, 1, 8, 9, 4, 5, 12, 13);
+    s[4 * p + 1] = __builtin_shufflevector(t[4 * p], t[4 * p + 2], 2, 3, 10, 11, 6, 7, 14, 15);
+    s[4 * p + 2] = __builtin_shufflevector(t[4 * p + 1], t[4 * p + 3], 0, 1, 8, 9, 4, 5, 12, 13);
+    s[4 * p + 3] = __builtin_shufflevector(t[4 * p + 1], t[4 * p + 3], 2, 3, 10, 11, 6, 7, 14, 15);
   }
   for (int c = 0; c < 4; ++c) {
-    store_lanes(dst + c * ldd, __builtin_shuffle(s[c], s[c + 4], low));
-    store_lanes(dst + (c + 4) * ldd, __builtin_shuffle(s[c], s[c + 4], high));
+    store_lanes(dst + c * ldd, __builtin_shufflevector(s[c], s[c + 4], 0, 1, 2, 3, 8, 9, 10, 11));
+    store_lanes(dst + (c + 4) * ldd, __builtin_shufflevector(s[c], s[c + 4], 4, 5, 6, 7, 12, 13, 14, 15));
   }
 }
 }  // namespace detail

@@ -61,7 +61,7 @@ Tensor softmax(const Tensor& x) {
     });
   });
   if (needs_grad({&x})) {
-    record(out, "softmax", {x}, [y = out.detach(), rows, cols](const Tensor& g) {
+    record(out, "softmax", {x}, [y = out.detach()](const Tensor& g) {
       return std::vector<Tensor>{softmax_backward(y, g, 1.0)};
     });
   }
@@ -129,7 +129,7 @@ Tensor scaled_masked_softmax(const Tensor& x, double scale, const Tensor& mask, 
     });
   });
   if (needs_grad({&x})) {
-    record(out, "scaled_masked_softmax", {x}, [y = out.detach(), rows, cols, scale](const Tensor& g) {
+    record(out, "scaled_masked_softmax", {x}, [y = out.detach(), scale](const Tensor& g) {
       return std::vector<Tensor>{softmax_backward(y, g, scale)};
     });
   }

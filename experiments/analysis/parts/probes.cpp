@@ -28,8 +28,9 @@ ProbeRows probe_rows(const AnalysisInputs& in, const std::vector<Batch>& batches
     // A ViT's stream holds its patches (and CLS token): the positions probed.
     const std::size_t t = tokens ? b.input.size(1) : in.model.tokens_read(b) / b.input.size(0);
     const data::DataSource::TokenProperties task = tokens ? in.data.token_properties(b) : data::DataSource::TokenProperties();
-    for (const auto& [name, labels] : task)
-      if (std::none_of(rows.task.begin(), rows.task.end(), [&](const auto& p) { return p.first == name; })) rows.task.push_back({name, {}});
+    for (const auto& property : task)
+      if (std::none_of(rows.task.begin(), rows.task.end(), [&](const auto& p) { return p.first == property.first; }))
+        rows.task.push_back({property.first, {}});
     for (std::size_t r = 0; r < b.input.size(0) && rows.batch.size() < limit; ++r, ++example) {
       std::size_t length = t;
       const std::vector<std::int64_t> ids = tokens ? row_tokens(in.data, b.input, b.key_padding_mask, r, length) : std::vector<std::int64_t>(t, -1);

@@ -188,7 +188,7 @@ void rows_forward(const HeadShape& shape, const HeadOperands<T>& x, T* out, T* l
         sum = sum - x.slope * flash::max(distance, -distance);
       }
       const bool padded = x.padding && x.padding[j];
-      sum = (key >= first) & (key < last) & !padded ? sum : none;
+      sum = ((key >= first) & (key < last) & !padded) ? sum : none;
       flash::store(scores + (j - lo) * W, sum);
       top = flash::max(sum, top);
     };
