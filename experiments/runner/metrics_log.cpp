@@ -136,6 +136,7 @@ void write_summary(const std::string& run_dir, const RunSummary& s) {
                {"state_size", number(s.state_size)},
                {"openblas_core", s.openblas_core},
                {"cpu_vendor", s.cpu_vendor},
+               {"compiler", s.compiler},
                {"final_eval_loss", number(s.final_eval_loss)},
                {"final_token_accuracy", number(s.final_token_accuracy)},
                {"final_exact_match", number(s.final_exact_match)},
@@ -167,6 +168,7 @@ std::optional<RunSummary> read_summary(const std::string& run_dir) {
     s.peak_rss_mb = number(j.at("peak_rss_mb"));
     if (j.contains("openblas_core")) s.openblas_core = j.at("openblas_core").get<std::string>();  // written since 2026-11-27
     if (j.contains("cpu_vendor")) s.cpu_vendor = j.at("cpu_vendor").get<std::string>();  // older summaries lack it
+    if (j.contains("compiler")) s.compiler = j.at("compiler").get<std::string>();        // written since 2026-12-07
     s.state_size = j.contains("state_size") ? number(j.at("state_size")) : kNaN;  // written since the state size existed
     s.final_eval_loss = number(j.at("final_eval_loss"));
     s.final_token_accuracy = number(j.at("final_token_accuracy"));

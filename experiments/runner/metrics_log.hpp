@@ -50,9 +50,10 @@ struct RunSummary {
   std::size_t steps = 0, params = 0, final_scored_tokens = 0;
   double train_seconds = 0, tokens_per_s = 0, peak_rss_mb = 0;
   double state_size = 0;  // numbers the attention layers keep per sequence (memory_estimate.hpp's state_size)
-  // What decides the bits besides the build: results repeat bit for bit with the same kernels and vendor.
+  // What decides the bits: results repeat bit for bit with the same kernels, vendor and compiler.
   std::string openblas_core;  // the BLAS kernels that did the products ("SkylakeX")
   std::string cpu_vendor;     // cpu_vendor() ("GenuineIntel"): oneDNN picks its kernels by it
+  std::string compiler;       // compiler_name() ("GCC 12.2.0"): the build's part in the bits
   double final_eval_loss, final_token_accuracy, final_exact_match, best_eval_loss;
   // A data-parallel run (processes > 1, written only then, as "data_parallel"): the bytes each step's
   // allreduce sums, its calls per step, its mean time per step in the last session, and its share of

@@ -269,7 +269,7 @@ RunSummary Trainer::summary(const std::string& status) {
   RunSummary s;
   s.name = c_.name, s.status = status, s.steps = state_.step, s.params = x_.model->parameter_count();
   s.state_size = state_size(c_);
-  s.openblas_core = blas_core_name(), s.cpu_vendor = cpu_vendor();
+  s.openblas_core = blas_core_name(), s.cpu_vendor = cpu_vendor(), s.compiler = compiler_name();
   s.train_seconds = state_.train_seconds + seconds(), s.tokens_per_s = rate(), s.peak_rss_mb = peak_rss_mb();
   s.best_eval_loss = state_.best_eval;
   parallel_.fill(s, seconds());

@@ -46,6 +46,16 @@ std::string cpu_vendor() {
   return "unknown";
 }
 
+std::string compiler_name() {
+#if defined(__clang__)
+  return "clang " + std::to_string(__clang_major__) + "." + std::to_string(__clang_minor__) + "." + std::to_string(__clang_patchlevel__);
+#elif defined(__GNUC__)
+  return "GCC " + std::to_string(__GNUC__) + "." + std::to_string(__GNUC_MINOR__) + "." + std::to_string(__GNUC_PATCHLEVEL__);
+#else
+  return "unknown";
+#endif
+}
+
 std::string better_blas_core() {
   if (std::getenv("OPENBLAS_CORETYPE")) return "";
   const std::string current = blas_core_name();

@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """The golden run: the default experiment's first training losses, pinned for this build's arithmetic.
 
-A refactor that changes the numbers fails here. With the same BLAS kernels as the pinned run (its
-OpenBLAS core and CPU vendor are recorded in the file: oneDNN picks its kernels by what the CPU reports)
-every loss must match to the last bit, and on the pinned run's CPU model and cache sizes the parameters
+A refactor that changes the numbers fails here. With the same BLAS kernels and compiler as the pinned
+run (its OpenBLAS core, CPU vendor and compiler are recorded in the file: oneDNN picks its kernels by
+what the CPU reports, and GCC and clang fuse multiply-adds apart) every loss must match to the last bit, and on the pinned run's CPU model and cache sizes the parameters
 after the last step too (a SHA-256 of their exported arrays): a loss is a float32 mean over many tokens,
 and a change of an ulp here and there (GELU's exp, 2026-12-07) left all 60 losses as they were while the
 weights had moved. (Not on another model or caches with the same kernels: the libraries size their blocks
-by the caches, and the losses alone are what was pinned for those.) With other kernels (another CPU), the
-losses to 1e-6 relative (other kernels round products differently: 7e-8 over these steps, measured).
+by the caches, and the losses alone are what was pinned for those.) With other kernels (another CPU) or another compiler, the
+losses to 1e-6 relative (other kernels round products differently: 7e-8 over these steps, measured; a
+clang 14 build, 6.7e-8).
 When arithmetic changes on purpose, regenerate the file and say why in the commit:
 
     python3 tests/experiments/golden.py build/attnlab configs/default.yaml tests/experiments/golden/default.txt --write
@@ -36,7 +37,8 @@ def run(attnlab, config, folder):
         if row["split"] == "train":
             losses[row["step"]] = row["loss"]
     summary = json.load(open(os.path.join(run_dir, "summary.json")))  # the kernels and vendor the run recorded
-    return f"{summary['openblas_core']} {summary['cpu_vendor']}", losses, parameters_digest(attnlab, run_dir, folder)
+    build = f"{summary['openblas_core']} {summary['cpu_vendor']} {summary.get('compiler', 'unknown')}"
+    return build, losses, parameters_digest(attnlab, run_dir, folder)
 
 
 def cpu_model():
@@ -99,7 +101,7 @@ def main():
         return 1
     worst = max(abs(losses[s] - pinned[s]) / abs(pinned[s]) for s in pinned)
     wrong = [s for s in sorted(pinned) if (losses[s] != pinned[s] if exact else abs(losses[s] - pinned[s]) > 1e-6 * abs(pinned[s]))]
-    how = "bit for bit (same BLAS kernels)" if exact else f"to 1e-6 (BLAS kernels {core}, pinned with {pinned_core})"
+    how = "bit for bit (same BLAS kernels and compiler)" if exact else f"to 1e-6 (BLAS kernels and compiler {core}, pinned with {pinned_core})"
     if wrong:
         s = wrong[0]
         print(f"FAILED: {len(wrong)} of {len(pinned)} losses differ from the pinned run {how}; first at step {s}: "

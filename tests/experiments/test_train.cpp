@@ -80,14 +80,22 @@ TEST_F(Training, SameSeedSameRunBitForBit) {
   expect_same_state(a.run_dir, b.run_dir);
 }
 
-// What decides a run's bits besides the build, as summary.json records it for the scripts that compare
-// runs (golden.py, readme_tour.py): OpenBLAS's kernel set and the CPU's vendor, the latter from cpuid,
-// here against the kernel's own reading in /proc/cpuinfo.
-TEST_F(Training, TheSummaryRecordsTheKernelsAndTheCpuVendor) {
+// What decides a run's bits, as summary.json records it for the scripts that compare runs (golden.py,
+// readme_tour.py): OpenBLAS's kernel set, the compiler that built attnlab (its version as this file's
+// compiler spells it in __VERSION__) and the CPU's vendor, the latter from cpuid, here against the
+// kernel's own reading in /proc/cpuinfo.
+TEST_F(Training, TheSummaryRecordsTheKernelsCompilerAndCpuVendor) {
   const TrainResult r = train_experiment(small(dir_, "machine", 2), 1);
   const std::optional<RunSummary> s = read_summary(r.run_dir);
   ASSERT_TRUE(s);
   EXPECT_EQ(s->openblas_core, blas_core_name());
+#if defined(__clang__)
+  EXPECT_EQ(s->compiler.rfind("clang ", 0), 0u) << s->compiler;
+#else
+  EXPECT_EQ(s->compiler.rfind("GCC ", 0), 0u) << s->compiler;
+#endif
+  EXPECT_NE(std::string(__VERSION__).find(s->compiler.substr(s->compiler.find(' ') + 1)), std::string::npos)
+      << s->compiler << " against " << __VERSION__;
   EXPECT_EQ(s->cpu_vendor, cpu_vendor());
   std::ifstream cpuinfo("/proc/cpuinfo");
   for (std::string line; std::getline(cpuinfo, line);) {
