@@ -145,9 +145,9 @@ def normalise(text, numbers=False):
 def machine(folder):
     """What decides the bits: OpenBLAS's kernel set, the CPU's vector width and its vendor (oneDNN picks its
     kernels by what the CPU reports, so two vendors' AVX-512 may round apart), and the compiler that built
-    attnlab (GCC and clang fuse multiply-adds apart)."""
+    attnlab (GCC and clang round apart)."""
     with open(os.path.join(folder, "runs", "induction", "summary.json")) as summary:
-        run = json.load(summary)  # the kernel set and the vendor, as the run recorded them
+        run = json.load(summary)  # the kernel set, vendor and compiler, as the run recorded them
     flags = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
     width = "AVX-512" if " avx512f" in flags else "AVX2" if " avx2" in flags else "no AVX2"
     return (f"OpenBLAS {run.get('openblas_core', 'unknown')}, {width}, {run.get('cpu_vendor', 'unknown')}, "

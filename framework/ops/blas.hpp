@@ -20,9 +20,10 @@ std::string blas_core_name();
 // oneDNN picks its kernels by what the CPU reports, so with blas_core_name() it is what decides a run's
 // bits besides the build: runs repeat bit for bit on machines that agree on both.
 std::string cpu_vendor();
-// The compiler that built attnlab ("GCC 12.2.0", "clang 14.0.6"): the part of the build that decides bits
-// (GCC fuses a * b + c into one FMA across statements, clang within an expression only, so the two round
-// apart: the default experiment's loss moves by an ulp from its second step).
+// The compiler that built attnlab ("GCC 12.2.0", "clang 14.0.6"): the part of the build that decides bits.
+// GCC fuses a * b + c into one FMA across statements, clang only within an expression: a clang build's
+// default experiment moves by an ulp from its second step; with -ffp-contract=fast its 60 losses of the
+// golden run are GCC's to the bit, but the weights after them still differ in their last bits.
 std::string compiler_name();
 // The core OpenBLAS should use on this CPU when it chose a slower generic one; empty when its choice is
 // fine or OPENBLAS_CORETYPE is already set.

@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
 """The golden run: the default experiment's first training losses, pinned for this build's arithmetic.
 
-A refactor that changes the numbers fails here. With the same BLAS kernels and compiler as the pinned
-run (its OpenBLAS core, CPU vendor and compiler are recorded in the file: oneDNN picks its kernels by
-what the CPU reports, and GCC and clang fuse multiply-adds apart) every loss must match to the last bit, and on the pinned run's CPU model and cache sizes the parameters
-after the last step too (a SHA-256 of their exported arrays): a loss is a float32 mean over many tokens,
-and a change of an ulp here and there (GELU's exp, 2026-12-07) left all 60 losses as they were while the
-weights had moved. (Not on another model or caches with the same kernels: the libraries size their blocks
-by the caches, and the losses alone are what was pinned for those.) With other kernels (another CPU) or another compiler, the
-losses to 1e-6 relative (other kernels round products differently: 7e-8 over these steps, measured; a
-clang 14 build, 6.7e-8).
+A refactor that changes the numbers fails here. With the same BLAS kernels and compiler as the pinned run
+(its OpenBLAS core, CPU vendor and compiler are recorded in the file: oneDNN picks its kernels by what
+the CPU reports, and GCC and clang round apart) every loss must match to the last bit, and on the pinned
+run's CPU model and cache sizes the parameters after the last step too (a SHA-256 of their exported
+arrays): a loss is a float32 mean over many tokens, and a change of an ulp here and there (GELU's exp,
+2026-12-07) left all 60 losses as they were while the weights had moved. (Not on another model or caches
+with the same kernels: the libraries size their blocks by the caches, and the losses alone are what was
+pinned for those.) With other kernels (another CPU) or another compiler, the losses to 1e-6 relative
+(other kernels round products differently: 7e-8 over these steps, measured; a clang 14 build, 6.7e-8).
 When arithmetic changes on purpose, regenerate the file and say why in the commit:
 
     python3 tests/experiments/golden.py build/attnlab configs/default.yaml tests/experiments/golden/default.txt --write
@@ -36,7 +36,7 @@ def run(attnlab, config, folder):
         row = json.loads(line)
         if row["split"] == "train":
             losses[row["step"]] = row["loss"]
-    summary = json.load(open(os.path.join(run_dir, "summary.json")))  # the kernels and vendor the run recorded
+    summary = json.load(open(os.path.join(run_dir, "summary.json")))  # the kernels, vendor and compiler the run recorded
     build = f"{summary['openblas_core']} {summary['cpu_vendor']} {summary.get('compiler', 'unknown')}"
     return build, losses, parameters_digest(attnlab, run_dir, folder)
 
