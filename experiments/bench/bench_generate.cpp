@@ -113,7 +113,8 @@ void print_line(const CausalLM& model, const std::string& kernel, const std::str
       {"params", model.parameter_count()},
       {"peak_rss_mb", peak_rss_mb()},
       {"base_rss_mb", base_rss},
-      {"openblas_core", blas_core_name()}};
+      {"openblas_core", blas_core_name()},
+      {"compiler", compiler_name()}};
   std::printf("%s\n", line.dump(-1, ' ', false).c_str());
   std::fflush(stdout);
 }

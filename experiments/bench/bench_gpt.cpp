@@ -77,7 +77,7 @@ int run_forward_bench(const GptBenchOptions& o) {
   const double seconds = time_runs(o.steps, 0, [&] { model.forward(Batch{input, Tensor(), Tensor()}); }).seconds;
   const nlohmann::ordered_json line{{"impl", "attnlab"},        {"mode", "forward"}, {"threads", o.threads},
                                     {"params", model.parameter_count()}, {"forward_ms", seconds * 1e3 / static_cast<double>(std::max<std::size_t>(o.steps, 1))},
-                                    {"openblas_core", blas_core_name()}};
+                                    {"openblas_core", blas_core_name()}, {"compiler", compiler_name()}};
   std::printf("%s\n", line.dump(-1, ' ', false).c_str());
   return 0;
 }
@@ -215,6 +215,7 @@ int run_gpt_bench(const GptBenchOptions& o) {
                               {"tensor_peak_mb", static_cast<double>(Storage::peak_bytes()) / (1 << 20)},
                               {"cached_mb", static_cast<double>(Storage::cached_bytes()) / (1 << 20)},
                               {"openblas_core", blas_core_name()},
+                              {"compiler", compiler_name()},
                               {"sgemm_library", sgemm_library()}};
   line["warmup_steps"] = warmup;
   add_sharing(line, timed, shared, pool.waits(), seconds, steps);

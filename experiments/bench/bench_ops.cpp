@@ -175,6 +175,7 @@ int main(int argc, char** argv) {
   attnlab::reexec_with_blas_core(argv);
   if (!std::getenv("OPENBLAS_NUM_THREADS")) attnlab::set_blas_threads(1);
   benchmark::AddCustomContext("openblas_core", attnlab::blas_core_name());
+  benchmark::AddCustomContext("compiler", attnlab::compiler_name());
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();
