@@ -2,9 +2,16 @@
 # Sets attnlab up on a Debian (bookworm) machine: installs the Debian packages it needs when any is
 # missing (as root, or through sudo; otherwise says what to install), then configures and builds a
 # Release build into build/ on all cores. Running it again when everything is present only rebuilds
-# what changed.
+# what changed. Arguments name further packages to install the same way (scripts/test_clang.sh: clang).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+for extra in "$@"; do
+  if ! [[ "$extra" =~ ^[a-z0-9][a-z0-9+.-]+$ ]]; then
+    echo "setup: '$extra' is not a Debian package name; its arguments name further packages to install" >&2
+    exit 2
+  fi
+done
 
 packages=(
   g++ make cmake                      # compiler and build
@@ -27,6 +34,7 @@ packages=(
   chromium chromium-driver python3-selenium  # the reports opened in a real browser (tests/report)
   python3-torch                       # the PyTorch side of scripts/bench/compare.py
   libopenmpi-dev openmpi-bin          # data-parallel training, distributed comparisons (mpirun)
+  "$@"
 )
 
 missing=()
