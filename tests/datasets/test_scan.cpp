@@ -132,11 +132,12 @@ TEST(Scan, LinesThatAreNotTextOrHoldTwoMarkersAreRefused) {
   const std::string dir = ::testing::TempDir() + "attnlab_scan_bad_lines";
   fs::create_directories(dir);
   const std::string good = "IN: walk OUT: I_WALK\n";
+  using namespace std::string_literals;  // "...\0..."s keeps the NUL and ends at the literal's end
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"IN: jump IN: walk OUT: I_JUMP I_WALK\n", ":2: expected 'IN: <command> OUT: <actions>' (one IN: first, one OUT:)"},
       {"IN: jump OUT: I_JUMP OUT: I_WALK\n", ":2: expected 'IN: <command> OUT: <actions>' (one IN: first, one OUT:)"},
       {"IN: jump caf\xe9 OUT: I_JUMP\n", ":2: column 13: the byte \\xe9 is not UTF-8 (is the file Latin-1? save it as UTF-8): 'IN: jump caf\\xe9 OUT: I_JUMP'"},
-      {std::string("IN: jump\0 twice OUT: I_JUMP I_JUMP\n", 36), ":2: column 9: a NUL byte (is this a binary file?): 'IN: jump\\x00 twice"},
+      {"IN: jump\0 twice OUT: I_JUMP I_JUMP\n"s, ":2: column 9: a NUL byte (is this a binary file?): 'IN: jump\\x00 twice"},
       {"IN: jump\x01 OUT: I_JUMP\n", ":2: column 9: the control character \\x01"},
   };
   for (const auto& [line, message] : cases) {
