@@ -110,17 +110,21 @@ void MatrixState::select_rows(const std::vector<std::size_t>& rows) {
 
 void KeyValueCache::reserve(std::size_t tokens, DType dtype) {
   if (k_.defined() && tokens <= capacity_) return;
-  const std::size_t capacity = std::max({tokens, 2 * capacity_, std::size_t{16}}), element = element_size(dtype);
+  move_columns(std::max({tokens, 2 * capacity_, std::size_t{16}}), 0, dtype);
+}
+
+void KeyValueCache::move_columns(std::size_t capacity, std::size_t from, DType dtype) {
+  const std::size_t element = element_size(dtype), kept = kept_ - from;
   Tensor k = empty({batch_, heads_, dim_, capacity}, dtype), v = empty({batch_, heads_, dim_, capacity}, dtype);
   Tensor padding = zeros({batch_, capacity}, DType::boolean);
   if (k_.defined()) {
     for (std::size_t row = 0; row < batch_ * heads_ * dim_; ++row) {  // (b, h, d)
-      std::memcpy(bytes(k) + row * capacity * element, bytes(k_) + row * capacity_ * element, kept_ * element);
-      std::memcpy(bytes(v) + row * capacity * element, bytes(v_) + row * capacity_ * element, kept_ * element);
+      std::memcpy(bytes(k) + row * capacity * element, bytes(k_) + (row * capacity_ + from) * element, kept * element);
+      std::memcpy(bytes(v) + row * capacity * element, bytes(v_) + (row * capacity_ + from) * element, kept * element);
     }
-    for (std::size_t b = 0; b < batch_; ++b) std::memcpy(bytes(padding) + b * capacity, bytes(padding_) + b * capacity_, kept_);
+    for (std::size_t b = 0; b < batch_; ++b) std::memcpy(bytes(padding) + b * capacity, bytes(padding_) + b * capacity_ + from, kept);
   }
-  k_ = k, v_ = v, padding_ = padding, capacity_ = capacity;
+  k_ = k, v_ = v, padding_ = padding, capacity_ = capacity, kept_ = kept;
 }
 
 void KeyValueCache::append(const Tensor& k, const Tensor& v, const Tensor& key_padding_mask) {
@@ -149,20 +153,28 @@ void KeyValueCache::append(const Tensor& k, const Tensor& v, const Tensor& key_p
 
 void KeyValueCache::trim() {
   if (window_ == 0 || kept_ <= window_) return;
-  const std::size_t drop = kept_ - window_, element = element_size(k_.dtype());
-  for (std::size_t row = 0; row < batch_ * heads_ * dim_; ++row) {
-    for (Tensor* t : {&k_, &v_}) {
-      std::uint8_t* columns = bytes(*t) + row * capacity_ * element;
-      std::memmove(columns, columns + drop * element, window_ * element);
+  const std::size_t drop = kept_ - window_, compact = std::max(2 * window_, std::size_t{16});
+  if (capacity_ > compact) {
+    // A prompt (or a chunk) longer than the window grew the buffers: the window's columns move into buffers
+    // sized by the window, so that neither the memory kept nor the stride the decode loops read across
+    // (capacity() between a head's dimensions) grows with the prompt.
+    move_columns(compact, drop, k_.dtype());
+  } else {
+    const std::size_t element = element_size(k_.dtype());
+    for (std::size_t row = 0; row < batch_ * heads_ * dim_; ++row) {
+      for (Tensor* t : {&k_, &v_}) {
+        std::uint8_t* columns = bytes(*t) + row * capacity_ * element;
+        std::memmove(columns, columns + drop * element, window_ * element);
+      }
     }
+    for (std::size_t b = 0; b < batch_; ++b) {
+      bool* flags = padding_.data<bool>() + b * capacity_;
+      std::memmove(flags, flags + drop, window_);
+    }
+    kept_ = window_;
   }
   any_padding_ = false;
-  for (std::size_t b = 0; b < batch_; ++b) {
-    bool* flags = padding_.data<bool>() + b * capacity_;
-    std::memmove(flags, flags + drop, window_);
-    any_padding_ = any_padding_ || any_true(flags, window_);
-  }
-  kept_ = window_;
+  for (std::size_t b = 0; b < batch_; ++b) any_padding_ = any_padding_ || any_true(padding_.data<bool>() + b * capacity_, window_);
 }
 
 Tensor KeyValueCache::kept_rows(const Tensor& buffer) const {

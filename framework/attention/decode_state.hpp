@@ -119,6 +119,9 @@ class KeyValueCache : public DecodeState {
 
  private:
   void reserve(std::size_t tokens, DType dtype);
+  // Moves columns [from, kept) of every row (and their padding flags) to the start of new buffers of
+  // `capacity` columns; kept() becomes kept - from.
+  void move_columns(std::size_t capacity, std::size_t from, DType dtype);
   Tensor kept_rows(const Tensor& buffer) const;
   std::size_t batch_, window_, heads_ = 0, dim_ = 0;
   std::size_t capacity_ = 0, kept_ = 0, seen_ = 0;

@@ -153,6 +153,36 @@ TEST_P(DecodingSuite, ReorderedRowsContinueTheReorderedSequences) {
   }
 }
 
+// A window's cache after a long prompt holds the window, not the prompt: trim() moves the kept columns into
+// a buffer sized by the window (a kernel's time per token must not grow with the prompt it was given,
+// nor its memory), and the keys, values and padding kept are the last `window` tokens', before and after
+// the single tokens that follow.
+TEST(KeyValueCacheWindow, ALongPromptLeavesOnlyTheWindowsColumns) {
+  constexpr std::size_t kWindow = 4, kPrompt = 100, kMore = 10, kAll = kPrompt + kMore;
+  const Inputs in = random_inputs(kB, kAll, DType::float32, 8);
+  std::vector<bool> pad(kB * kAll, false);
+  for (std::size_t t = 0; t < kAll; t += 3) pad[kAll + t] = true;  // every third key of row 1
+  const Tensor padding = from_mask(pad, {kB, kAll});
+  KeyValueCache cache(kB, kWindow);
+  const auto expect_last_window = [&](std::size_t seen) {
+    ASSERT_EQ(cache.kept(), kWindow);
+    EXPECT_LE(cache.capacity(), 2 * kWindow + 8) << "after " << seen << " tokens";
+    EXPECT_EQ(cache.keys().to_vector(), tokens(in.k, 2, seen - kWindow, seen).to_vector()) << seen;
+    EXPECT_EQ(cache.values().to_vector(), tokens(in.v, 2, seen - kWindow, seen).to_vector()) << seen;
+    EXPECT_EQ(cache.key_padding_mask().to_vector(), tokens(padding, 1, seen - kWindow, seen).to_vector()) << seen;
+  };
+  cache.append(tokens(in.k, 2, 0, kPrompt), tokens(in.v, 2, 0, kPrompt), tokens(padding, 1, 0, kPrompt));
+  EXPECT_GE(cache.capacity(), kPrompt);
+  cache.trim();
+  expect_last_window(kPrompt);
+  for (std::size_t t = kPrompt; t < kAll; ++t) {
+    cache.append(tokens(in.k, 2, t, t + 1), tokens(in.v, 2, t, t + 1), tokens(padding, 1, t, t + 1));
+    cache.trim();
+    expect_last_window(t + 1);
+  }
+  EXPECT_EQ(cache.tokens(), kAll);
+}
+
 std::vector<std::string> registered_kernels() { return KernelRegistry::instance().names(); }
 
 INSTANTIATE_TEST_SUITE_P(Registry, DecodingSuite, ::testing::ValuesIn(registered_kernels()),
