@@ -134,7 +134,9 @@ LibxsmmStepProducts libxsmm_step_products() {
 
 bool libxsmm_takes_step_products() { return libxsmm_step_products().largest > 0; }
 
-std::size_t libxsmm_transposed_ld(std::size_t n) { return (n + 15) / 16 * 16; }
+std::size_t bt_copy_ld(std::size_t n) { return (n + 15) / 16 * 16; }
+
+bool onednn_takes_bt_copies() { return amd_avx512_family() == 0x19; }
 
 void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
 int blas_threads() { return openblas_get_num_threads(); }
@@ -319,7 +321,12 @@ SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, s
 //   1.18-1.35x on the toy step's products, 1.08-1.18x on the GPT's, one thread, AVX-512, where libxsmm's JIT
 //   kernels and BLIS were at best even with OpenBLAS; whole steps, 2026-11-27: toy 65.7k -> 76.0k tokens/s,
 //   GPT 13.3k -> 15.2k). It costs about 9 MB of resident memory: its code (5 MB) and the packing buffers it
-//   allocates.
+//   allocates. On a Zen 4 its A B^T of a step's sizes (above 64^3, every side at least 32) run as A B on a
+//   copy of B^T (onednn_bt_copy): there oneDNN's A B^T kernels ran at 94-101 GFLOP/s where its A B ran at
+//   110-112, and the GPT's forward products, copy included (2026-12-07, `bench gpt --threads 1 --steps 100
+//   --products`, three alternated rounds, us a call), 768x128x512 1035-1066 -> 938-949, 768x384x128 750-768
+//   -> 716-720, 768x512x128 999-1023 -> 985-993: the step's products 34.7-35.3 -> 34.1-34.4 ms, its fastest
+//   step 40.4-41.1 -> 39.4-40.1. On two threads (each thread's half under 2^25, on libxsmm) it was even.
 // - OpenBLAS: where oneDNN runs its AVX2 kernels (a CPU without AVX-512), the weight gradients A^T B of at
 //   least 128 x 128 from at least 512 rows; and small A^T B^T, small products with another beta, and any call
 //   the others refuse. On the AVX2 Zen 3, 2026-12-02 (`bench_gemm
@@ -337,7 +344,11 @@ FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::s
                 n <= step.widest_weight_gradient
           : size <= step.largest && n <= step.widest))
     return FloatProducts::libxsmm;
-  if ((tb && !ta) || size > kSmallProduct) return FloatProducts::onednn;
+  if ((tb && !ta) || size > kSmallProduct) {
+    static const bool bt_copies = onednn_takes_bt_copies();
+    return bt_copies && tb && !ta && size > kSmallProduct && std::min({m, n, k}) >= 32 ? FloatProducts::onednn_bt_copy
+                                                                                      : FloatProducts::onednn;
+  }
   if (!openblas_has_small_kernels() && !tb && libxsmm_beta) return FloatProducts::libxsmm;
   return FloatProducts::openblas;
 }
@@ -359,9 +370,26 @@ std::string sgemm_library() {
     steps = libxsmm + " for products of 64^3 to " + power(step.largest) + " multiply-adds" +
             (step.widest < any ? " up to " + std::to_string(step.widest) + " columns" : std::string()) +
             (weight_gradients.empty() ? std::string() : " (weight gradients " + weight_gradients + ")") + ", ";
-  return std::string(detail::library_name(FloatProducts::onednn)) + " " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) + ", " + steps +
+  return std::string(detail::library_name(FloatProducts::onednn)) + " " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
+         (onednn_takes_bt_copies() ? " (A B^T on a copy of B^T)" : "") + ", " + steps +
          (openblas_has_small_kernels() ? std::string(detail::library_name(FloatProducts::openblas)) : libxsmm) + " for small products";
 }
+
+namespace {
+
+// B [n, k] (leading dimension ldb) transposed into this thread's buffer: B^T [k, n], its rows bt_copy_ld(n)
+// apart, each on a 64-byte boundary (the kernels load them as whole vectors, and rows where the heap or an
+// odd n put them made most loads cross a cache line: in the GPT step, 2026-12-07, Intel Xeon, libxsmm's
+// 768x128x512 A B^T 625 -> 588 us, 768x128x128 161 -> 150; the same bits). Valid until the thread's next
+// copy.
+const float* copy_of_bt(const float* b, std::size_t n, std::size_t k, std::size_t ldb) {
+  thread_local simd::AlignedVector<float> copy;
+  copy.resize(k * bt_copy_ld(n));
+  simd::transpose(b, n, k, ldb, copy.data(), bt_copy_ld(n));
+  return copy.data();
+}
+
+}  // namespace
 
 void gemm_with(FloatProducts library, bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, const float* a,
                std::size_t lda, const float* b, std::size_t ldb, float* c, std::size_t ldc, float beta) {
@@ -374,24 +402,20 @@ void gemm_with(FloatProducts library, bool ta, bool tb, std::size_t m, std::size
         clock.ran_on(detail::library_name(FloatProducts::libxsmm));
         return;
       }
-    } else if (const SmallKernel kernel = small_kernel(ta, m, n, k, lda, libxsmm_transposed_ld(n), ldc, beta != 0.0f)) {
-      // B^T [k, n] copied out first (small_kernel has no B^T), each row on a 64-byte boundary: the kernel
-      // loads B's rows as whole vectors, and rows where the heap or an odd n put them made most loads
-      // cross a cache line (in the GPT step, 2026-12-07, Intel Xeon: the forward's 768x128x512 A B^T 625
-      // -> 588 us, 768x128x128 161 -> 150; the same bits).
-      thread_local simd::AlignedVector<float> b_transposed;
-      b_transposed.resize(k * libxsmm_transposed_ld(n));
-      simd::transpose(b, n, k, ldb, b_transposed.data(), libxsmm_transposed_ld(n));
-      kernel(b_transposed.data(), a, c);
+    } else if (const SmallKernel kernel = small_kernel(ta, m, n, k, lda, bt_copy_ld(n), ldc, beta != 0.0f)) {
+      kernel(copy_of_bt(b, n, k, ldb), a, c);  // small_kernel has no B^T
       clock.ran_on(detail::library_name(FloatProducts::libxsmm));
       return;
     }
   }
   const auto dim = [](std::size_t x) { return static_cast<dnnl_dim_t>(x); };
-  if (library == FloatProducts::onednn) {
+  if (library == FloatProducts::onednn || library == FloatProducts::onednn_bt_copy) {
     one_openmp_thread();
-    if (dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', dim(m), dim(n), dim(k), 1.0f, a, dim(lda), b, dim(ldb), beta, c, dim(ldc)) ==
-        dnnl_success) {
+    const bool copy = library == FloatProducts::onednn_bt_copy && tb;
+    const float* b_used = copy ? copy_of_bt(b, n, k, ldb) : b;
+    const std::size_t ldb_used = copy ? bt_copy_ld(n) : ldb;
+    if (dnnl_sgemm(ta ? 'T' : 'N', tb && !copy ? 'T' : 'N', dim(m), dim(n), dim(k), 1.0f, a, dim(lda), b_used, dim(ldb_used), beta, c,
+                   dim(ldc)) == dnnl_success) {
       clock.ran_on(detail::library_name(FloatProducts::onednn));
       return;
     }

@@ -54,19 +54,26 @@ struct LibxsmmStepProducts {
 };
 LibxsmmStepProducts libxsmm_step_products();
 bool libxsmm_takes_step_products();  // libxsmm_step_products().largest > 0
-// The distance between the rows of the copy of B^T [k, n] that an A B^T through libxsmm is computed from
-// (its JIT kernels take no transposed B): n rounded up to 16 floats, so that every row of the 64-byte
-// aligned copy starts a cache line (blas.cpp has the measurement).
-std::size_t libxsmm_transposed_ld(std::size_t n);
+// The distance between the rows of the copy of B^T [k, n] that an A B^T through libxsmm (its JIT kernels
+// take no transposed B) or FloatProducts::onednn_bt_copy is computed from: n rounded up to 16 floats, so
+// that every row of the 64-byte aligned copy starts a cache line (blas.cpp has the measurement).
+std::size_t bt_copy_ld(std::size_t n);
+// Whether oneDNN's A B^T of a training step's sizes (above 64^3 multiply-adds, every side at least 32) run
+// as A B on a copy of B^T (FloatProducts::onednn_bt_copy): on an AMD Zen 4, where oneDNN's A B^T kernels
+// were measured slower than its A B (blas.cpp).
+bool onednn_takes_bt_copies();
 
-// The library a float product op(A) [m, k] op(B) [k, n] (+ beta C) goes to: blas.cpp says why. A product
-// routed to libxsmm for which it compiles no kernel, or to oneDNN which refuses it, goes to OpenBLAS.
-enum class FloatProducts { libxsmm, onednn, openblas };
+// The library a float product op(A) [m, k] op(B) [k, n] (+ beta C) goes to, and how: blas.cpp says why.
+// onednn_bt_copy is oneDNN's sgemm on a copy of B^T (an A B^T computed as A B; other forms as onednn). A
+// product routed to libxsmm for which it compiles no kernel, or to oneDNN which refuses it, goes to
+// OpenBLAS.
+enum class FloatProducts { libxsmm, onednn, onednn_bt_copy, openblas };
 FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float beta);
 
 // The libraries that compute the float products ("oneDNN 2.6.3, libxsmm 1.17 for small products"):
 // oneDNN's sgemm those of a training step (libxsmm those libxsmm_step_products() takes, on a Zen 4, a
-// Zen 5 or an Intel CPU with AVX-512), libxsmm the small chunk products of the recurrent kernels
+// Zen 5 or an Intel CPU with AVX-512; "oneDNN 2.6.3 (A B^T on a copy of B^T)" where
+// onednn_takes_bt_copies()), libxsmm the small chunk products of the recurrent kernels
 // ("OpenBLAS for small products" where its kernel set has small-matrix kernels of its own); float64
 // products stay on OpenBLAS.
 std::string sgemm_library();

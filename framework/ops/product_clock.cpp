@@ -16,7 +16,8 @@ std::atomic<bool> counting_products{false};
 const char* library_name(FloatProducts library) {
   switch (library) {
     case FloatProducts::libxsmm: return "libxsmm";
-    case FloatProducts::onednn: return "oneDNN";
+    case FloatProducts::onednn:
+    case FloatProducts::onednn_bt_copy: return "oneDNN";
     case FloatProducts::openblas: break;
   }
   return "OpenBLAS";

@@ -81,11 +81,11 @@ TEST(Gemm, FloatMatchesALoopForEveryForm) { expect_all_forms<float>(); }
 
 // Each library on its own, whichever this machine routes where: libxsmm's kernels (with the copy of B^T
 // for A B^T, its rows a whole number of vectors apart, and A^T B^T, which the route never gives it),
-// oneDNN's sgemm and OpenBLAS's, every form, small and step-sized shapes and a width no vector divides;
-// libxsmm hands beta 0.5 to OpenBLAS.
+// oneDNN's sgemm, directly and on a copy of B^T (which only a Zen 4 routes to), and OpenBLAS's, every
+// form, small and step-sized shapes and a width no vector divides; libxsmm hands beta 0.5 to OpenBLAS.
 TEST(Gemm, EveryFloatLibraryMatchesALoopForEveryForm) {
   std::mt19937 gen(11);
-  for (FloatProducts library : {FloatProducts::libxsmm, FloatProducts::onednn, FloatProducts::openblas})
+  for (FloatProducts library : {FloatProducts::libxsmm, FloatProducts::onednn, FloatProducts::onednn_bt_copy, FloatProducts::openblas})
     for (bool ta : {false, true})
       for (bool tb : {false, true})
         for (float beta : {0.0f, 1.0f, 0.5f}) {
@@ -100,6 +100,13 @@ TEST(Gemm, EveryFloatLibraryMatchesALoopForEveryForm) {
 // (to libxsmm on a Zen 4, a Zen 5 or an Intel CPU with AVX-512, as far as libxsmm_step_products()
 // reaches: the next test), the other small products with beta 0 or 1 to libxsmm (to OpenBLAS's own
 // small-matrix kernels where its kernel set has them), small A^T B^T and other betas to OpenBLAS.
+// How oneDNN takes a product it is routed: a step-sized A B^T (above 64^3 multiply-adds, every side at
+// least 32) on a copy of B^T where onednn_takes_bt_copies() (a Zen 4), everything else as it is.
+FloatProducts onednn_way(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k) {
+  const bool step_sized = m * n * k > 64 * 64 * 64 && std::min({m, n, k}) >= 32;
+  return onednn_takes_bt_copies() && tb && !ta && step_sized ? FloatProducts::onednn_bt_copy : FloatProducts::onednn;
+}
+
 TEST(Gemm, SmallProductsGoToLibxsmmABtAndLargeOnesToOneDnnTheRestToOpenBlas) {
   const bool openblas_small = openblas_has_small_kernels(), step_on_libxsmm = libxsmm_takes_step_products();
   for (bool ta : {false, true})
@@ -108,31 +115,34 @@ TEST(Gemm, SmallProductsGoToLibxsmmABtAndLargeOnesToOneDnnTheRestToOpenBlas) {
         const FloatProducts small = tb && !ta                                     ? FloatProducts::onednn
                                     : !tb && beta != 0.5f && !openblas_small ? FloatProducts::libxsmm
                                                                              : FloatProducts::openblas;
-        const FloatProducts above = step_on_libxsmm && !(ta && tb) && beta != 0.5f ? FloatProducts::libxsmm : FloatProducts::onednn;
+        const auto above = [&](std::size_t m, std::size_t n, std::size_t k) {
+          return step_on_libxsmm && !(ta && tb) && beta != 0.5f ? FloatProducts::libxsmm : onednn_way(ta, tb, m, n, k);
+        };
         EXPECT_EQ(sgemm_route(ta, tb, 96, 34, 64, beta), small) << ta << tb << beta;  // 208896 multiply-adds
         EXPECT_EQ(sgemm_route(ta, tb, 64, 64, 64, beta), small) << ta << tb << beta;  // the largest small one
-        EXPECT_EQ(sgemm_route(ta, tb, 65, 64, 64, beta), above) << ta << tb << beta;
-        EXPECT_EQ(sgemm_route(ta, tb, 37, 70, 129, beta), above) << ta << tb << beta;
+        EXPECT_EQ(sgemm_route(ta, tb, 65, 64, 64, beta), above(65, 64, 64)) << ta << tb << beta;
+        EXPECT_EQ(sgemm_route(ta, tb, 37, 70, 129, beta), above(37, 70, 129)) << ta << tb << beta;
       }
 }
 
 // Where a product above 64^3 multiply-adds, at least 32 on every side, not A^T B^T, with beta 0 or 1 goes
 // by libxsmm_step_products()'s bounds: libxsmm within them (on a Zen 4, a Zen 5 or an Intel CPU with
-// AVX-512), oneDNN outside (everywhere else, where the rule is all zero).
-FloatProducts by_step_rule(bool ta, std::size_t m, std::size_t n, std::size_t k) {
+// AVX-512), oneDNN outside (everywhere else, where the rule is all zero; an A B^T on a Zen 4 on a copy of
+// B^T).
+FloatProducts by_step_rule(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k) {
   const LibxsmmStepProducts rule = libxsmm_step_products();
   const bool within = ta ? m * n * k <= rule.largest_weight_gradient && k <= rule.longest_weight_gradient &&
                                m <= rule.tallest_weight_gradient && n <= rule.widest_weight_gradient
                          : m * n * k <= rule.largest && n <= rule.widest;
-  return within ? FloatProducts::libxsmm : FloatProducts::onednn;
+  return within ? FloatProducts::libxsmm : onednn_way(ta, tb, m, n, k);
 }
 
 // The same for A B, A B^T and A^T B, with the weight gradients A^T B of at least 128 x 128 from at least
 // 512 rows on OpenBLAS where oneDNN runs its AVX2 kernels (no AVX-512).
-FloatProducts by_route_rule(bool ta, std::size_t m, std::size_t n, std::size_t k) {
+FloatProducts by_route_rule(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k) {
   __builtin_cpu_init();
-  if (ta && !__builtin_cpu_supports("avx512f") && m >= 128 && n >= 128 && k >= 512) return FloatProducts::openblas;
-  return by_step_rule(ta, m, n, k);
+  if (ta && !tb && !__builtin_cpu_supports("avx512f") && m >= 128 && n >= 128 && k >= 512) return FloatProducts::openblas;
+  return by_step_rule(ta, tb, m, n, k);
 }
 
 // The products of a training step's sizes go to libxsmm, A B^T through a copy of B^T, as far as
@@ -147,18 +157,18 @@ TEST(Gemm, StepSizedProductsGoToLibxsmmAsFarAsTheRuleReaches) {
   EXPECT_EQ(rule.largest > 0, rule.largest_weight_gradient > 0);
   EXPECT_EQ(rule.largest > 0, rule.longest_weight_gradient > 0);
   EXPECT_GE(rule.largest, rule.largest_weight_gradient);
-  const auto weight_gradient = [](std::size_t m, std::size_t n, std::size_t k) { return by_route_rule(true, m, n, k); };
+  const auto weight_gradient = [](std::size_t m, std::size_t n, std::size_t k) { return by_route_rule(true, false, m, n, k); };
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (float beta : {0.0f, 1.0f}) {
         const std::size_t m = ta ? 256 : 2048, n = 64, k = ta ? 2048 : 256;  // 2^25 multiply-adds
         const auto expected = [&](std::size_t columns) {  // m x columns x k
-          return ta && tb ? FloatProducts::onednn : ta ? weight_gradient(m, columns, k) : by_step_rule(false, m, columns, k);
+          return ta && tb ? FloatProducts::onednn : ta ? weight_gradient(m, columns, k) : by_step_rule(false, tb, m, columns, k);
         };
         EXPECT_EQ(sgemm_route(ta, tb, m, n, k, beta), expected(n)) << ta << tb << beta;
         EXPECT_EQ(sgemm_route(ta, tb, m, n + 1, k, beta), expected(n + 1)) << ta << tb << beta;
         EXPECT_EQ(sgemm_route(ta, tb, m, 2 * n, k, beta), expected(2 * n)) << ta << tb << beta;  // 2^26
-        EXPECT_EQ(sgemm_route(ta, tb, m, 2 * n + 1, k, beta), ta && !tb ? weight_gradient(m, 2 * n + 1, k) : FloatProducts::onednn)
+        EXPECT_EQ(sgemm_route(ta, tb, m, 2 * n + 1, k, beta), ta && !tb ? weight_gradient(m, 2 * n + 1, k) : onednn_way(ta, tb, m, 2 * n + 1, k))
             << ta << tb << beta;
         EXPECT_EQ(sgemm_route(ta, tb, 1, 4096, 256, beta), FloatProducts::onednn) << ta << tb << beta;
         EXPECT_EQ(sgemm_route(ta, tb, 512, 31, 256, beta), FloatProducts::onednn) << ta << tb << beta;
@@ -166,14 +176,14 @@ TEST(Gemm, StepSizedProductsGoToLibxsmmAsFarAsTheRuleReaches) {
   for (float beta : {0.0f, 1.0f}) {  // weight gradients over 1024 rows and over 1025
     EXPECT_EQ(sgemm_route(true, false, 64, 64, 1024, beta), weight_gradient(64, 64, 1024)) << beta;
     EXPECT_EQ(sgemm_route(true, false, 64, 64, 1025, beta), weight_gradient(64, 64, 1025)) << beta;
-    EXPECT_EQ(sgemm_route(false, false, 1025, 64, 64, beta), by_step_rule(false, 1025, 64, 64)) << beta;  // not summed over
+    EXPECT_EQ(sgemm_route(false, false, 1025, 64, 64, beta), by_step_rule(false, false, 1025, 64, 64)) << beta;  // not summed over
   }
   // The width bounds, where the rule has them: the widest product and weight gradient it takes, and one
   // column or row more.
   for (bool tb : {false, true})
     if (rule.widest < any) {
       EXPECT_EQ(sgemm_route(false, tb, 512, rule.widest, 64, 0.0f), FloatProducts::libxsmm) << tb;
-      EXPECT_EQ(sgemm_route(false, tb, 512, rule.widest + 1, 64, 0.0f), FloatProducts::onednn) << tb;
+      EXPECT_EQ(sgemm_route(false, tb, 512, rule.widest + 1, 64, 0.0f), onednn_way(false, tb, 512, rule.widest + 1, 64)) << tb;
     }
   if (rule.tallest_weight_gradient < any) {
     EXPECT_EQ(sgemm_route(true, false, rule.tallest_weight_gradient, 64, 512, 1.0f), FloatProducts::libxsmm);
@@ -204,7 +214,7 @@ TEST(Gemm, AnIntelCpuWithAvx512SendsTheNarrowStepProductsToLibxsmm) {
                         Case{false, false, 2048, 64, 256, xsmm}, Case{false, false, 2048, 256, 64, dnnl},
                         Case{true, false, 192, 64, 2048, xsmm}, Case{true, false, 256, 64, 2048, dnnl},
                         Case{true, false, 64, 256, 2048, dnnl}}) {
-    EXPECT_EQ(sgemm_route(c.ta, c.tb, c.m, c.n, c.k, 0.0f), intel ? c.on_intel : by_route_rule(c.ta, c.m, c.n, c.k))
+    EXPECT_EQ(sgemm_route(c.ta, c.tb, c.m, c.n, c.k, 0.0f), intel ? c.on_intel : by_route_rule(c.ta, c.tb, c.m, c.n, c.k))
         << c.ta << c.tb << " " << c.m << "x" << c.n << "x" << c.k;
   }
 }
@@ -216,14 +226,14 @@ TEST(Gemm, LargeWeightGradientsGoToOpenBlasWithoutAvx512) {
   __builtin_cpu_init();
   const bool avx512 = __builtin_cpu_supports("avx512f");
   for (float beta : {0.0f, 1.0f}) {
-    EXPECT_EQ(sgemm_route(true, false, 512, 128, 768, beta), avx512 ? by_step_rule(true, 512, 128, 768) : FloatProducts::openblas);
-    EXPECT_EQ(sgemm_route(true, false, 128, 128, 512, beta), avx512 ? by_step_rule(true, 128, 128, 512) : FloatProducts::openblas);
-    EXPECT_EQ(sgemm_route(true, false, 65, 128, 768, beta), by_step_rule(true, 65, 128, 768));
-    EXPECT_EQ(sgemm_route(true, false, 256, 64, 2048, beta), by_step_rule(true, 256, 64, 2048));
-    EXPECT_EQ(sgemm_route(true, false, 512, 128, 511, beta), by_step_rule(true, 512, 128, 511));  // just under 2^25
+    EXPECT_EQ(sgemm_route(true, false, 512, 128, 768, beta), avx512 ? by_step_rule(true, false, 512, 128, 768) : FloatProducts::openblas);
+    EXPECT_EQ(sgemm_route(true, false, 128, 128, 512, beta), avx512 ? by_step_rule(true, false, 128, 128, 512) : FloatProducts::openblas);
+    EXPECT_EQ(sgemm_route(true, false, 65, 128, 768, beta), by_step_rule(true, false, 65, 128, 768));
+    EXPECT_EQ(sgemm_route(true, false, 256, 64, 2048, beta), by_step_rule(true, false, 256, 64, 2048));
+    EXPECT_EQ(sgemm_route(true, false, 512, 128, 511, beta), by_step_rule(true, false, 512, 128, 511));  // just under 2^25
     // Not weight gradients: libxsmm's where its rule reaches this size (a Zen 5's, an Intel's), oneDNN's elsewhere.
-    EXPECT_EQ(sgemm_route(false, false, 512, 128, 768, beta), by_step_rule(false, 512, 128, 768));
-    EXPECT_EQ(sgemm_route(false, true, 512, 128, 768, beta), by_step_rule(false, 512, 128, 768));
+    EXPECT_EQ(sgemm_route(false, false, 512, 128, 768, beta), by_step_rule(false, false, 512, 128, 768));
+    EXPECT_EQ(sgemm_route(false, true, 512, 128, 768, beta), by_step_rule(false, true, 512, 128, 768));
   }
 }
 TEST(Gemm, DoubleMatchesALoopForEveryForm) { expect_all_forms<double>(); }
@@ -239,17 +249,18 @@ TEST(Gemm, SmallKernelsStayRightWhenTheyAreLookedUpAgain) {
         for (float beta : {0.0f, 1.0f}) expect_product<float>(ta, false, 32, 24, k, beta, gen, FloatProducts::libxsmm);
 }
 
-// oneDNN's and libxsmm's A B^T of a step's size and libxsmm's small A B, each forced through its library
-// (gemm_with), whichever this machine routes them to: the same bits on every call, on another thread, and
-// with the operands and the result one float away from where they were (another alignment).
+// oneDNN's A B^T of a step's size (directly and on a copy of B^T), libxsmm's, and libxsmm's small A B, each
+// forced through its library (gemm_with), whichever this machine routes them to: the same bits on every
+// call, on another thread, and with the operands and the result one float away from where they were
+// (another alignment).
 TEST(Gemm, FloatProductsAreTheSameBitsOnEveryCallThreadAndAddress) {
   struct Case {
     FloatProducts library;
     bool small;
   };
   std::mt19937 gen(9);
-  for (const Case& one : {Case{FloatProducts::onednn, false}, Case{FloatProducts::libxsmm, false},
-                          Case{FloatProducts::libxsmm, true}}) {
+  for (const Case& one : {Case{FloatProducts::onednn, false}, Case{FloatProducts::onednn_bt_copy, false},
+                          Case{FloatProducts::libxsmm, false}, Case{FloatProducts::libxsmm, true}}) {
     const bool small = one.small;
     const std::size_t m = small ? 64 : 130, n = small ? 32 : 96, k = small ? 32 : 64;
     const Block<float> a(m, k, 1, gen), b = small ? Block<float>(k, n, 1, gen) : Block<float>(n, k, 1, gen);
@@ -270,7 +281,7 @@ TEST(Gemm, FloatProductsAreTheSameBitsOnEveryCallThreadAndAddress) {
       openmp_threads = omp_get_max_threads();  // oneDNN would open a team of this many threads
     }).join();
     EXPECT_EQ(on_thread, first) << small;
-    if (one.library == FloatProducts::onednn) {
+    if (one.library == FloatProducts::onednn || one.library == FloatProducts::onednn_bt_copy) {
       EXPECT_EQ(openmp_threads, 1);
     }
   }
@@ -278,6 +289,7 @@ TEST(Gemm, FloatProductsAreTheSameBitsOnEveryCallThreadAndAddress) {
 
 TEST(Gemm, NamesTheFloatLibraries) {
   EXPECT_EQ(sgemm_library().rfind("oneDNN ", 0), 0u) << sgemm_library();
+  EXPECT_EQ(sgemm_library().find(" (A B^T on a copy of B^T), ") != std::string::npos, onednn_takes_bt_copies()) << sgemm_library();
   const std::string small = sgemm_library().substr(sgemm_library().rfind(", ") + 2);
   EXPECT_EQ(small.rfind(openblas_has_small_kernels() ? "OpenBLAS " : "libxsmm ", 0), 0u) << sgemm_library();
   EXPECT_NE(small.find(" for small products"), std::string::npos) << sgemm_library();

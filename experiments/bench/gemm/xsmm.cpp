@@ -22,7 +22,7 @@ namespace {
 Kernel jit_kernel(const Block& s) {
   const libxsmm_blasint m = s.n, n = s.m, k = s.k, ldb = s.lda, ldc = s.ldc;
   // B^T copied out as [k, n] (rows as far apart as framework/ops/blas.cpp puts them), or B in place.
-  const libxsmm_blasint lda = s.tb ? static_cast<libxsmm_blasint>(libxsmm_transposed_ld(static_cast<std::size_t>(s.n))) : s.ldb;
+  const libxsmm_blasint lda = s.tb ? static_cast<libxsmm_blasint>(bt_copy_ld(static_cast<std::size_t>(s.n))) : s.ldb;
   const float alpha = 1.0f, beta = 0.0f;
   const int flags = s.ta ? LIBXSMM_GEMM_FLAG_TRANS_B : LIBXSMM_GEMM_FLAG_NONE, prefetch = LIBXSMM_PREFETCH_NONE;
   const libxsmm_smmfunction kernel = libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, &flags, &prefetch);
