@@ -64,9 +64,9 @@ std::size_t bt_copy_ld(std::size_t n);
 bool onednn_takes_bt_copies();
 
 // The library a float product op(A) [m, k] op(B) [k, n] (+ beta C) goes to, and how: blas.cpp says why.
-// onednn_bt_copy is oneDNN's sgemm on a copy of B^T (an A B^T computed as A B; other forms as onednn). A
-// product routed to libxsmm for which it compiles no kernel, or to oneDNN which refuses it, goes to
-// OpenBLAS.
+// onednn_bt_copy is oneDNN's sgemm on a copy of B^T (op(A) B^T computed as op(A) B; a product without B^T as
+// onednn). A product routed to libxsmm for which it compiles no kernel, or to oneDNN which refuses it, goes
+// to OpenBLAS.
 enum class FloatProducts { libxsmm, onednn, onednn_bt_copy, openblas };
 FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float beta);
 
