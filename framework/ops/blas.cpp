@@ -339,16 +339,14 @@ FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::s
   const bool libxsmm_beta = libxsmm_takes_beta(beta);
   if (ta && !tb && !has_avx512() && m >= 128 && n >= 128 && k >= 512) return FloatProducts::openblas;
   static const LibxsmmStepProducts step = libxsmm_step_products();
-  if (size > kSmallProduct && std::min({m, n, k}) >= 32 && !(ta && tb) && libxsmm_beta &&
+  const bool step_sized = size > kSmallProduct && std::min({m, n, k}) >= 32;  // not a generated token's 1 x n x k
+  if (step_sized && !(ta && tb) && libxsmm_beta &&
       (ta ? size <= step.largest_weight_gradient && k <= step.longest_weight_gradient && m <= step.tallest_weight_gradient &&
                 n <= step.widest_weight_gradient
           : size <= step.largest && n <= step.widest))
     return FloatProducts::libxsmm;
-  if ((tb && !ta) || size > kSmallProduct) {
-    static const bool bt_copies = onednn_takes_bt_copies();
-    return bt_copies && tb && !ta && size > kSmallProduct && std::min({m, n, k}) >= 32 ? FloatProducts::onednn_bt_copy
-                                                                                      : FloatProducts::onednn;
-  }
+  if (step_sized && tb && !ta && onednn_takes_bt_copies()) return FloatProducts::onednn_bt_copy;
+  if ((tb && !ta) || size > kSmallProduct) return FloatProducts::onednn;
   if (!openblas_has_small_kernels() && !tb && libxsmm_beta) return FloatProducts::libxsmm;
   return FloatProducts::openblas;
 }
