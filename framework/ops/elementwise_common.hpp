@@ -14,7 +14,7 @@
 namespace attnlab::detail {
 
 // Elements per parallel chunk of an elementwise loop.
-inline constexpr std::size_t kGrain = std::size_t{1} << 15;
+inline constexpr std::size_t kGrain = kElementsPerChunk;
 
 inline void check_same_dtype(const Tensor& a, const Tensor& b, const char* op) {
   if (a.dtype() != b.dtype()) {

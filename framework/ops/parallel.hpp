@@ -98,6 +98,15 @@ class SharingTuner {
   std::string change_;
 };
 
+// Elements of work per parallel chunk of the elementwise and row-wise ops (about 16K: enough to pay for
+// handing a chunk to another core). At 32K the toy's [512, 64] activations and gradients (residual adds,
+// the backward's gradient sums, their bias rows) ran on one thread while the other waited; at 16K they
+// split in two: the toy step on two threads 0.7-1.2% shorter by its median step, 1.5-2.4% by its mean
+// (`bench gpt --threads 2 --layers 2 --heads 4 --dim 64 --block 16 --batch 32 --vocab 16 --steps 4000`,
+// the two grains alternated step by step in one process, three runs, AMD Zen 4, 2026-12-07; 8K no
+// better); the reference GPT's step, whose tensors split either way, and one thread unchanged.
+inline constexpr std::size_t kElementsPerChunk = std::size_t{1} << 14;
+
 // Calls body(begin, end) on disjoint chunks covering [0, n), in parallel when n is at least 2 * grain
 // and more than one thread is configured; serially (one call) otherwise or inside another parallel region.
 template <class F>

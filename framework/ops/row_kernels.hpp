@@ -14,6 +14,7 @@
 
 #include <xsimd/xsimd.hpp>
 
+#include "framework/ops/parallel.hpp"
 #include "framework/ops/simd.hpp"
 #include "framework/tensor/tensor.hpp"
 
@@ -84,9 +85,9 @@ inline void check_last_axis(const Tensor& x, const char* op) {
   if (x.dim() == 0) throw std::invalid_argument(std::string(op) + ": needs a tensor of rank >= 1");
 }
 
-// Rows per parallel chunk: enough work (about 16K elements) to pay for a thread.
+// Rows per parallel chunk: kElementsPerChunk elements' worth (parallel.hpp).
 inline std::size_t grain(std::size_t cols) {
-  return std::max<std::size_t>(1, (std::size_t{1} << 14) / std::max<std::size_t>(cols, 1));
+  return std::max<std::size_t>(1, kElementsPerChunk / std::max<std::size_t>(cols, 1));
 }
 
 }  // namespace attnlab::rowops
