@@ -285,9 +285,8 @@ SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, s
 //   the two were even on the delta rules (delta 12.80 against 12.69 ms, 55.3 against 54.4) and OpenBLAS's
 //   ahead on linear attention (11.7 against 12.4 ms, 53.2 against 54.8), so they stay with OpenBLAS there
 //   too.
-// - On a Zen 4 or a Zen 5, the products of a training step's sizes (libxsmm_step_products()), above 64^3
-//   multiply-adds with every side at least 32 (not a generated token's 1 x n x k), except A^T B^T:
-//   libxsmm's kernels, A B^T through a copy of B^T. On the Zen 4, those up to 2^25 multiply-adds (the toy
+// - On a Zen 4 or a Zen 5, the products of a training step's sizes (step_sized_product, within
+//   libxsmm_step_products()'s bounds), except A^T B^T: libxsmm's kernels, A B^T through a copy of B^T. On the Zen 4, those up to 2^25 multiply-adds (the toy
 //   step's largest, 2048 x 256 x 64): `bench_gemm --benchmark_filter=/t1/` ran the toy step's products 1.17x
 //   OpenBLAS's speed on libxsmm, 1.10x on oneDNN's sgemm, and the GPT's 1.12x and 1.09x; in whole steps
 //   (`bench gpt`, alternated rounds, tokens/s) the toy 120.9k -> 129.4k on one thread (five) and 183.2k ->
@@ -321,7 +320,7 @@ SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, s
 //   1.18-1.35x on the toy step's products, 1.08-1.18x on the GPT's, one thread, AVX-512, where libxsmm's JIT
 //   kernels and BLIS were at best even with OpenBLAS; whole steps, 2026-11-27: toy 65.7k -> 76.0k tokens/s,
 //   GPT 13.3k -> 15.2k). It costs about 9 MB of resident memory: its code (5 MB) and the packing buffers it
-//   allocates. On a Zen 4 its A B^T of a step's sizes (above 64^3, every side at least 32) run as A B on a
+//   allocates. On a Zen 4 its step-sized A B^T (step_sized_product) run as A B on a
 //   copy of B^T (onednn_bt_copy): there oneDNN's A B^T kernels ran at 94-101 GFLOP/s where its A B ran at
 //   110-112, and the GPT's forward products, copy included (2026-12-07, `bench gpt --threads 1 --steps 100
 //   --products`, three alternated rounds, us a call), 768x128x512 1035-1066 -> 938-949, 768x384x128 750-768
@@ -334,12 +333,27 @@ SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, s
 //   gradients: 512x128x768 55-68 against oneDNN's 42-48, 384x128x768 64-76 against 58-62, 128x512x768 66-76
 //   against 58-65, 128x128x768 even; the head's 65x128x768 and the toy step's (n = 64, k = 2048) stay faster
 //   on oneDNN.
+// A step's products were those with every side at least 32 until 2026-12-07; the sides from 16 that a
+// small vocabulary's head brings went to oneDNN, which ran them at half libxsmm's speed in the toy step
+// (`bench gpt --threads 1 --products`, toy shape, vocabulary 16, AMD Zen 4, us a call): the logits' 512 x
+// 16 x 64 A B^T 35.9 against 12.4, their weight gradient 16 x 64 x 512 A^T B 21.1 against 10.4, the input
+// gradient 512 x 64 x 16 A B 18.9 against 12.6; the step 0.7-1.1% shorter by its median (two runs, the
+// two rules alternated step by step in one process). Warm and alone (a Google Benchmark loop of
+// gemm_with, GFLOP/s) libxsmm led there too (112 against 77, 115 against 99, 101 against 91), and on a
+// 20-symbol head over 2048 rows (A^T B 111 against 96, A B 104 against 91; A B^T 68 against 65), but
+// lost a few rows' A B^T to its copy of B^T (16 x 512 x 128 55 against 87, 24 x 384 x 128 83 against
+// 92): hence 32 rows, 16 for the other sides.
+bool step_sized_product(bool ta, std::size_t m, std::size_t n, std::size_t k) {
+  const std::size_t rows = ta ? k : m, side = ta ? std::min(m, n) : std::min(n, k);
+  return m * n * k > kSmallProduct && rows >= 32 && side >= 16;
+}
+
 FloatProducts sgemm_route(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float beta) {
   const std::size_t size = m * n * k;
   const bool libxsmm_beta = libxsmm_takes_beta(beta);
   if (ta && !tb && !has_avx512() && m >= 128 && n >= 128 && k >= 512) return FloatProducts::openblas;
   static const LibxsmmStepProducts step = libxsmm_step_products();
-  const bool step_sized = size > kSmallProduct && std::min({m, n, k}) >= 32;  // not a generated token's 1 x n x k
+  const bool step_sized = step_sized_product(ta, m, n, k);
   if (step_sized && !(ta && tb) && libxsmm_beta &&
       (ta ? size <= step.largest_weight_gradient && k <= step.longest_weight_gradient && m <= step.tallest_weight_gradient &&
                 n <= step.widest_weight_gradient

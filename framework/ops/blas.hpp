@@ -40,8 +40,15 @@ int blas_threads();
 // Whether OpenBLAS's kernel set has small-matrix kernels (SkylakeX's, and Cooperlake's and SapphireRapids's,
 // which are SkylakeX's for sgemm; the others pack both operands of every product).
 bool openblas_has_small_kernels();
-// Which float products of a training step's sizes go to libxsmm's JIT kernels (of those above 64^3
-// multiply-adds with every side at least 32, not A^T B^T, beta 0 or 1): those of at most `largest`
+// Whether a float product op(A) [m, k] op(B) [k, n] is of a training step's size: above 64^3 multiply-adds,
+// at least 32 rows of activations (m; for A^T B, a weight gradient, the k rows it sums over) and at least
+// 16 on its other two sides (a small vocabulary's head: the toy's 512 x 16 x 64 logits and their 16 x 64
+// weight gradient). Not a generated token's 1 x n x k, nor a few rows' A B^T, which the copy of B^T that
+// libxsmm needs costs more than it saves (blas.cpp has the measurements). The products
+// libxsmm_step_products() and onednn_takes_bt_copies() speak of.
+bool step_sized_product(bool ta, std::size_t m, std::size_t n, std::size_t k);
+// Which float products of a training step's sizes go to libxsmm's JIT kernels (of the step-sized ones,
+// not A^T B^T, beta 0 or 1): those of at most `largest`
 // multiply-adds and at most `widest` columns (n), and of the weight gradients (A^T B) those of at most
 // `largest_weight_gradient` that sum over at most `longest_weight_gradient` rows (k) into at most
 // `tallest_weight_gradient` x `widest_weight_gradient` (m x n). None (all zero) but on an AMD Zen 4 or
@@ -58,8 +65,7 @@ bool libxsmm_takes_step_products();  // libxsmm_step_products().largest > 0
 // take no transposed B) or FloatProducts::onednn_bt_copy is computed from: n rounded up to 16 floats, so
 // that every row of the 64-byte aligned copy starts a cache line (blas.cpp has the measurement).
 std::size_t bt_copy_ld(std::size_t n);
-// Whether oneDNN's A B^T of a training step's sizes (above 64^3 multiply-adds, every side at least 32) run
-// as A B on a copy of B^T (FloatProducts::onednn_bt_copy): on an AMD Zen 4, where oneDNN's A B^T kernels
+// Whether oneDNN's step-sized A B^T (step_sized_product) run as A B on a copy of B^T (FloatProducts::onednn_bt_copy): on an AMD Zen 4, where oneDNN's A B^T kernels
 // were measured slower than its A B (blas.cpp).
 bool onednn_takes_bt_copies();
 

@@ -100,11 +100,28 @@ TEST(Gemm, EveryFloatLibraryMatchesALoopForEveryForm) {
 // (to libxsmm on a Zen 4, a Zen 5 or an Intel CPU with AVX-512, as far as libxsmm_step_products()
 // reaches: the next test), the other small products with beta 0 or 1 to libxsmm (to OpenBLAS's own
 // small-matrix kernels where its kernel set has them), small A^T B^T and other betas to OpenBLAS.
-// How oneDNN takes a product it is routed: a step-sized A B^T (above 64^3 multiply-adds, every side at
-// least 32) on a copy of B^T where onednn_takes_bt_copies() (a Zen 4), everything else as it is.
+// How oneDNN takes a product it is routed: a step-sized A B^T (step_sized_product) on a copy of B^T where
+// onednn_takes_bt_copies() (a Zen 4), everything else as it is.
 FloatProducts onednn_way(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k) {
-  const bool step_sized = m * n * k > 64 * 64 * 64 && std::min({m, n, k}) >= 32;
-  return onednn_takes_bt_copies() && tb && !ta && step_sized ? FloatProducts::onednn_bt_copy : FloatProducts::onednn;
+  return onednn_takes_bt_copies() && tb && !ta && step_sized_product(ta, m, n, k) ? FloatProducts::onednn_bt_copy : FloatProducts::onednn;
+}
+
+// A step's products: above 64^3 multiply-adds, at least 32 rows of activations (m, or the k rows a weight
+// gradient sums over), at least 16 on the other sides.
+TEST(Gemm, StepSizedProductsHaveThirtyTwoRowsAndSixteenOnTheOtherSides) {
+  EXPECT_TRUE(step_sized_product(false, 512, 16, 64));   // a 16-symbol head's logits
+  EXPECT_TRUE(step_sized_product(true, 16, 64, 512));    // its weight gradient, summed over 512 rows
+  EXPECT_TRUE(step_sized_product(false, 512, 64, 16));   // its input gradient
+  EXPECT_TRUE(step_sized_product(false, 65, 64, 64));
+  EXPECT_FALSE(step_sized_product(false, 64, 64, 64));   // not above 64^3
+  EXPECT_FALSE(step_sized_product(false, 1, 4096, 4096));  // a generated token's
+  EXPECT_FALSE(step_sized_product(false, 16, 512, 128));   // a few rows'
+  EXPECT_FALSE(step_sized_product(false, 31, 512, 128));
+  EXPECT_TRUE(step_sized_product(false, 32, 512, 128));
+  EXPECT_FALSE(step_sized_product(true, 512, 128, 16));   // a weight gradient over 16 rows
+  EXPECT_FALSE(step_sized_product(false, 2048, 15, 64));  // a side under 16
+  EXPECT_FALSE(step_sized_product(true, 64, 15, 2048));
+  EXPECT_FALSE(step_sized_product(false, 2048, 64, 15));
 }
 
 TEST(Gemm, SmallProductsGoToLibxsmmABtAndLargeOnesToOneDnnTheRestToOpenBlas) {
@@ -125,7 +142,7 @@ TEST(Gemm, SmallProductsGoToLibxsmmABtAndLargeOnesToOneDnnTheRestToOpenBlas) {
       }
 }
 
-// Where a product above 64^3 multiply-adds, at least 32 on every side, not A^T B^T, with beta 0 or 1 goes
+// Where a step-sized product (step_sized_product), not A^T B^T, with beta 0 or 1 goes
 // by libxsmm_step_products()'s bounds: libxsmm within them (on a Zen 4, a Zen 5 or an Intel CPU with
 // AVX-512), oneDNN outside (everywhere else, where the rule is all zero; an A B^T on a Zen 4 on a copy of
 // B^T).
@@ -171,7 +188,10 @@ TEST(Gemm, StepSizedProductsGoToLibxsmmAsFarAsTheRuleReaches) {
         EXPECT_EQ(sgemm_route(ta, tb, m, 2 * n + 1, k, beta), ta && !tb ? weight_gradient(m, 2 * n + 1, k) : onednn_way(ta, tb, m, 2 * n + 1, k))
             << ta << tb << beta;
         EXPECT_EQ(sgemm_route(ta, tb, 1, 4096, 256, beta), FloatProducts::onednn) << ta << tb << beta;
-        EXPECT_EQ(sgemm_route(ta, tb, 512, 31, 256, beta), FloatProducts::onednn) << ta << tb << beta;
+        EXPECT_EQ(sgemm_route(ta, tb, m, 16, k, beta), expected(16)) << ta << tb << beta;  // a small vocabulary's head
+        EXPECT_EQ(sgemm_route(ta, tb, m, 15, k, beta), FloatProducts::onednn) << ta << tb << beta;
+        if (!ta) EXPECT_EQ(sgemm_route(ta, tb, 16, 512, 128, beta), FloatProducts::onednn) << tb << beta;  // a few rows'
+        if (ta) EXPECT_EQ(sgemm_route(ta, tb, 128, 512, 16, beta), FloatProducts::onednn) << tb << beta;
       }
   for (float beta : {0.0f, 1.0f}) {  // weight gradients over 1024 rows and over 1025
     EXPECT_EQ(sgemm_route(true, false, 64, 64, 1024, beta), weight_gradient(64, 64, 1024)) << beta;
