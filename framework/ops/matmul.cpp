@@ -119,7 +119,14 @@ void product(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, cons
 // summed in row order, and `then` splits its work by its own fixed blocks, either way: the same bits.
 // With `then`, that thread takes none of the weight gradient's rows: it has enough to do (the GPT's step
 // on two threads 2.5-3% shorter than with an eighth moved, half of an eighth in between; four rounds
-// alternated in one build; the toy's products move none either way).
+// alternated in one build; the toy's products move none either way). A large `then` (an input gradient
+// of at least 4 kElementsPerChunk elements) runs after the region instead, with the bias sum, in regions
+// of their own split across the threads: the GPT's GELU slope and fc1's bias sum over [768, 512] took 151
+// us on the input gradient's thread after its 1099 us product while the other thread's weight gradient
+// had taken 1037 (AMD Zen 4, 2026-12-07, four layers a step). Alternated step by step in one process
+// (`bench gpt --threads 2`, median step, AMD Zen 4, 2026-12-07): the GPT's step 0.6-0.8% shorter (two
+// runs; 0.2-1.1% with the bound at 8 chunks, which leaves its LayerNorms' [768, 128] inside), the toy's
+// ([512, 256] after its fc2) 0.7-1.1%.
 template <class T>
 void products_side_by_side(const Product<T>& input_grad, const Product<T>& weight_grad, T* bias, const std::function<void()>& then) {
   const std::size_t threads = static_cast<std::size_t>(num_threads());
@@ -137,17 +144,19 @@ void products_side_by_side(const Product<T>& input_grad, const Product<T>& weigh
   const std::size_t parts1 = input_grad.parts(threads / 2), parts2 = weight_grad.parts(threads - threads / 2);
   if (parts1 == 1 && parts2 == 1) {
     const std::size_t moved = then ? 0 : weight_grad.moved_rows();
+    const bool after_region = then && input_grad.m * input_grad.n >= 4 * kElementsPerChunk;
     parallel_for(2, 1, [&](std::size_t c0, std::size_t c1) {
       for (std::size_t c = c0; c < c1; ++c) {
         if (c == 0) {
           input_grad.block(0, input_grad.side());
           if (moved) weight_grad.block(weight_grad.side() - moved, weight_grad.side());
-          after();  // its regions (the bias sum's too) run serially here, on this thread
+          if (!after_region) after();  // its regions (the bias sum's too) run serially here, on this thread
         } else {
           weight_grad.block(0, weight_grad.side() - moved);
         }
       }
     });
+    if (after_region) after();
     return;
   }
   parallel_for(parts1 + parts2, 1, [&](std::size_t c0, std::size_t c1) {

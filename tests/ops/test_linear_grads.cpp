@@ -1,6 +1,7 @@
 // A Linear's gradients on the threads (linear_grads, framework/ops/matmul.cpp): the input and weight
 // gradients side by side, the bias's sum and the caller's next step (then_x) on the input gradient's
-// thread, and the fused Linears that take theirs there; each the same bits whoever runs which chunk.
+// thread (or after both, across the threads, when the input gradient is large), and the fused Linears
+// that take theirs there; each the same bits whoever runs which chunk.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -126,34 +127,38 @@ TEST(LinearGrads, RunThenOnTheFinishedInputGradientOnce) {
 }
 
 // The fused Linears run the next step of their backward (the norm's, GELU's slope) on the input
-// gradient's thread, inside the products' region: every gradient has the same bits on one thread, on two,
-// and on two with the caller running every chunk (sharing off).
+// gradient's thread, inside the products' region (an input gradient of 777 x 64), or after the region,
+// split across the threads (777 x 96, at least 4 kElementsPerChunk elements): every gradient has the same
+// bits on one thread, on two, and on two with the caller running every chunk (sharing off).
 TEST(LinearGrads, FusedLinearGradientsAreBitForBitTheSameOnOneAndTwoThreadsShared) {
-  Generator gen(11);
-  Tensor h = randn({777, 64}, gen).set_requires_grad(true), fc = randn({160, 64}, gen).set_requires_grad(true),
-         bias = randn({160}, gen).set_requires_grad(true), nw = randn({64}, gen).set_requires_grad(true),
-         nb = randn({64}, gen).set_requires_grad(true);
-  const Tensor g = randn({777, 160}, gen);
-  const std::vector<std::pair<std::function<Tensor()>, std::vector<Tensor>>> cases{
-      {[&] { return layer_norm_linear(h, nw, nb, 1e-5, fc, bias); }, {h, nw, nb, fc, bias}},
-      {[&] { return gelu_linear(h, fc, bias, nb); }, {h, fc, bias, nb}},
-      {[&] { return gelu_linear(h, fc, bias); }, {h, fc, bias}}};
-  ThreadPool& pool = ThreadPool::instance();
-  for (std::size_t c = 0; c < cases.size(); ++c) {
-    auto grads = [&](int threads, bool sharing) {
-      set_num_threads(threads);
-      pool.set_sharing(sharing);
-      for (Tensor t : cases[c].second) t.zero_grad();
-      cases[c].first().backward(g);
-      std::vector<std::vector<double>> all;
-      for (const Tensor& t : cases[c].second) all.push_back(t.grad().to_vector());
-      return all;
-    };
-    const auto one = grads(1, true), two = grads(2, true), alone = grads(2, false);
-    pool.set_sharing(true);
-    set_num_threads(1);
-    EXPECT_EQ(one, two) << "case " << c;
-    EXPECT_EQ(two, alone) << "case " << c;
+  for (std::size_t in : {64, 96}) {
+    ASSERT_EQ(777 * in >= 4 * kElementsPerChunk, in == 96);
+    Generator gen(11);
+    Tensor h = randn({777, in}, gen).set_requires_grad(true), fc = randn({160, in}, gen).set_requires_grad(true),
+           bias = randn({160}, gen).set_requires_grad(true), nw = randn({in}, gen).set_requires_grad(true),
+           nb = randn({in}, gen).set_requires_grad(true);
+    const Tensor g = randn({777, 160}, gen);
+    const std::vector<std::pair<std::function<Tensor()>, std::vector<Tensor>>> cases{
+        {[&] { return layer_norm_linear(h, nw, nb, 1e-5, fc, bias); }, {h, nw, nb, fc, bias}},
+        {[&] { return gelu_linear(h, fc, bias, nb); }, {h, fc, bias, nb}},
+        {[&] { return gelu_linear(h, fc, bias); }, {h, fc, bias}}};
+    ThreadPool& pool = ThreadPool::instance();
+    for (std::size_t c = 0; c < cases.size(); ++c) {
+      auto grads = [&](int threads, bool sharing) {
+        set_num_threads(threads);
+        pool.set_sharing(sharing);
+        for (Tensor t : cases[c].second) t.zero_grad();
+        cases[c].first().backward(g);
+        std::vector<std::vector<double>> all;
+        for (const Tensor& t : cases[c].second) all.push_back(t.grad().to_vector());
+        return all;
+      };
+      const auto one = grads(1, true), two = grads(2, true), alone = grads(2, false);
+      pool.set_sharing(true);
+      set_num_threads(1);
+      EXPECT_EQ(one, two) << "case " << c << ", width " << in;
+      EXPECT_EQ(two, alone) << "case " << c << ", width " << in;
+    }
   }
 }
 
