@@ -286,12 +286,13 @@ SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, s
 //   ahead on linear attention (11.7 against 12.4 ms, 53.2 against 54.8), so they stay with OpenBLAS there
 //   too.
 // - On a Zen 4 or a Zen 5, the products of a training step's sizes (step_sized_product, within
-//   libxsmm_step_products()'s bounds), except A^T B^T: libxsmm's kernels, A B^T through a copy of B^T. On the Zen 4, those up to 2^25 multiply-adds (the toy
-//   step's largest, 2048 x 256 x 64): `bench_gemm --benchmark_filter=/t1/` ran the toy step's products 1.17x
-//   OpenBLAS's speed on libxsmm, 1.10x on oneDNN's sgemm, and the GPT's 1.12x and 1.09x; in whole steps
-//   (`bench gpt`, alternated rounds, tokens/s) the toy 120.9k -> 129.4k on one thread (five) and 183.2k ->
-//   203.8k on two (four), the GPT (whose larger products stay on oneDNN; all of them on libxsmm was even)
-//   17.3k -> 17.8k and 30.4k -> 31.3k. On the Zen 5 (2026-12-02) libxsmm's kernels were 1.11x and oneDNN's
+//   libxsmm_step_products()'s bounds), except A^T B^T: libxsmm's kernels, A B^T through a copy of B^T.
+//   On the Zen 4, those up to 2^25 multiply-adds (the toy step's largest, 2048 x 256 x 64):
+//   `bench_gemm --benchmark_filter=/t1/` ran the toy step's products 1.17x OpenBLAS's speed on libxsmm,
+//   1.10x on oneDNN's sgemm, and the GPT's 1.12x and 1.09x; in whole steps (`bench gpt`, alternated
+//   rounds, tokens/s) the toy 120.9k -> 129.4k on one thread (five) and 183.2k -> 203.8k on two (four),
+//   the GPT (whose larger products stay on oneDNN; all of them on libxsmm was even) 17.3k -> 17.8k and
+//   30.4k -> 31.3k. On the Zen 5 (2026-12-02) libxsmm's kernels were 1.11x and oneDNN's
 //   sgemm 1.09x OpenBLAS's on the toy step's products, but slower than oneDNN on the weight gradients summed
 //   over 2048 rows (256x64x2048 163 against 181 GFLOP/s, 64x256x2048 133 against 200) and on the GPT's
 //   128x512x768 (131 against 205), and faster on the GPT's A B and A B^T up to 2^26 (768x128x512 NN 217
@@ -320,9 +321,9 @@ SmallKernel small_kernel(bool ta, std::size_t m, std::size_t n, std::size_t k, s
 //   1.18-1.35x on the toy step's products, 1.08-1.18x on the GPT's, one thread, AVX-512, where libxsmm's JIT
 //   kernels and BLIS were at best even with OpenBLAS; whole steps, 2026-11-27: toy 65.7k -> 76.0k tokens/s,
 //   GPT 13.3k -> 15.2k). It costs about 9 MB of resident memory: its code (5 MB) and the packing buffers it
-//   allocates. On a Zen 4 its step-sized A B^T (step_sized_product) run as A B on a
-//   copy of B^T (onednn_bt_copy): there oneDNN's A B^T kernels ran at 94-101 GFLOP/s where its A B ran at
-//   110-112, and the GPT's forward products, copy included (2026-12-07, `bench gpt --threads 1 --steps 100
+//   allocates. On a Zen 4 its step-sized A B^T (step_sized_product) run as A B on a copy of B^T
+//   (onednn_bt_copy): there oneDNN's A B^T kernels ran at 94-101 GFLOP/s where its A B ran at 110-112, and
+//   the GPT's forward products, copy included (2026-12-07, `bench gpt --threads 1 --steps 100
 //   --products`, three alternated rounds, us a call), 768x128x512 1035-1066 -> 938-949, 768x384x128 750-768
 //   -> 716-720, 768x512x128 999-1023 -> 985-993: the step's products 34.7-35.3 -> 34.1-34.4 ms, its fastest
 //   step 40.4-41.1 -> 39.4-40.1. On two threads (each thread's half under 2^25, on libxsmm) it was even.

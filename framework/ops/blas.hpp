@@ -65,8 +65,9 @@ bool libxsmm_takes_step_products();  // libxsmm_step_products().largest > 0
 // take no transposed B) or FloatProducts::onednn_bt_copy is computed from: n rounded up to 16 floats, so
 // that every row of the 64-byte aligned copy starts a cache line (blas.cpp has the measurement).
 std::size_t bt_copy_ld(std::size_t n);
-// Whether oneDNN's step-sized A B^T (step_sized_product) run as A B on a copy of B^T (FloatProducts::onednn_bt_copy): on an AMD Zen 4, where oneDNN's A B^T kernels
-// were measured slower than its A B (blas.cpp).
+// Whether oneDNN's step-sized A B^T (step_sized_product) run as A B on a copy of B^T
+// (FloatProducts::onednn_bt_copy): on an AMD Zen 4, where oneDNN's A B^T kernels were measured slower than
+// its A B (blas.cpp).
 bool onednn_takes_bt_copies();
 
 // The library a float product op(A) [m, k] op(B) [k, n] (+ beta C) goes to, and how: blas.cpp says why.
