@@ -190,8 +190,11 @@ TEST(Gemm, StepSizedProductsGoToLibxsmmAsFarAsTheRuleReaches) {
         EXPECT_EQ(sgemm_route(ta, tb, 1, 4096, 256, beta), FloatProducts::onednn) << ta << tb << beta;
         EXPECT_EQ(sgemm_route(ta, tb, m, 16, k, beta), expected(16)) << ta << tb << beta;  // a small vocabulary's head
         EXPECT_EQ(sgemm_route(ta, tb, m, 15, k, beta), FloatProducts::onednn) << ta << tb << beta;
-        if (!ta) EXPECT_EQ(sgemm_route(ta, tb, 16, 512, 128, beta), FloatProducts::onednn) << tb << beta;  // a few rows'
-        if (ta) EXPECT_EQ(sgemm_route(ta, tb, 128, 512, 16, beta), FloatProducts::onednn) << tb << beta;
+        if (ta) {  // a weight gradient over a few rows; else a few rows' product
+          EXPECT_EQ(sgemm_route(ta, tb, 128, 512, 16, beta), FloatProducts::onednn) << tb << beta;
+        } else {
+          EXPECT_EQ(sgemm_route(ta, tb, 16, 512, 128, beta), FloatProducts::onednn) << tb << beta;
+        }
       }
   for (float beta : {0.0f, 1.0f}) {  // weight gradients over 1024 rows and over 1025
     EXPECT_EQ(sgemm_route(true, false, 64, 64, 1024, beta), weight_gradient(64, 64, 1024)) << beta;
