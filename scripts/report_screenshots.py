@@ -11,6 +11,7 @@ report.html is taken as it is (`attnlab report RUN` rewrites a run's).
 import argparse
 import os
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -20,12 +21,13 @@ from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 
 
-def browser():
+def browser(scratch):
+    """Chromium, with $TMPDIR at `scratch`: it leaves a folder of its own there after every run."""
     options = webdriver.ChromeOptions()
     for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1500,1100",
               "--hide-scrollbars"]:
         options.add_argument(a)
-    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver", env=dict(os.environ, TMPDIR=scratch)), options=options)
 
 
 def hover_at(driver, element, fx, fy, scroll=True):
@@ -111,18 +113,19 @@ def main():
     parser.add_argument("--out", default="docs/images")
     a = parser.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    driver = browser()
-    try:
-        if a.run:
-            run_shots(driver, a.run, a.out)
-        if a.seq2seq:
-            seq2seq_shots(driver, a.seq2seq, a.out)
-        if a.vit:
-            vit_shots(driver, a.vit, a.out)
-        if a.comparison:
-            comparison_shots(driver, a.comparison, a.out)
-    finally:
-        driver.quit()
+    with tempfile.TemporaryDirectory() as scratch:
+        driver = browser(scratch)
+        try:
+            if a.run:
+                run_shots(driver, a.run, a.out)
+            if a.seq2seq:
+                seq2seq_shots(driver, a.seq2seq, a.out)
+            if a.vit:
+                vit_shots(driver, a.vit, a.out)
+            if a.comparison:
+                comparison_shots(driver, a.comparison, a.out)
+        finally:
+            driver.quit()
 
 
 if __name__ == "__main__":

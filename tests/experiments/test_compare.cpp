@@ -7,8 +7,6 @@
 #include <ostream>
 #include <string>
 
-#include <unistd.h>
-
 #include "experiments/runner/compare_plan.hpp"
 #include "experiments/runner/config.hpp"
 #include "framework/io/config_node.hpp"
@@ -18,10 +16,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A comparison file beside a copy of configs/mqar.yaml in a fresh folder of this process's own (ctest runs
-// the cases of one suite in parallel processes); returns its path.
+// A comparison file beside a copy of configs/mqar.yaml in a fresh folder under the test process's own
+// temporary folder (tests/private_temp_dir.hpp), which goes when the process ends; returns its path.
 std::string write_comparison(const std::string& test, const std::string& text) {
-  const fs::path dir = fs::temp_directory_path() / ("attnlab_compare_" + test + "_" + std::to_string(::getpid()));
+  const fs::path dir = fs::path(::testing::TempDir()) / ("attnlab_compare_" + test);
   fs::remove_all(dir);
   fs::create_directories(dir);
   fs::copy_file(std::string(ATTNLAB_SOURCE_DIR) + "/configs/mqar.yaml", dir / "base.yaml");

@@ -72,12 +72,14 @@ variants:
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(tmp_path_factory):
     options = webdriver.ChromeOptions()
     for a in ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"]:
         options.add_argument(a)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    # Chromium leaves a folder of its own in $TMPDIR after every run: it goes to pytest's, which pytest prunes.
+    env = dict(os.environ, TMPDIR=str(tmp_path_factory.mktemp("chromium")))
+    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver", env=env), options=options)
     yield driver
     driver.quit()
 
