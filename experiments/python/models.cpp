@@ -83,11 +83,17 @@ std::map<std::string, Tensor> forward(ModelHandle& h, const Batch& batch, HookRe
 // A Python hook as an activation function: it receives a copy of the activation as an array and the
 // hook's name, and returns the array that flows on (None: its argument, as it may have changed it in place).
 ActivationFn python_hook(py::object fn) {
-  return [fn](const Tensor& value, const std::string& name) {
+  // The forward copies its hooks with the interpreter released: the copies share one reference to fn,
+  // dropped with the interpreter held, so no Python reference count changes without it.
+  const std::shared_ptr<py::object> held(new py::object(std::move(fn)), [](py::object* f) {
+    py::gil_scoped_acquire hold;
+    delete f;
+  });
+  return [held](const Tensor& value, const std::string& name) {
     py::gil_scoped_acquire hold;
     const Tensor copy = value.clone();
     py::object arg = to_numpy(copy);
-    py::object result = fn(arg, name);
+    py::object result = (*held)(arg, name);
     if (result.is_none()) return copy;
     Tensor t = from_numpy(result, Want::floating, "the hook on " + name + "'s result").to(value.dtype());
     if (t.shape() != value.shape()) {
@@ -280,6 +286,7 @@ ExperimentConfig config_from(const py::object& config, const std::vector<std::st
 
 ModelHandle model_from_config(const ExperimentConfig& config) {
   Experiment x(config);
+  x.model->eval();  // for good: its forwards then write nothing of it, and Python threads may run them at once
   return ModelHandle{config, std::shared_ptr<data::DataSource>(std::move(x.data)), x.model};
 }
 

@@ -38,7 +38,12 @@ PYBIND11_MODULE(attnlab, m) {
   // As the command line: OpenBLAS gets no threads of its own, attnlab's pool every core this process may use.
   set_blas_threads(1);
   set_num_threads(default_threads(0, 1));
-  m.def("set_threads", [](int threads) { set_num_threads(default_threads(threads, 1)); }, py::arg("threads"),
+  m.def("set_threads",
+        [](int threads) {
+          if (threads < 0) throw py::value_error("set_threads: threads must be 0 (every core this process may use) or more; got " + std::to_string(threads));
+          set_num_threads(default_threads(threads, 1));
+        },
+        py::arg("threads"),
         "threads for attnlab's work (0: every core this process may use); results repeat bit for bit at the same count");
   m.def("threads", &num_threads, "threads attnlab's work runs on");
   m.def("blas_core", &blas_core_name, "the OpenBLAS kernels doing the products (summary.json's openblas_core)");

@@ -111,6 +111,13 @@ void Module::train(bool training) {
   for (auto& [name, child] : children_) child->train(training);
 }
 
+bool Module::any_training() const {
+  if (training_) return true;
+  for (const auto& [name, child] : children_)
+    if (child->any_training()) return true;
+  return false;
+}
+
 std::map<std::string, Tensor> Module::state_dict() const {
   std::map<std::string, Tensor> out;
   for (const auto& p : named_parameters()) out.emplace(p.name, p.tensor.detach());

@@ -69,6 +69,8 @@ class Module {
   void train(bool training = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
+  // Whether this module or any module inside it is in train mode.
+  bool any_training() const;
 
   // Parameters, buffers and generator states by dotted name; parameter and buffer tensors share
   // storage with the module's.
@@ -115,17 +117,23 @@ class Module {
 };
 
 // Eval mode and no graph while alive (evaluation, decoding, sampling); the module's train/eval mode comes
-// back however the scope is left.
+// back however the scope is left. A module whose every part is in eval mode already is not written to,
+// so that several threads may evaluate one model at once (Python's models are kept in eval mode).
 class EvalScope {
  public:
-  explicit EvalScope(Module& module) : module_(module), training_(module.is_training()) { module_.eval(); }
-  ~EvalScope() { module_.train(training_); }
+  explicit EvalScope(Module& module) : module_(module), training_(module.is_training()), switched_(module.any_training()) {
+    if (switched_) module_.eval();
+  }
+  ~EvalScope() {
+    if (switched_) module_.train(training_);
+  }
   EvalScope(const EvalScope&) = delete;
   EvalScope& operator=(const EvalScope&) = delete;
 
  private:
   Module& module_;
   bool training_;
+  bool switched_;  // some part was in train mode: eval() now, train(training_) at the end
   NoGradGuard no_grad_;
 };
 

@@ -61,6 +61,36 @@ struct InRegion {
   ~InRegion() { t_in_region = was; }
 };
 
+// Every chunk of a region on the calling thread, in order; the first exception is rethrown after all ran.
+void run_serially(std::size_t chunks, ThreadPool::ChunkFn fn, void* context) {
+  InRegion inside;  // a region inside this one runs serially too
+  std::exception_ptr error;
+  for (std::size_t c = 0; c < chunks; ++c) {
+    try {
+      fn(context, c);
+    } catch (...) {
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+// Holds ThreadPool's driven_ flag from a successful claim to the end of the scope.
+class Drive {
+ public:
+  explicit Drive(std::atomic<bool>& flag) : flag_(flag), held_(!flag.exchange(true, std::memory_order_acquire)) {}
+  ~Drive() {
+    if (held_) flag_.store(false, std::memory_order_release);
+  }
+  Drive(const Drive&) = delete;
+  Drive& operator=(const Drive&) = delete;
+  bool held() const { return held_; }
+
+ private:
+  std::atomic<bool>& flag_;
+  bool held_;
+};
+
 }  // namespace
 
 ThreadPool& ThreadPool::instance() {
@@ -75,13 +105,22 @@ bool ThreadPool::in_region() { return t_in_region; }
 void ThreadPool::resize(int threads) {
   if (t_in_region) throw std::logic_error("ThreadPool::resize called inside a parallel region (a worker cannot stop itself)");
   if (threads < 1) threads = 1;
-  if (threads == this->threads()) return;
-  stop_workers();
-  worker_cpu_.reset(new std::atomic<int>[static_cast<std::size_t>(threads - 1)]);
-  for (int i = 0; i + 1 < threads; ++i) {
-    std::atomic<int>& cpu = worker_cpu_[static_cast<std::size_t>(i)];
-    cpu.store(-1);
-    workers_.emplace_back([this, &cpu, seen = generation_.load()] { worker_loop(cpu, seen); });
+  for (;;) {  // another thread's region on the workers ends first (regions are short)
+    const Drive drive(driven_);
+    if (!drive.held()) {
+      std::this_thread::yield();
+      continue;
+    }
+    if (threads == this->threads()) return;
+    stop_workers();
+    worker_cpu_.reset(new std::atomic<int>[static_cast<std::size_t>(threads - 1)]);
+    for (int i = 0; i + 1 < threads; ++i) {
+      std::atomic<int>& cpu = worker_cpu_[static_cast<std::size_t>(i)];
+      cpu.store(-1);
+      workers_.emplace_back([this, &cpu, seen = generation_.load()] { worker_loop(cpu, seen); });
+    }
+    threads_.store(threads, std::memory_order_relaxed);
+    return;
   }
 }
 
@@ -171,19 +210,14 @@ void ThreadPool::caller_wait(Done done) {
 
 void ThreadPool::run(std::size_t chunks, ChunkFn fn, void* context) {
   if (chunks == 0) return;
-  if (workers_.empty() || chunks == 1 || t_in_region || !sharing_) {
-    InRegion inside;  // a region inside this one runs serially too
-    std::exception_ptr error;
-    for (std::size_t c = 0; c < chunks; ++c) {
-      try {
-        fn(context, c);
-      } catch (...) {
-        if (!error) error = std::current_exception();
-      }
-    }
-    if (error) std::rethrow_exception(error);
-    return;
-  }
+  if (chunks == 1 || t_in_region || !sharing() || threads() == 1) return run_serially(chunks, fn, context);
+  const Drive drive(driven_);
+  // Another thread drives the workers (or resizes them): this region stays on its own thread.
+  if (!drive.held() || workers_.empty()) return run_serially(chunks, fn, context);
+  this->drive(chunks, fn, context);
+}
+
+void ThreadPool::drive(std::size_t chunks, ChunkFn fn, void* context) {
   // No worker is inside a region (the last run waited for active_ to reach 0) and open_ is false, so
   // the region's fields are the caller's to write.
   fn_ = fn, context_ = context, chunks_ = chunks, error_ = nullptr;

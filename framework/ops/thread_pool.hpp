@@ -38,13 +38,16 @@ class ThreadPool {
   static ThreadPool& instance();
   ~ThreadPool();
 
-  // One thread drives the pool: resize and run are called from one thread at a time (attnlab's main
-  // thread; a run from inside a chunk runs serially on that chunk's thread).
+  // One thread at a time drives the workers. run and resize may be called from any thread (Python
+  // threads call into attnlab side by side): a region begun while another thread's region is on the
+  // workers runs its chunks serially on its own thread, the same chunks, so the same results; a run
+  // from inside a chunk runs serially on that chunk's thread.
   //
-  // Threads taking part in a region, the caller included (at least 1). Starts or stops workers; refused
-  // (std::logic_error) from inside a chunk, where it would wait for its own thread.
+  // Threads taking part in a region, the caller included (at least 1). Starts or stops workers, once no
+  // other thread's region is on them; refused (std::logic_error) from inside a chunk, where it would wait
+  // for its own thread.
   void resize(int threads);
-  int threads() const { return static_cast<int>(workers_.size()) + 1; }
+  int threads() const { return threads_.load(std::memory_order_relaxed); }
   // Whether the calling thread is running a chunk (a region inside a chunk runs serially).
   static bool in_region();
 
@@ -52,8 +55,8 @@ class ThreadPool {
   // chunk throws is rethrown here once every chunk has run, in parallel or serially alike.
   void run(std::size_t chunks, ChunkFn fn, void* context);
   // Whether regions hand chunks to the workers (true at first); with false the caller runs them all.
-  void set_sharing(bool on) { sharing_ = on; }
-  bool sharing() const { return sharing_; }
+  void set_sharing(bool on) { sharing_.store(on, std::memory_order_relaxed); }
+  bool sharing() const { return sharing_.load(std::memory_order_relaxed); }
 
   // The regions that handed out chunks since count_waits(true), and the caller's time in them after its
   // last chunk, waiting for chunks still running on workers: a worker that came late, or whose chunks
@@ -76,8 +79,11 @@ class ThreadPool {
   template <class Done>
   void caller_wait(Done done);  // spins, then parks until done()
   void wake_caller();
+  void drive(std::size_t chunks, ChunkFn fn, void* context);  // a region on the workers, driven_ claimed
 
-  std::vector<std::thread> workers_;
+  std::vector<std::thread> workers_;               // (the thread that holds driven_)
+  std::atomic<int> threads_{1};                     // workers_.size() + 1
+  std::atomic<bool> driven_{false};                 // a thread is driving the workers (a region, or resize)
   std::unique_ptr<std::atomic<int>[]> worker_cpu_;  // the core each worker joined its last region on (-1: parked)
   std::atomic<int> caller_cpu_{-1};                 // the core the caller last opened or finished a region on
   std::mutex mutex_;
@@ -92,9 +98,9 @@ class ThreadPool {
   std::atomic<unsigned long long> generation_{0};   // moves on with every region and at stop
   std::atomic<int> sleepers_{0};                    // workers parked (or about to) on wake_
   std::atomic<bool> caller_parked_{false};          // the caller parked (or about to) on finished_
-  bool sharing_ = true;  // (the driving thread)
-  bool counting_waits_ = false;  // (the driving thread)
-  Waits waits_;                  // (the driving thread)
+  std::atomic<bool> sharing_{true};
+  bool counting_waits_ = false;  // (the thread that drives the step: bench gpt alone counts)
+  Waits waits_;                  // (the same)
   alignas(64) std::atomic<int> active_{0};          // workers inside a region (or checking whether one is open)
   alignas(64) std::atomic<std::size_t> next_{0};    // the next chunk to take
   alignas(64) std::atomic<std::size_t> done_{0};    // chunks finished

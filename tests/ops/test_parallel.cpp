@@ -244,6 +244,69 @@ TEST(ThreadPool, WithSharingOffTheCallerRunsEveryChunk) {
   EXPECT_EQ(seen.elsewhere.load(), 0);
 }
 
+// A region begun on a second thread while the first thread's region is on the workers runs every chunk
+// on its own thread (Python threads call into attnlab side by side): the first region's chunks wait until
+// the second region has ended, so the two overlap whatever the scheduler does. Before, the second thread
+// took over the region the workers were running and one of the two never ended.
+TEST(ThreadPool, ARegionFromAnotherThreadWhileOneIsOnTheWorkersRunsOnItsOwnThread) {
+  set_num_threads(2);
+  ThreadPool& pool = ThreadPool::instance();
+  struct Shared {
+    std::atomic<bool> first_open{false}, second_done{false};
+    std::thread::id second;
+    std::vector<std::atomic<int>> hits = std::vector<std::atomic<int>>(8);
+    std::atomic<int> elsewhere{0};
+  } shared;
+  std::thread other([&] {
+    shared.second = std::this_thread::get_id();
+    while (!shared.first_open.load()) std::this_thread::yield();
+    pool.run(shared.hits.size(), [](void* context, std::size_t chunk) {
+      Shared& s = *static_cast<Shared*>(context);
+      ++s.hits[chunk];
+      if (std::this_thread::get_id() != s.second) ++s.elsewhere;
+    }, &shared);
+    shared.second_done = true;
+  });
+  pool.run(2, [](void* context, std::size_t) {
+    Shared& s = *static_cast<Shared*>(context);
+    s.first_open = true;
+    while (!s.second_done.load()) std::this_thread::yield();
+  }, &shared);
+  other.join();
+  for (const auto& h : shared.hits) EXPECT_EQ(h.load(), 1);
+  EXPECT_EQ(shared.elsewhere.load(), 0);
+  std::atomic<int> sum{0};  // and the workers still take the next region
+  parallel_for(1000, 10, [&](std::size_t b, std::size_t e) { sum += static_cast<int>(e - b); });
+  EXPECT_EQ(sum.load(), 1000);
+  set_num_threads(1);
+}
+
+// Threads that resize the pool and run regions at once: every region's chunks run once, and the pool
+// ends with the size last asked for.
+TEST(ThreadPool, ResizingFromOneThreadWhileAnotherRunsRegionsLosesNoChunk) {
+  set_num_threads(2);
+  std::atomic<bool> stop{false};
+  std::atomic<int> regions{0};
+  std::thread runner([&] {
+    while (!stop.load()) {
+      std::vector<std::atomic<int>> hits(6);
+      parallel_for(hits.size(), 1, [&](std::size_t b, std::size_t e) {
+        for (std::size_t i = b; i < e; ++i) ++hits[i];
+      });
+      for (const auto& h : hits) ASSERT_EQ(h.load(), 1);
+      ++regions;
+    }
+  });
+  for (int round = 0; round < 200; ++round) {
+    while (regions.load() < round) std::this_thread::yield();  // the runner keeps up with the resizes
+    set_num_threads(round % 3 + 1);
+  }
+  stop = true;
+  runner.join();
+  EXPECT_EQ(num_threads(), 199 % 3 + 1);
+  set_num_threads(1);
+}
+
 // count_waits counts the regions that hand chunks out while it is on, from zero each time it is turned on:
 // not a region run serially (one chunk, sharing off), none after it is off. In the last region counted,
 // the worker's chunk ends only after the caller's has, so the caller waits for it there.

@@ -5,6 +5,7 @@ a Python exception with the command line's words. Run by ctest through run_pytes
 import glob
 import os
 import subprocess
+import threading
 
 import numpy as np
 import pytest
@@ -67,6 +68,34 @@ def test_the_cache_holds_the_patterns_with_the_documented_shapes(model):
     np.testing.assert_allclose(pattern.sum(-1), 1.0, atol=1e-5)  # softmax rows
     assert np.all(np.triu(pattern, 1) == 0)  # causal: nothing from the future
     assert np.array_equal(logits, model(ids))  # caching changes nothing
+
+
+def test_python_threads_may_run_one_model_at_once(model):
+    """The interpreter is free while a forward runs, so other Python threads call in meanwhile: on two
+    attnlab threads, forwards, caches and hooked forwards from four Python threads at once give what they
+    give one at a time (before, two at once could hang in attnlab's thread pool or crash)."""
+    ids = tokens(model, 8)
+    name = "blocks.1.attn.hook_pattern"
+    before = attnlab.threads()
+    attnlab.set_threads(2)
+    try:
+        logits, cache = model.run_with_cache(ids, [name])
+        hooked = model.run_with_hooks(ids, [("blocks.0.attn.hook_z", lambda z, n: z * 0.5)])
+        calls = [lambda: model(ids), lambda: model.run_with_cache(ids, [name])[1][name],
+                 lambda: model.run_with_hooks(ids, [("blocks.0.attn.hook_z", lambda z, n: z * 0.5)]), lambda: model(ids)]
+        wanted = [logits, cache[name], hooked, logits]
+        results = [[] for _ in calls]
+        threads = [threading.Thread(target=lambda k=k: results[k].extend(calls[k]() for _ in range(30))) for k in range(len(calls))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        attnlab.set_threads(before)
+    for k, outs in enumerate(results):
+        assert len(outs) == 30, f"thread {k} stopped early"
+        for out in outs:
+            assert np.array_equal(out, wanted[k]), f"thread {k}"
 
 
 def test_hooks_replace_activations(model):
@@ -208,6 +237,8 @@ def test_bad_input_raises_with_a_clear_message(model, tmp_path):
         attnlab.Model.from_config(DEFAULT, ["model.n_heads=5"])
     with pytest.raises(ValueError, match="pairs"):
         attnlab.analyze(os.path.dirname(DEFAULT), options={"patching": {"pairs": 0}})
+    with pytest.raises(ValueError, match="threads must be 0 .* or more; got -3"):
+        attnlab.set_threads(-3)
 
 
 def test_a_comparison_from_python_runs_as_the_command_does(tmp_path):
