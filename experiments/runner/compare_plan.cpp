@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <system_error>
 
 #include "experiments/runner/config.hpp"
 #include "experiments/runner/metrics_log.hpp"
@@ -41,12 +42,19 @@ std::vector<std::pair<std::string, std::string>> read_overrides(const ConfigNode
   std::vector<std::pair<std::string, std::string>> out;
   if (!map.IsDefined() || map.IsNull()) return out;
   if (!map.IsMap()) node.fail(key, who + " must be a mapping of config keys to values, e.g. {model.attention.name: linear}");
+  std::vector<YAML::Node> keys;
   for (const auto& kv : map) {
     if (!kv.first.IsScalar()) node.fail_at(kv.first, who + ": a key must be a dotted config key");
     const std::string name = kv.first.Scalar();
     if (set_per_run(name)) {
       node.fail_at(kv.first, who + ": '" + name + "' is set by the comparison for each run (use seeds: and name:)");
     }
+    for (const YAML::Node& earlier : keys)  // the last would win without a word (yaml-cpp keeps duplicate keys)
+      if (keys_overlap(name, earlier.Scalar())) {
+        node.fail_at(kv.first, who + ": '" + name + "' and '" + earlier.Scalar() + "' (line " + std::to_string(earlier.Mark().line + 1) +
+                                   ") set the same key; give each key once");
+      }
+    keys.push_back(kv.first);
     out.emplace_back(name + "=" + flow(kv.second), origin_of(node, kv.first, who + " sets `" + name + ": " + flow(kv.second) + "`"));
   }
   return out;
@@ -59,11 +67,9 @@ std::vector<std::uint64_t> read_seeds(const ConfigNode& node) {
   std::vector<std::uint64_t> out;
   for (const YAML::Node& s : seeds) {
     std::int64_t seed = -1;
-    try {
-      seed = s.as<std::int64_t>();
-    } catch (const YAML::Exception&) {
+    if (!s.IsScalar() || read_decimal_integer(s.Scalar(), seed) != std::errc() || seed < 0) {
+      node.fail_at(s, "a seed must be a non-negative integer");
     }
-    if (seed < 0) node.fail_at(s, "a seed must be a non-negative integer");
     if (std::count(out.begin(), out.end(), static_cast<std::uint64_t>(seed))) node.fail_at(s, "seed " + std::to_string(seed) + " is listed twice");
     out.push_back(static_cast<std::uint64_t>(seed));
   }
@@ -266,6 +272,7 @@ ExperimentConfig variant_config(const CompareSpec& spec, const CompareVariant& v
   overrides.insert(overrides.end(), variant.overrides.begin(), variant.overrides.end());
   for (std::size_t a = 0; a < spec.grid.size(); ++a)
     overrides.emplace_back(spec.grid[a].key + "=" + spec.grid[a].values[point[a]], spec.grid[a].origins[point[a]]);
+  check_distinct_overrides(extra);
   for (const std::string& e : extra) {
     const std::string key = e.substr(0, e.find('='));
     if (set_per_run(key)) {

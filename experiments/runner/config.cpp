@@ -307,6 +307,7 @@ ExperimentConfig parse_config(const std::string& text, const std::string& file,
 }
 
 ExperimentConfig parse_config(const std::string& text, const std::string& file, const std::vector<std::string>& overrides) {
+  check_distinct_overrides(overrides);
   std::vector<std::pair<std::string, std::string>> described;
   for (const std::string& o : overrides) described.emplace_back(o, "");
   return parse_config(text, file, described);

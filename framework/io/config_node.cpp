@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -329,6 +330,40 @@ YAML::Node ConfigNode::child(const std::string& key) {
 
 ConfigNode ConfigNode::section(const std::string& key) { return ConfigNode(child(key), dotted(key), source_); }
 
+bool keys_overlap(const std::string& a, const std::string& b) {
+  const std::string& shorter = a.size() <= b.size() ? a : b;
+  const std::string& longer = a.size() <= b.size() ? b : a;
+  return longer.compare(0, shorter.size(), shorter) == 0 && (longer.size() == shorter.size() || longer[shorter.size()] == '.');
+}
+
+void check_distinct_overrides(const std::vector<std::string>& assignments) {
+  for (std::size_t i = 0; i < assignments.size(); ++i) {
+    const std::size_t eq = assignments[i].find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = assignments[i].substr(0, eq);
+    for (std::size_t j = 0; j < i; ++j) {
+      const std::size_t other_eq = assignments[j].find('=');
+      if (other_eq == std::string::npos) continue;
+      const std::string other = assignments[j].substr(0, other_eq);
+      if (!keys_overlap(key, other)) continue;
+      const std::string what = key == other ? "sets '" + key + "' too"
+                                            : "sets '" + (key.size() > other.size() ? key : other) + "', which is inside '" +
+                                                  (key.size() > other.size() ? other : key) + "'";
+      throw ConfigError::at_origin("command-line override `" + assignments[i] + "`",
+                                   "`" + assignments[j] + "` " + what + "; give each key once");
+    }
+  }
+}
+
+std::errc read_decimal_integer(const std::string& text, std::int64_t& out) {
+  const char* begin = text.data() + (!text.empty() && text[0] == '+');
+  const char* end = text.data() + text.size();
+  if (begin == end || (*begin == '-' && begin + 1 == end)) return std::errc::invalid_argument;
+  const auto [ptr, error] = std::from_chars(begin, end, out, 10);
+  if (error != std::errc()) return error;
+  return ptr == end ? std::errc() : std::errc::invalid_argument;
+}
+
 template <class T>
 T ConfigNode::get(const std::string& key, const T& default_value, const Range& range) {
   known_.insert(key);
@@ -346,20 +381,21 @@ T ConfigNode::get(const std::string& key, const T& default_value, const Range& r
     }
   }
   T result{};
-  try {
-    if constexpr (std::is_same_v<T, std::size_t>) {
-      const auto v = value.as<std::int64_t>();
-      if (v < 0) {  // said with the key's own range ("chunk" takes >= 1), which an unsigned key bounds at 0
-        Range whole = range;
-        whole.low = std::max(whole.low, 0.0);
-        fail(key, "'" + dotted(key) + "' must be " + whole.describe() + ", got " + std::to_string(v));
-      }
-      result = static_cast<std::size_t>(v);
-    } else {
+  if constexpr (std::is_same_v<T, std::int64_t> || std::is_same_v<T, std::size_t>) {
+    std::int64_t v = 0;
+    Range whole = range;  // an unsigned key is bounded at 0 besides its own range ("chunk" takes >= 1)
+    if (std::is_unsigned_v<T>) whole.low = std::max(whole.low, 0.0);
+    const std::errc error = read_decimal_integer(value.Scalar(), v);
+    if (error == std::errc::result_out_of_range) fail(key, "'" + dotted(key) + "' must be " + whole.describe() + ", got " + value.Scalar());
+    if (error != std::errc()) fail(key, "'" + dotted(key) + "' must be " + type + ", got '" + value.Scalar() + "'");
+    if (std::is_unsigned_v<T> && v < 0) fail(key, "'" + dotted(key) + "' must be " + whole.describe() + ", got " + std::to_string(v));
+    result = static_cast<T>(v);
+  } else {
+    try {
       result = value.as<T>();
+    } catch (const YAML::BadConversion&) {
+      fail(key, "'" + dotted(key) + "' must be " + type + ", got '" + value.Scalar() + "'");
     }
-  } catch (const YAML::BadConversion&) {
-    fail(key, "'" + dotted(key) + "' must be " + type + ", got '" + value.Scalar() + "'");
   }
   if constexpr (std::is_arithmetic_v<T> && !std::is_same_v<T, bool>) {
     if (!range.contains(static_cast<double>(result))) {

@@ -24,6 +24,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "framework/tensor/registry.hpp"
@@ -87,11 +88,24 @@ YAML::Node read_config_document(const std::string& text, const std::string& file
 // The text of the config file at `path` (a missing file or a folder is an error naming it).
 std::string read_config_text(const std::string& path);
 
+// An integer value's text read in base 10 with an optional sign, as every integer of a config is: "010"
+// is ten and "0x10" no integer (yaml-cpp alone reads a leading 0 as octal and 0x as hex, so `steps: 010`
+// trained 8 steps; the command line's numbers are base 10 too, experiments/cli_numbers.hpp).
+// std::errc::invalid_argument when the text is not such an integer, result_out_of_range when it does not
+// fit.
+std::errc read_decimal_integer(const std::string& text, std::int64_t& out);
+
 // Sets the dotted key of `assignment` ("train.optimizer.lr=3e-4"; the value is YAML) in `root`,
 // creating sections on the way, and records it in `source` with `origin` (default: "command-line
 // override `<assignment>`"). Errors name the assignment: no '=', an empty or malformed key part
 // ("train.steps.=5"), a value that is not YAML, a key that goes through a value.
 void apply_override(YAML::Node& root, const std::string& assignment, ConfigSource& source, std::string origin = "");
+// Whether two dotted keys set the same value: the same key, or one a section holding the other ("train"
+// and "train.steps").
+bool keys_overlap(const std::string& a, const std::string& b);
+// Refuses command-line overrides of which two set the same key (`train.steps=3 train.steps=5`: the last
+// one won without a word), naming both; assignments without '=' are left to apply_override.
+void check_distinct_overrides(const std::vector<std::string>& assignments);
 
 // A YAML subtree kept inside a config struct (a kernel's options). yaml-cpp's Node::operator= writes into
 // the node its left side refers to, so a struct holding a plain YAML::Node would change the copies it

@@ -74,6 +74,7 @@ TEST(CompareGrid, ACommandLineOverrideOfAGridKeyIsRefused) {
     EXPECT_NE(std::string(e.what()).find("command-line override `model.d_model=128`: the grid of "), std::string::npos) << e.what();
   }
   EXPECT_EQ(plan_comparison(spec, {"train.steps=2000"}, false).size(), 24u);
+  EXPECT_THROW(plan_comparison(spec, {"train.steps=2000", "train.steps=3000"}, false), ConfigError);  // the same key twice
 }
 
 TEST(CompareGrid, AxesWithTheSameLastComponentAreNamedWhole) {
@@ -126,6 +127,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadSweep{kHead + "grid: {model.d_model: []}\n", "6:23", "'model.d_model' must list the values it takes"},
         BadSweep{kHead + "grid: [model.d_model]\n", "6:7", "'grid' must map config keys to lists of values"},
         BadSweep{kHead + "grid: {model.d_model: [32, 32]}\n", "6:28", "lists 32 twice"},
+        // A key given twice in one mapping: the last one won without a word.
+        BadSweep{"name: bad\nbase: base.yaml\nvariants:\n  a: {train.steps: 3, train.steps: 4}\n", "4:23",
+                 "variant 'a': 'train.steps' and 'train.steps' (line 4) set the same key; give each key once"},
+        BadSweep{kHead + "set: {train.steps: 3, train: {steps: 4}}\n", "6:23",
+                 "'set': 'train' and 'train.steps' (line 6) set the same key; give each key once"},
         BadSweep{kHead + "grid: {model.attention: [{name: linear}]}\n", "6:26", "must be single values"},
         BadSweep{kHead + "grid: {model.attention.name: [soft/max]}\n", "6:31", "holds '/'"},
         BadSweep{kHead + "grid: {seed: [1, 2]}\n", "6:8", "'seed' is set by the comparison for each run"},

@@ -29,6 +29,15 @@ TEST(Config, DefaultsAndOverrides) {
   EXPECT_EQ(parse_config("train: {steps: 50, schedule: {kind: warmup_cosine}}\n", "t.yaml").train.schedule.decay_steps, 50u);
 }
 
+// Integers are base 10 whatever their leading zeros, in a file and in an override (yaml-cpp alone read
+// `010` as octal 8 and refused `08`), as the command line's own numbers are.
+TEST(Config, IntegersWithLeadingZerosAreBaseTen) {
+  const ExperimentConfig c = parse_config("seed: 010\ntrain: {steps: +08}\n", "t.yaml", {"model.d_model=064"});
+  EXPECT_EQ(c.seed, 10u);
+  EXPECT_EQ(c.train.steps, 8u);
+  EXPECT_EQ(c.model.encoder.d_model, 64u);
+}
+
 // Configs that together set every key away from its default (each key only where its task and model
 // kind read it).
 const char* const kEveryKey[] = {
@@ -284,7 +293,15 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"name: ''\n", {}, "1:7", "it is empty"},
         BadConfig{"name: \"a\\nb\"\n", {}, "1:7", "control character"},
         BadConfig{"name: \"a\\tb\"\n", {}, "1:7", "control character"},
-        BadConfig{"log: {dir: \"runs\\nx\"}\n", {}, "1:12", "'log.dir' holds a control character"}));
+        BadConfig{"log: {dir: \"runs\\nx\"}\n", {}, "1:12", "'log.dir' holds a control character"},
+        // The same key twice on the command line: the last one won.
+        BadConfig{"name: x\n", {"train.steps=3", "train.steps=5"}, "override", "`train.steps=3` sets 'train.steps' too; give each key once"},
+        BadConfig{"name: x\n", {"train.steps=3", "model.d_model=32", "train={steps: 4}"}, "override",
+                  "`train.steps=3` sets 'train.steps', which is inside 'train'; give each key once"},
+        // Read as octal or hex (`steps: 0x10` trained 16 steps).
+        BadConfig{"train:\n  steps: 0x10\n", {}, "2:10", "'train.steps' must be an integer, got '0x10'"},
+        BadConfig{"name: x\n", {"seed=0o17"}, "override", "'seed' must be an integer, got '0o17'"},
+        BadConfig{"train:\n  steps: 99999999999999999999\n", {}, "2:10", "'train.steps' must be >= 1, got 99999999999999999999"}));
 
 // Errors that used to be unclear: raw library texts, the wrong line, or no key named.
 class UnclearErrors : public ::testing::TestWithParam<BadConfig> {};
