@@ -38,7 +38,13 @@ SequenceTask::Problem SequenceTask::split_problem(TaskSplit split, Generator& ge
   }
   throw std::runtime_error("task '" + name() + "': no " + (split == TaskSplit::train ? "training" : "held-out") +
                            " example found in 100000 draws; the task has too few distinct sequences for this split "
-                           "(raise length or symbols, or change held_out_fraction)");
+                           "(raise task.length or task.symbols, or change task.held_out_fraction)");
+}
+
+void SequenceTask::check_splits() const {
+  Generator gen(0);
+  split_problem(TaskSplit::train, gen);
+  split_problem(TaskSplit::held_out, gen);
 }
 
 SequenceExample SequenceTask::layout(const Problem& p, TaskFormat format) const {
@@ -160,7 +166,7 @@ namespace {
 // A toy task in one layout.
 class ToySource : public DataSource {
  public:
-  ToySource(std::unique_ptr<SequenceTask> task, TaskFormat format) : task_(std::move(task)), format_(format) {}
+  ToySource(std::unique_ptr<SequenceTask> task, TaskFormat format) : task_(std::move(task)), format_(format) { task_->check_splits(); }
   DataShape shape() const override { return toy_data_shape(*task_, format_); }
   Batch sample(TaskSplit split, std::size_t size, Generator& gen) const override { return task_->batch(split, format_, size, gen); }
   std::string token_label(std::int64_t id, std::size_t) const override {

@@ -68,6 +68,9 @@ class SequenceTask {
   SequenceExample example(TaskSplit split, TaskFormat format, Generator& gen) const;
   // `size` examples as tensors.
   SequenceBatch batch(TaskSplit split, TaskFormat format, std::size_t size, Generator& gen) const;
+  // Draws a problem of each split (from a generator of its own): a task whose options leave one split
+  // without sources fails when its source is made, before a run folder exists, not at a later batch.
+  void check_splits() const;
   // Clean/corrupted held-out pairs for activation patching (framework/tensor/batch.hpp's PatchingPairs), laid
   // out for `format`: each clean problem corrupted by corrupt(), the set kept to the first example's
   // layout (layout_key). Empty when the task has no corruption (or the format one label per sequence).

@@ -131,7 +131,7 @@ void run_part(const AnalysisPartInfo& part, const PartInputs& p, const Component
 
 AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& o) {
   check_options(o);
-  if (!fs::is_directory(run_dir)) throw std::runtime_error(run_dir + " is not a folder; give a run folder (log.dir/name)");
+  RunFolder::check_is_run(run_dir);  // before the lock, which would leave its file in any folder
   const RunFolderLock lock(run_dir, "attnlab analyze");  // one writer: not while the run trains or another analysis runs
   const LoadedRun run = load_run(run_dir, o.checkpoint);  // clears what an earlier, killed analysis left
   Experiment x(run.config);

@@ -17,6 +17,7 @@
 #include "experiments/runner/metrics_log.hpp"
 #include "experiments/runner/report_svg.hpp"
 #include "framework/io/atomic_file.hpp"
+#include "framework/io/config_node.hpp"
 #include "framework/io/image.hpp"
 #include "framework/io/npy.hpp"
 
@@ -367,6 +368,25 @@ std::string evaluations_and_config(const RunRecord& run) {
   return html.str();
 }
 
+// The page of a run (write_run_report), into html.
+void write_run_page(const std::string& run_dir, const RunRecord& run, std::ostringstream& html) {
+  const YAML::Node config = YAML::Load(run.config_text);
+  const std::string name = config["name"] ? config["name"].as<std::string>() : fs::path(run_dir).filename().string();
+  html << page_start("attnlab run: " + name) << run_facts(run, config) << evaluation_table(run);
+  html << "<h2>Curves</h2><div class=\"charts\">"
+       << line_chart("loss", {{"train (mean since last row)", run.train_loss_curve(), colour(0)}, {"held-out", run.eval_curve("loss"), colour(1)}},
+                     YScale::log)
+       << line_chart("held-out accuracy", {{"token accuracy", run.eval_curve("token_accuracy"), colour(2)},
+                                          {"exact match", run.eval_curve("exact_match"), colour(3), dash(1)}},
+                     YScale::unit)
+       << "</div>\n";
+  html << pattern_section(run_dir);
+  html << "<h2>Pattern metrics per head</h2><p class=\"note\">Averaged over the probes at each capture; solid lines "
+       << "are layer 0, dashed layer 1, dotted layer 2, dash-dot layer 3 (then again); colour is the head. See experiments/runner/patterns.hpp for the "
+       << "definitions.</p>" << head_metric_charts(run) << head_metric_table(run);
+  html << analysis_section(run_dir) << evaluations_and_config(run) << page_end();
+}
+
 }  // namespace
 
 void write_run_report(const std::string& run_dir) {
@@ -383,26 +403,18 @@ void write_run_report(const std::string& run_dir) {
                              "kept, not trained again); `attnlab report` rewrites one run's report (" + run_dir + "/runs/VARIANT/seed_S)");
   }
   const RunRecord run = read_run(run_dir);
-  const YAML::Node config = YAML::Load(run.config_text);
-  const std::string name = config["name"] ? config["name"].as<std::string>() : fs::path(run_dir).filename().string();
   std::ostringstream html;
-  html << page_start("attnlab run: " + name) << run_facts(run, config) << evaluation_table(run);
-  html << "<h2>Curves</h2><div class=\"charts\">"
-       << line_chart("loss", {{"train (mean since last row)", run.train_loss_curve(), colour(0)}, {"held-out", run.eval_curve("loss"), colour(1)}},
-                     YScale::log)
-       << line_chart("held-out accuracy", {{"token accuracy", run.eval_curve("token_accuracy"), colour(2)},
-                                          {"exact match", run.eval_curve("exact_match"), colour(3), dash(1)}},
-                     YScale::unit)
-       << "</div>\n";
-  html << pattern_section(run_dir);
-  html << "<h2>Pattern metrics per head</h2><p class=\"note\">Averaged over the probes at each capture; solid lines "
-       << "are layer 0, dashed layer 1, dotted layer 2, dash-dot layer 3 (then again); colour is the head. See experiments/runner/patterns.hpp for the "
-       << "definitions.</p>" << head_metric_charts(run) << head_metric_table(run);
-  html << analysis_section(run_dir) << evaluations_and_config(run) << page_end();
+  try {
+    write_run_page(run_dir, run, html);
+  } catch (const YAML::Exception& e) {  // an edited config.yaml: said at its line and column, as `eval` says it
+    const std::string file = fs::exists(run_dir + "/config.yaml") ? run_dir + "/config.yaml" : run_dir + " (the config its checkpoint holds)";
+    throw ConfigError(file, e.mark.line + 1, e.mark.column + 1, e.msg);
+  }
   write_file_atomically(run_dir + "/report.html", html.str());
 }
 
 namespace {
+
 
 // data-* attributes the page's script filters on: a variant's index and a seed (none: the mean over seeds).
 std::string data_of(std::size_t variant, std::optional<std::uint64_t> seed) {

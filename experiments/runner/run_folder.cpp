@@ -142,11 +142,15 @@ RunFolder RunFolder::create(const ExperimentConfig& c) {
   }
 }
 
-RunFolder RunFolder::open(const std::string& dir) {
+void RunFolder::check_is_run(const std::string& dir) {
   if (!fs::is_directory(dir)) throw std::runtime_error(dir + " is not a folder; give a run folder (log.dir/name)");
   if (!fs::exists(dir + "/config.yaml") && !fs::exists(dir + "/last.ckpt")) {
     throw std::runtime_error(dir + " is not a run folder: it has neither config.yaml nor last.ckpt");
   }
+}
+
+RunFolder RunFolder::open(const std::string& dir) {
+  check_is_run(dir);
   remove_stale_temporaries(dir, {"patterns", "analysis"});
   return RunFolder(dir);
 }

@@ -61,6 +61,9 @@ class RunFolder {
   // An existing run folder (an error when it is not one), cleared of what killed writers left in it, in
   // patterns/ and analysis/ (remove_stale_temporaries).
   static RunFolder open(const std::string& dir);
+  // The error open() gives when `dir` is not a run folder, without touching it (for a command that
+  // locks the folder first).
+  static void check_is_run(const std::string& dir);
   const std::string& dir() const { return dir_; }
   std::string path(const std::string& file) const { return dir_ + "/" + file; }
   bool has(const std::string& file) const;

@@ -10,6 +10,7 @@
 #include <functional>
 #include <set>
 
+#include "experiments/analysis/analysis.hpp"
 #include "experiments/analysis/part.hpp"
 #include "framework/attention/kernel.hpp"
 #include "framework/models/model.hpp"
@@ -442,6 +443,20 @@ TEST(Analysis, SummaryRoundTripsWithItsUndefinedCells) {
   EXPECT_EQ(back.facts.at("ablation.baseline.loss"), 1.25);
   EXPECT_EQ(back.notes, r.notes);
   EXPECT_THROW(read_analysis(testing::TempDir() + "/no_such_run"), std::runtime_error);
+}
+
+// `attnlab analyze` on a folder that is not a run says so and leaves the folder as it was (it took the
+// run's lock first, and the lock's file stayed).
+TEST(Analysis, AFolderThatIsNotARunIsRefusedAndLeftAsItWas) {
+  const std::string dir = testing::TempDir() + "/not_a_run";
+  std::filesystem::create_directories(dir);
+  try {
+    analyze_run(dir, AnalyzeOptions());
+    ADD_FAILURE() << "analysed a folder that is not a run";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a run folder"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
 }
 
 }  // namespace

@@ -274,6 +274,19 @@ TEST_F(Training, BadDataFailsBeforeTheRunFolderExists) {
   EXPECT_FALSE(fs::exists(dir_ + "/runs"));
 }
 
+// A toy task with too few distinct sources for a held-out split (4 of length 2 over 2 symbols) failed at
+// its first probe, after the run folder had been made and had taken the run's name.
+TEST_F(Training, ATaskWithoutHeldOutSourcesFailsBeforeTheRunFolderExists) {
+  const ExperimentConfig c = parse_config("task: {name: copy, length: 2, symbols: 2}\n", "t.yaml", {"log.dir=" + dir_ + "/runs"});
+  try {
+    train_experiment(c, 1);
+    ADD_FAILURE() << "trained a task without held-out sources";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("task 'copy': no held-out example found"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(dir_ + "/runs"));
+}
+
 // An encoder-decoder run captures its three attention parts, logs their metrics by part, and its report
 // shows each under its title with the target tokens down the side of the cross-attention.
 TEST_F(Training, AnEncoderDecoderRunCapturesItsThreeAttentionParts) {

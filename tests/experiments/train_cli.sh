@@ -118,6 +118,8 @@ bad escaping_name "it holds '/'" "$config" name=../x
 bad missing_text "get_data.sh" "$config" task.name=char_text task.path="$work/missing.txt" model.kind=causal_lm
 printf 'abc' > "$work/short.txt"
 bad short_text "shorter than block_size + 1" "$config" task.name=char_text task.path="$work/short.txt" model.kind=causal_lm
+bad no_held_out "task 'copy': no held-out example found" "$config" task.name=copy task.length=2 task.symbols=2
+bad twice "\`train.steps=3\` sets 'train.steps' too; give each key once" "$config" train.steps=3 train.steps=5
 
 # A diverging run stops with the step and the parameter whose gradient went bad; last.ckpt holds the
 # state before it, its metrics parse as JSON, and eval falls back to last.ckpt, saying so.
@@ -390,6 +392,16 @@ sed -i '2s/.*/{"step": 32, "split": 5}/' "$work/runs/damaged/metrics.jsonl"
 cp -r "$run" "$work/runs/damaged-analysis" && echo '{}' > "$work/runs/damaged-analysis/analysis/summary.json"
 check report_damaged_analysis "$attnlab" report "$work/runs/damaged-analysis"
 grep -q 'is not an analysis summary: no &quot;tables&quot; key; run attnlab analyze' "$work/runs/damaged-analysis/report.html" || fail "the report does not say the analysis is damaged"
+# An edited config.yaml the report cannot read is said at its line and column, as eval says it.
+cp -r "$run" "$work/runs/damaged-config" && echo 'bogus: [' >> "$work/runs/damaged-config/config.yaml"
+"$attnlab" report "$work/runs/damaged-config" > "$work/report_damaged_config.log" 2>&1
+[ $? = 2 ] && grep -q "damaged-config/config.yaml:[0-9]*:[0-9]*: " "$work/report_damaged_config.log" \
+  || { fail "a damaged config.yaml in the report"; cat "$work/report_damaged_config.log"; }
+# analyze on a folder that is not a run says so and leaves nothing in it.
+mkdir -p "$work/not-a-run"
+"$attnlab" analyze "$work/not-a-run" > "$work/analyze_not_a_run.log" 2>&1
+[ $? = 2 ] && grep -q "is not a run folder" "$work/analyze_not_a_run.log" && [ -z "$(ls -A "$work/not-a-run")" ] \
+  || { fail "analyze on a folder that is not a run"; cat "$work/analyze_not_a_run.log"; ls -A "$work/not-a-run"; }
 
 # The modular task (grokking's): the shipped config's model on p = 7, its checkpoints kept, then the
 # Fourier part: a finite spectrum over the 4 frequencies of Z_7 and a progress row per kept checkpoint.
