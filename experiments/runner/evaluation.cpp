@@ -146,10 +146,11 @@ void EvaluationSum::sum_over(const dist::Communicator& comm) {
 }
 
 Evaluation evaluate(Model& model, const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed,
-                    const dist::Communicator& comm) {
+                    const dist::Communicator& comm, const std::function<bool()>& stop) {
   EvalScope scope(model);
   EvaluationSum sum;
   for_each_held_out_batch(data, batches, batch_size, seed, [&](const Batch& whole) {
+    if (stop && stop()) throw EvaluationStopped();
     const Batch b = shard(whole, comm);
     if (b.target.size(0)) sum.add(model.forward(b).logits, b.target);
   });
@@ -158,11 +159,12 @@ Evaluation evaluate(Model& model, const data::DataSource& data, std::size_t batc
 }
 
 Evaluation evaluate_train(Model& model, const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed,
-                          const dist::Communicator& comm) {
+                          const dist::Communicator& comm, const std::function<bool()>& stop) {
   EvalScope scope(model);
   EvaluationSum sum;
   Generator gen(seed);
   for (std::size_t i = 0; i < std::max<std::size_t>(batches, 1); ++i) {
+    if (stop && stop()) throw EvaluationStopped();
     const Batch b = shard(data.sample(data::TaskSplit::train, batch_size, gen), comm);
     if (b.target.size(0)) sum.add(model.forward(b).logits, b.target);
   }

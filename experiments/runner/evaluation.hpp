@@ -40,15 +40,19 @@ class EvaluationSum {
 void for_each_held_out_batch(const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed,
                              const std::function<void(const Batch&)>& visit);
 
+// Thrown by an evaluation whose `stop` said so before one of its batches: it ends without a figure.
+struct EvaluationStopped {};
+
 // Loss and metrics on the held-out split: `batches` batches drawn from `seed` (the same ones every time),
 // or with batches 0 the whole split in order. Runs in eval mode under no-grad; the mode comes back after.
 // Under mpirun each rank scores its rows of every batch and the sums are reduced: every rank gets the
-// figures a single process would.
+// figures a single process would. `stop`, when given, is asked before every batch (training passes
+// whether Ctrl-C or SIGTERM came, in a single process); true ends it with EvaluationStopped.
 Evaluation evaluate(Model& model, const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed,
-                    const dist::Communicator& comm = dist::Communicator::world());
+                    const dist::Communicator& comm = dist::Communicator::world(), const std::function<bool()>& stop = nullptr);
 // The same on max(1, batches) training batches drawn from `seed` (train.eval_train).
 Evaluation evaluate_train(Model& model, const data::DataSource& data, std::size_t batches, std::size_t batch_size, std::uint64_t seed,
-                          const dist::Communicator& comm = dist::Communicator::world());
+                          const dist::Communicator& comm = dist::Communicator::world(), const std::function<bool()>& stop = nullptr);
 
 // Fixed held-out examples whose patterns a run captures as it trains.
 struct Probes {

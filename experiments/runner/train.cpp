@@ -46,7 +46,7 @@ class Trainer {
   double rate() const { return static_cast<double>(tokens_) / std::max(seconds(), 1e-9); }
   StepLoss forward_backward(const StopSignals& stop);
   void log_train(std::size_t step, double lr);
-  void evaluate_at(std::size_t step, double lr);
+  void evaluate_at(std::size_t step, double lr, const std::function<bool()>& stop);
   void save(const std::string& file);
   void write_row(const MetricRow& row);
   RunSummary summary(const std::string& status);
@@ -178,7 +178,19 @@ TrainResult Trainer::run() {
     const double eta = seconds() / static_cast<double>(step - first_step_ + 1) * static_cast<double>(c_.train.steps - step);
     progress_.step(step, value, rate(), eta);
     if (due(step, c_.log.interval)) log_train(step, lr);
-    if (due(step, c_.train.eval_interval)) evaluate_at(step, lr);
+    if (due(step, c_.train.eval_interval)) {
+      // Ctrl-C or SIGTERM during an evaluation before the last step ends it, unlogged, and stops the run
+      // after this step as during the step itself (the last step's evaluations finish the run instead:
+      // a run at its last step is not resumed). Under mpirun the ranks agree on stopping only through a
+      // step's allreduce, so an evaluation there runs to its end.
+      test_stop_point("eval:" + std::to_string(step));
+      const auto stops = [&] { return step < c_.train.steps && !parallel_.active() && stop.requested(); };
+      try {
+        evaluate_at(step, lr, stops);
+      } catch (const EvaluationStopped&) {
+        return stopped(stop);
+      }
+    }
     if (probes_ && writer() && due(step, c_.log.pattern_interval ? c_.log.pattern_interval : c_.train.eval_interval)) {
       log_->write(capture_patterns(*x_.model, *probes_, step, run_dir_));
     }
@@ -223,8 +235,8 @@ void Trainer::log_train(std::size_t step, double lr) {
 }
 
 // A periodic evaluation on the same held-out batches every time; best.ckpt follows its loss.
-void Trainer::evaluate_at(std::size_t step, double lr) {
-  last_eval_ = evaluate(*x_.model, *x_.data, c_.train.eval_batches, c_.train.batch_size, c_.seed + 2, parallel_.comm());
+void Trainer::evaluate_at(std::size_t step, double lr, const std::function<bool()>& stop) {
+  last_eval_ = evaluate(*x_.model, *x_.data, c_.train.eval_batches, c_.train.batch_size, c_.seed + 2, parallel_.comm(), stop);
   if (last_eval_.loss < state_.best_eval) {
     state_.best_eval = last_eval_.loss;
     save("best.ckpt");
@@ -236,7 +248,7 @@ void Trainer::evaluate_at(std::size_t step, double lr) {
   write_row(row);
   progress_.evaluation(step, row.loss, row.token_accuracy, row.exact_match);
   if (!c_.train.eval_train) return;
-  const Evaluation train = evaluate_train(*x_.model, *x_.data, c_.train.eval_batches, c_.train.batch_size, c_.seed + 8, parallel_.comm());
+  const Evaluation train = evaluate_train(*x_.model, *x_.data, c_.train.eval_batches, c_.train.batch_size, c_.seed + 8, parallel_.comm(), stop);
   row.split = "eval_train", row.loss = train.loss, row.token_accuracy = train.metrics.token_accuracy, row.exact_match = train.metrics.exact_match;
   write_row(row);
 }

@@ -121,6 +121,18 @@ bad short_text "shorter than block_size + 1" "$config" task.name=char_text task.
 bad no_held_out "task 'copy': no held-out example found" "$config" task.name=copy task.length=2 task.symbols=2
 bad twice "\`train.steps=3\` sets 'train.steps' too; give each key once" "$config" train.steps=3 train.steps=5
 
+# SIGTERM as the evaluation after step 3 begins (ATTNLAB_TEST_STOP_AT: at that exact point) ends it
+# unlogged and stops the run after step 3 with its checkpoint, as during a step (an evaluation used to run
+# to its end, however many batches it had); the resume finishes the run.
+ATTNLAB_TEST_STOP_AT=eval:3 "$attnlab" train "$config" "${tiny[@]/train.eval_batches=1/train.eval_batches=1000000}" log.dir="$work/runs" \
+  name=stop-in-eval > "$work/stop_in_eval.log" 2>&1
+status=$?
+{ [ $status = 143 ] && grep -q "stopped by SIGTERM after step 3; checkpoint written" "$work/stop_in_eval.log" \
+    && ! grep -q '"split":"eval"' "$work/runs/stop-in-eval/metrics.jsonl"; } \
+  || { fail "SIGTERM during an evaluation (status $status)"; cat "$work/stop_in_eval.log"; }
+check resume_after_eval_stop "$attnlab" train --resume "$work/runs/stop-in-eval" train.eval_batches=1
+grep -q '"step":6,"split":"final"' "$work/runs/stop-in-eval/metrics.jsonl" || fail "the run stopped in an evaluation did not finish on resume"
+
 # A diverging run stops with the step and the parameter whose gradient went bad; last.ckpt holds the
 # state before it, its metrics parse as JSON, and eval falls back to last.ckpt, saying so.
 "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name=diverge train.optimizer.name=sgd train.optimizer.lr=1e30 \
