@@ -49,19 +49,27 @@ Batch batch_of(const ModelHandle& h, const py::object& input, const py::object& 
   const bool images = !h.data->token_inputs();
   b.input = from_numpy(input, images ? Want::images : Want::tokens, "input");
   const DataShape shape = h.data->shape();
-  if (!images) {
-    const std::int64_t* ids = b.input.data<std::int64_t>();
-    for (std::size_t i = 0; i < b.input.numel(); ++i)
-      if (ids[i] < 0 || static_cast<std::size_t>(ids[i]) >= shape.vocab_size) {
-        throw py::value_error("input: token id " + std::to_string(ids[i]) + " at flat position " + std::to_string(i) +
-                              " is outside the vocabulary [0, " + std::to_string(shape.vocab_size) + ")");
+  const auto check_ids = [](const Tensor& t, std::size_t vocabulary, const char* what) {
+    const std::int64_t* ids = t.data<std::int64_t>();
+    for (std::size_t i = 0; i < t.numel(); ++i)
+      if (ids[i] < 0 || static_cast<std::size_t>(ids[i]) >= vocabulary) {
+        throw py::value_error(std::string(what) + ": token id " + std::to_string(ids[i]) + " at flat position " + std::to_string(i) +
+                              " is outside the vocabulary [0, " + std::to_string(vocabulary) + ")");
       }
-  }
+  };
+  if (!images) check_ids(b.input, shape.vocab_size, "input");
   if (!padding_mask.is_none()) b.key_padding_mask = from_numpy(padding_mask, Want::mask, "padding_mask");
   if (b.key_padding_mask.defined() && b.key_padding_mask.shape() != Shape{b.input.size(0), b.input.size(1)}) {
     throw py::value_error("padding_mask must have the input's shape [batch, tokens]");
   }
-  if (!decoder_input.is_none()) b.decoder_input = from_numpy(decoder_input, Want::tokens, "decoder_input");
+  if (shape.target_max_len == 0 && (!decoder_input.is_none() || !decoder_padding_mask.is_none())) {
+    throw py::value_error(std::string(decoder_input.is_none() ? "decoder_padding_mask" : "decoder_input") + " is for an encoder-decoder; this model (" +
+                          h.config.model.kind.name + ") reads input alone");
+  }
+  if (!decoder_input.is_none()) {
+    b.decoder_input = from_numpy(decoder_input, Want::tokens, "decoder_input");
+    check_ids(b.decoder_input, shape.num_classes, "decoder_input");
+  }
   if (!decoder_padding_mask.is_none()) b.decoder_padding_mask = from_numpy(decoder_padding_mask, Want::mask, "decoder_padding_mask");
   if (shape.target_max_len > 0 && !b.decoder_input.defined()) {
     throw py::value_error("this is an encoder-decoder: give decoder_input (BOS, then the answer so far) as well as input");
@@ -101,6 +109,16 @@ ActivationFn python_hook(py::object fn) {
     }
     return t;
   };
+}
+
+// The name of token `id` at `position`; an id outside the vocabulary is a ValueError (a toy task names
+// its symbols by number, so a made-up name would read as a real token).
+std::string token_name(const data::DataSource& d, std::int64_t id, std::size_t position) {
+  const std::size_t vocabulary = d.shape().vocab_size;
+  if (d.token_inputs() && (id < 0 || static_cast<std::size_t>(id) >= vocabulary)) {
+    throw py::value_error("token id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(vocabulary) + ")");
+  }
+  return d.token_label(id, position);
 }
 
 py::dict arrays_of(const std::map<std::string, Tensor>& tensors) {
@@ -243,11 +261,11 @@ void bind_data_class(py::module_& m) {
              return batch_dict(d.sample(data::TaskSplit::held_out, size, gen));
            },
            py::arg("size"), py::arg("seed") = 0, "a batch of held-out examples as {input, target, padding_mask, ...} arrays")
-      .def("token_name", [](const data::DataSource& d, std::int64_t id, std::size_t position) { return d.token_label(id, position); },
+      .def("token_name", [](const data::DataSource& d, std::int64_t id, std::size_t position) { return token_name(d, id, position); },
            py::arg("id"), py::arg("position") = 0, "how the token id reads (at `position`, for data whose names depend on it)")
       .def("to_string", [](const data::DataSource& d, const std::vector<std::int64_t>& ids) {
              std::string text;
-             for (std::size_t i = 0; i < ids.size(); ++i) text += (i ? " " : "") + d.token_label(ids[i], i);
+             for (std::size_t i = 0; i < ids.size(); ++i) text += (i ? " " : "") + token_name(d, ids[i], i);
              return text;
            },
            py::arg("ids"), "the ids' names, space-separated")

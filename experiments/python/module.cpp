@@ -12,6 +12,7 @@
 
 
 #include "experiments/python/bindings.hpp"
+#include "experiments/runner/run_folder.hpp"
 #include "framework/io/config_node.hpp"
 #include "framework/nn/hooks.hpp"
 #include "framework/ops/blas.hpp"
@@ -32,6 +33,8 @@ PYBIND11_MODULE(attnlab, m) {
     } catch (const ConfigError& e) {
       PyErr_SetString(PyExc_ValueError, (std::string("config error: ") + e.what()).c_str());
     } catch (const python::NotFound& e) {
+      PyErr_SetString(PyExc_FileNotFoundError, e.what());
+    } catch (const RunFileMissing& e) {
       PyErr_SetString(PyExc_FileNotFoundError, e.what());
     }
   });

@@ -5,9 +5,11 @@
 #include <pybind11/stl.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 
 #include "experiments/analysis/part.hpp"
 #include "experiments/python/arrays.hpp"
@@ -208,8 +210,17 @@ void bind_analyses(py::module_& m) {
           run.config = h.config;  // a model in memory has no folder: emergence says so
           AnalysisInputs in{*h.model, *h.data, held_out_examples(*h.data, examples, h.config.train.batch_size, h.config.seed + 2)};
           AnalysisResult result;
-          const std::string folder = (fs::temp_directory_path() / "attnlab-analysis").string();
-          fs::create_directories(folder);
+          // A folder of this call's own for what the part writes, gone after it (a fixed one under /tmp was
+          // shared by every process, and kept).
+          std::string folder = (fs::temp_directory_path() / "attnlab-analysis.XXXXXX").string();
+          if (!::mkdtemp(folder.data())) throw std::runtime_error("run_analysis: cannot make a temporary folder " + folder);
+          struct Remove {
+            std::string dir;
+            ~Remove() {
+              std::error_code ignored;
+              fs::remove_all(dir, ignored);
+            }
+          } remove{folder};
           info.run({in, run, folder, result}, o);
           return analysis_dict(result);
         },

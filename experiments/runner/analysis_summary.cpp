@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "experiments/runner/file_fields.hpp"
+#include "experiments/runner/run_folder.hpp"
 #include "framework/io/atomic_file.hpp"
 #include "framework/io/json_errors.hpp"
 #include "framework/io/image.hpp"
@@ -85,7 +86,7 @@ void write_analysis(const std::string& dir, const AnalysisResult& result) {
 AnalysisResult read_analysis(const std::string& run_dir) {
   const std::string file = run_dir + "/analysis/summary.json";
   std::ifstream in(file);
-  if (!in) throw std::runtime_error(file + " does not exist: run attnlab analyze " + run_dir);
+  if (!in) throw RunFileMissing(file + " does not exist: run attnlab analyze " + run_dir);
   try {
     const json j = json::parse(in);
     AnalysisResult r;

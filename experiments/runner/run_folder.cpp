@@ -143,9 +143,9 @@ RunFolder RunFolder::create(const ExperimentConfig& c) {
 }
 
 void RunFolder::check_is_run(const std::string& dir) {
-  if (!fs::is_directory(dir)) throw std::runtime_error(dir + " is not a folder; give a run folder (log.dir/name)");
+  if (!fs::is_directory(dir)) throw RunFileMissing(dir + " is not a folder; give a run folder (log.dir/name)");
   if (!fs::exists(dir + "/config.yaml") && !fs::exists(dir + "/last.ckpt")) {
-    throw std::runtime_error(dir + " is not a run folder: it has neither config.yaml nor last.ckpt");
+    throw RunFileMissing(dir + " is not a run folder: it has neither config.yaml nor last.ckpt");
   }
 }
 
@@ -221,7 +221,7 @@ LoadedRun load_run(const std::string& dir, const std::string& which, const std::
     run.checkpoint_file = "last.ckpt";
   }
   if (!folder.has(run.checkpoint_file)) {
-    throw std::runtime_error(dir + " has no " + run.checkpoint_file + " (it stopped before writing one); train it again");
+    throw RunFileMissing(dir + " has no " + run.checkpoint_file + " (it stopped before writing one); train it again");
   }
   const std::string checkpoint_path = folder.path(run.checkpoint_file), config_path = folder.path("config.yaml");
   run.checkpoint = load_checkpoint(checkpoint_path);

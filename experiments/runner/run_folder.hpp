@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,13 @@
 #include "framework/optim/optimizer.hpp"
 
 namespace attnlab {
+
+// A folder that is not a run, or a file a run does not have (its checkpoint, its analysis): the command
+// line prints it as any error; Python raises it as FileNotFoundError.
+class RunFileMissing : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // "" when `name` can name a run's folder (letters, digits, '_', '-', '.'; not "." or ".."; at most 200
 // characters), else what is wrong with it.

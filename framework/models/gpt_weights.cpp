@@ -67,6 +67,14 @@ void load_nanogpt(Model& model, const std::map<std::string, Tensor>& weights) {
     const bool mask = name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
     if (!own.count(name) && !mask && !(tied && name == "lm_head.weight")) problems += "\n  unexpected: " + name;
   }
+  // nanoGPT ties the two, so its state_dict holds lm_head.weight equal to wte; a different one belongs to
+  // an untied model and would be dropped here without a word.
+  const auto head = weights.find("lm_head.weight"), wte = weights.find("transformer.wte.weight");
+  if (tied && head != weights.end() && wte != weights.end() &&
+      (head->second.shape() != wte->second.shape() || head->second.to_vector() != wte->second.to_vector())) {
+    problems += "\n  lm_head.weight differs from transformer.wte.weight, but this model ties them (model.tie_embeddings: true); "
+                "load these weights into an untied model (model.tie_embeddings=false)";
+  }
   if (!problems.empty()) throw std::invalid_argument("the nanoGPT weights do not match the model:" + problems);
   // Under attnlab's names, wpe cut to the model's positions, loaded by the model's own checked copy.
   std::map<std::string, Tensor> renamed;

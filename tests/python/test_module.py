@@ -239,6 +239,18 @@ def test_bad_input_raises_with_a_clear_message(model, tmp_path):
         attnlab.analyze(os.path.dirname(DEFAULT), options={"patching": {"pairs": 0}})
     with pytest.raises(ValueError, match="threads must be 0 .* or more; got -3"):
         attnlab.set_threads(-3)
+    # Found in review: these raised RuntimeError or IndexError, or gave made-up names, or were ignored.
+    with pytest.raises(FileNotFoundError, match="is not a run folder"):
+        attnlab.Model.from_run(str(tmp_path))
+    (tmp_path / "config.yaml").write_text(open(DEFAULT).read())
+    with pytest.raises(FileNotFoundError, match="has no last.ckpt"):
+        attnlab.Model.from_run(str(tmp_path), "last")
+    with pytest.raises(ValueError, match="token id 999 is outside the vocabulary"):
+        model.data.token_name(999)
+    with pytest.raises(ValueError, match="token id -5 is outside the vocabulary"):
+        model.data.to_string([3, -5])
+    with pytest.raises(ValueError, match=r"decoder_input is for an encoder-decoder; this model \(causal_lm\) reads input alone"):
+        model(ids, decoder_input=ids)
 
 
 def test_a_comparison_from_python_runs_as_the_command_does(tmp_path):
@@ -301,3 +313,5 @@ def test_images_and_encoder_decoders_go_through_the_module():
     assert cross.shape[2:] == (b["decoder_input"].shape[1], b["input"].shape[1])
     with pytest.raises(ValueError, match="give decoder_input"):
         s2s(b["input"])
+    with pytest.raises(ValueError, match="decoder_input: token id 1000000 at flat position 0 is outside the vocabulary"):
+        s2s(b["input"], b.get("padding_mask"), np.full_like(b["decoder_input"], 10**6))

@@ -108,6 +108,9 @@ def test_weights_that_do_not_fit_are_named():
         attnlab.Model.from_nanogpt({**weights, "transformer.wte.weight": weights["transformer.wte.weight"][:3]}, config(True, False))
     with pytest.raises(ValueError, match="unexpected: transformer.h.2.ln_1.weight"):
         attnlab.Model.from_nanogpt({**weights, "transformer.h.2.ln_1.weight": weights["transformer.ln_f.weight"]}, config(True, False))
+    untied = nanogpt_weights(vocab_model.data.vocab_size, 32, True, False)  # lm_head.weight of its own
+    with pytest.raises(ValueError, match="lm_head.weight differs from transformer.wte.weight, but this model ties them"):
+        attnlab.Model.from_nanogpt(untied, config(True, True))
     tagger = {**config(True, False), "model": {**config(True, False)["model"], "kind": "token_tagger"}}
     del tagger["model"]["tie_embeddings"]
     with pytest.raises(ValueError, match="use model.kind causal_lm"):
