@@ -385,6 +385,19 @@ int main(int argc, char** argv) {
   Commands commands;
   add_run_commands(app, commands);
   add_tool_commands(app, commands);
+  // CLI11 says only "A subcommand is required" when the first word is no command: name it, and the commands.
+  if (argc > 1 && std::string(argv[1]) != "-h" && std::string(argv[1]) != "--help") {
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+      known = known || sub->check_name(argv[1]);
+    }
+    if (!known) {
+      std::fprintf(stderr, "attnlab: '%s' is not a command; give one of %s first (attnlab --help says what each does)\n", argv[1], names.c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

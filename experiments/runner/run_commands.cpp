@@ -166,7 +166,12 @@ int sample_run(const std::string& run_dir, const SampleOptions& o, int threads) 
   Generator gen(o.seed);
   if (!chars.empty()) {
     const data::CharVocabulary vocabulary = data::CharVocabulary::from_chars(chars);
-    const std::vector<std::int64_t> prompt = vocabulary.encode(o.prompt.empty() ? std::string(1, chars[0]) : o.prompt);
+    std::vector<std::int64_t> prompt;
+    try {
+      prompt = vocabulary.encode(o.prompt.empty() ? std::string(1, chars[0]) : o.prompt);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument("--prompt \"" + printable(o.prompt) + "\": " + e.what());
+    }
     std::printf("%s%s\n", o.prompt.c_str(), vocabulary.decode(model.generate(prompt, o.tokens, o.temperature, o.top_k, gen)).c_str());
     return 0;
   }

@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -198,7 +200,11 @@ std::string read_config_text(const std::string& path) {
   std::error_code ec;
   if (fs::is_directory(path, ec)) throw ConfigError(path, 0, 0, "is a folder, not a config file");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw ConfigError(path, 0, 0, "cannot read the config file (does it exist?)");
+  if (!in) {
+    const int error = errno;  // ENOENT, EACCES, ...: what the system said
+    throw ConfigError(path, 0, 0, fs::exists(path, ec) ? "cannot read the config file: " + std::string(std::strerror(error))
+                                                       : "no such config file");
+  }
   std::stringstream text;
   text << in.rdbuf();
   if (in.bad()) throw ConfigError(path, 0, 0, "cannot read the config file");

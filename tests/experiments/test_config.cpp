@@ -29,6 +29,16 @@ TEST(Config, DefaultsAndOverrides) {
   EXPECT_EQ(parse_config("train: {steps: 50, schedule: {kind: warmup_cosine}}\n", "t.yaml").train.schedule.decay_steps, 50u);
 }
 
+// A config file that is not there is said so, not guessed at ("does it exist?").
+TEST(Config, AMissingFileIsSaidSo) {
+  try {
+    load_config(::testing::TempDir() + "no_such_config.yaml");
+    ADD_FAILURE() << "loaded a file that is not there";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("no_such_config.yaml: no such config file"), std::string::npos) << e.what();
+  }
+}
+
 // Integers are base 10 whatever their leading zeros, in a file and in an override (yaml-cpp alone read
 // `010` as octal 8 and refused `08`), as the command line's own numbers are.
 TEST(Config, IntegersWithLeadingZerosAreBaseTen) {

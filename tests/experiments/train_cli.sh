@@ -55,6 +55,9 @@ check eval_run "$attnlab" eval "$work/runs/sort-causal_lm"
 grep -q '"token_accuracy"' "$work/eval_run.log" || fail "eval printed no metrics"
 check sample_text "$attnlab" sample "$work/runs/text" --prompt "to be" --tokens 20 --seed 3
 [ "$(head -c 5 "$work/sample_text.log")" = "to be" ] || fail "sample did not continue the prompt"
+"$attnlab" sample "$work/runs/text" --prompt "TO BE" --tokens 5 > "$work/sample_bad_char.log" 2>&1
+[ $? = 2 ] && grep -q -- '--prompt "TO BE": the character with byte value 84 at position 0' "$work/sample_bad_char.log" \
+  || { fail "a prompt character outside the vocabulary"; cat "$work/sample_bad_char.log"; }
 mv "$work/text.txt" "$work/text-moved.txt"
 check sample_without_the_text "$attnlab" sample "$work/runs/text" --prompt "to be" --tokens 5
 mv "$work/text-moved.txt" "$work/text.txt"
@@ -353,6 +356,7 @@ bad_number() {  # expected message, then the command
   [ $status = 2 ] && grep -qF -- "$message" "$work/bad_number.log" || { fail "$* (status $status)"; cat "$work/bad_number.log"; }
 }
 bad_number "--threads must be an integer in [0, 256], got 2.5" eval "$work/runs/s2s" --threads 2.5
+bad_number "'trian' is not a command; give one of train, eval," trian "$config"
 bad_number "--max-length must be an integer >= 0, got -1" translate "$work/runs/s2s" --input "3 4" --max-length -1
 bad_number "--max-length 500 exceeds the" translate "$work/runs/s2s" --input "3 4" --max-length 500
 bad_number "--length-penalty must be a number >= 0, got nan" translate "$work/runs/s2s" --input "3 4" --beam 2 --length-penalty nan

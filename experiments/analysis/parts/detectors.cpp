@@ -202,9 +202,9 @@ class DetectorsPart {
   };
   static Schema<Options> options_schema() {
     Schema<Options> s;
-    s.field("exclude_bos", &Options::exclude_bos, "detectors: zero each pattern's first key column before scoring (TransformerLens's exclude_bos)");
-    s.field("exclude_current_token", &Options::exclude_current_token, "detectors: zero each pattern's diagonal before scoring");
-    s.choice("error_measure", &Options::error_measure, error_measure_names(), "detectors: mul (share of attention on the marked cells) or abs");
+    s.field("exclude_bos", &Options::exclude_bos, "zero each pattern's first key column before scoring (TransformerLens's exclude_bos)");
+    s.field("exclude_current_token", &Options::exclude_current_token, "zero each pattern's diagonal before scoring");
+    s.choice("error_measure", &Options::error_measure, error_measure_names(), "mul (share of attention on the marked cells) or abs");
     return s;
   }
   static std::string needs(const Model&, const data::DataSource& data) { return needs_token_inputs(data); }
