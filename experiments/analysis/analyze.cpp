@@ -51,7 +51,15 @@ void check_options(const AnalyzeOptions& o) {
       throw std::invalid_argument(std::string("--only: ") + e.what());
     }
   }
-  for (const auto& [part, options] : o.part_options) AnalysisRegistry::instance().find(part).options.check(options);
+  for (const auto& [part, options] : o.part_options) {
+    AnalysisRegistry::instance().find(part).options.check(options);
+    if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), part) == o.only.end()) {  // they would go unread
+      std::string only;
+      for (const std::string& p : o.only) only += (only.empty() ? "" : ",") + p;
+      throw std::invalid_argument("options of the " + part + " part were given, but --only " + only + " leaves it out; add " + part +
+                                  " to --only or drop them");
+    }
+  }
   if (o.checkpoint != "best" && o.checkpoint != "last") throw std::invalid_argument("--checkpoint must be best or last, got '" + o.checkpoint + "'");
 }
 

@@ -95,6 +95,9 @@ for variant in "learned softmax" "sinusoidal softmax" "rotary softmax" "learned 
   check "export_$1_$2" "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name="export-$1-$2" model.positional="$1" \
     model.attention.name="$2"
   check "export_weights_$1_$2" "$attnlab" export "$work/runs/export-$1-$2" "$work/weights-$1-$2"
+  "$attnlab" export "$work/runs/export-$1-$2" "$work/weights-$1-$2" > "$work/export_again.log" 2>&1  # not over an earlier export
+  [ $? = 2 ] && grep -qF "weights-$1-$2 is not empty (it holds an earlier export); give attnlab export a new or empty folder" \
+    "$work/export_again.log" || { fail "export over an earlier export"; cat "$work/export_again.log"; }
   check "init_from_$1_$2" "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name="warm-$1-$2" model.positional="$1" \
     model.attention.name="$2" model.init_from="$work/weights-$1-$2"
 done
@@ -363,6 +366,8 @@ bad_number "--length-penalty must be a number >= 0, got nan" translate "$work/ru
 bad_number "--temperature must be a number >= 0, got nan" sample "$work/runs/induction-causal_lm" --temperature nan
 bad_number "--tokens must be an integer >= 0, got -1" sample "$work/runs/induction-causal_lm" --tokens -1
 bad_number "--examples must be an integer in [1, 100000], got abc" analyze "$work/runs/induction-causal_lm" --examples abc
+bad_number "options of the detectors part were given, but --only ablation leaves it out" analyze "$work/runs/induction-causal_lm" \
+  --only ablation --error-measure abs
 bad_number "--threshold nan: 'threshold' must be a number, got 'nan'" analyze "$work/runs/induction-causal_lm" --threshold nan
 bad_number "the source is empty" translate "$work/runs/s2s" --input "   "
 bad_number "'0' is not a token of this task; its tokens are pad, sep, 2" translate "$work/runs/s2s" --input "0 1 3"
