@@ -191,8 +191,9 @@ std::string config_yaml_or(const std::string& dir, const std::string& fallback_n
   std::string text = exists ? read_file(path, "run's config") : "";
   *restored = blank(text);
   if (!*restored) return text;
+  std::string stored = fallback();  // first: a folder without the checkpoint either is an error, not a notice
   std::fprintf(stderr, "attnlab: %s is %s; using the config stored in %s\n", path.c_str(), exists ? "empty" : "missing", fallback_name.c_str());
-  return fallback();
+  return stored;
 }
 
 }  // namespace
