@@ -262,20 +262,6 @@ std::string comparison_head_metrics(const std::string& dir, const std::vector<Co
   return html.str();
 }
 
-// Mean over runs of a curve, at the steps every run has.
-std::vector<std::pair<double, double>> mean_curve(const std::vector<std::vector<std::pair<double, double>>>& curves) {
-  std::map<double, std::pair<double, std::size_t>> sums;
-  for (const auto& c : curves)
-    for (const auto& [x, y] : c) {
-      auto& s = sums[x];
-      s.first += y, ++s.second;
-    }
-  std::vector<std::pair<double, double>> out;
-  for (const auto& [x, s] : sums)
-    if (s.second == curves.size()) out.emplace_back(x, s.first / static_cast<double>(s.second));
-  return out;
-}
-
 // The facts at a glance: task, model, kernel, seed, and a finished run's size and speed.
 std::string run_facts(const RunRecord& run, const YAML::Node& config) {
   const YAML::Node model = config["model"], attention = model ? model["attention"] : YAML::Node();
@@ -368,25 +354,6 @@ std::string evaluations_and_config(const RunRecord& run) {
   return html.str();
 }
 
-// The page of a run (write_run_report), into html.
-void write_run_page(const std::string& run_dir, const RunRecord& run, std::ostringstream& html) {
-  const YAML::Node config = YAML::Load(run.config_text);
-  const std::string name = config["name"] ? config["name"].as<std::string>() : fs::path(run_dir).filename().string();
-  html << page_start("attnlab run: " + name) << run_facts(run, config) << evaluation_table(run);
-  html << "<h2>Curves</h2><div class=\"charts\">"
-       << line_chart("loss", {{"train (mean since last row)", run.train_loss_curve(), colour(0)}, {"held-out", run.eval_curve("loss"), colour(1)}},
-                     YScale::log)
-       << line_chart("held-out accuracy", {{"token accuracy", run.eval_curve("token_accuracy"), colour(2)},
-                                          {"exact match", run.eval_curve("exact_match"), colour(3), dash(1)}},
-                     YScale::unit)
-       << "</div>\n";
-  html << pattern_section(run_dir);
-  html << "<h2>Pattern metrics per head</h2><p class=\"note\">Averaged over the probes at each capture; solid lines "
-       << "are layer 0, dashed layer 1, dotted layer 2, dash-dot layer 3 (then again); colour is the head. See experiments/runner/patterns.hpp for the "
-       << "definitions.</p>" << head_metric_charts(run) << head_metric_table(run);
-  html << analysis_section(run_dir) << evaluations_and_config(run) << page_end();
-}
-
 }  // namespace
 
 void write_run_report(const std::string& run_dir) {
@@ -405,16 +372,28 @@ void write_run_report(const std::string& run_dir) {
   const RunRecord run = read_run(run_dir);
   std::ostringstream html;
   try {
-    write_run_page(run_dir, run, html);
+    const YAML::Node config = YAML::Load(run.config_text);
+    const std::string name = config["name"] ? config["name"].as<std::string>() : fs::path(run_dir).filename().string();
+    html << page_start("attnlab run: " + name) << run_facts(run, config) << evaluation_table(run);
+    html << "<h2>Curves</h2><div class=\"charts\">"
+         << line_chart("loss", {{"train (mean since last row)", run.train_loss_curve(), colour(0)}, {"held-out", run.eval_curve("loss"), colour(1)}},
+                       YScale::log)
+         << line_chart("held-out accuracy", {{"token accuracy", run.eval_curve("token_accuracy"), colour(2)},
+                                            {"exact match", run.eval_curve("exact_match"), colour(3), dash(1)}},
+                       YScale::unit)
+         << "</div>\n";
+    html << pattern_section(run_dir);
+    html << "<h2>Pattern metrics per head</h2><p class=\"note\">Averaged over the probes at each capture; solid lines "
+         << "are layer 0, dashed layer 1, dotted layer 2, dash-dot layer 3 (then again); colour is the head. See experiments/runner/patterns.hpp for the "
+         << "definitions.</p>" << head_metric_charts(run) << head_metric_table(run);
+    html << analysis_section(run_dir) << evaluations_and_config(run) << page_end();
   } catch (const YAML::Exception& e) {  // an edited config.yaml: said at its line and column, as `eval` says it
-    const std::string file = fs::exists(run_dir + "/config.yaml") ? run_dir + "/config.yaml" : run_dir + " (the config its checkpoint holds)";
-    throw ConfigError(file, e.mark.line + 1, e.mark.column + 1, e.msg);
+    throw ConfigError(run_dir + "/config.yaml", e.mark.line + 1, e.mark.column + 1, e.msg);
   }
   write_file_atomically(run_dir + "/report.html", html.str());
 }
 
 namespace {
-
 
 // data-* attributes the page's script filters on: a variant's index and a seed (none: the mean over seeds).
 std::string data_of(std::size_t variant, std::optional<std::uint64_t> seed) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <stdexcept>
 
@@ -248,6 +249,19 @@ std::string base64(const std::string& bytes) {
     const unsigned v = (static_cast<unsigned char>(bytes[i]) << 16) | (static_cast<unsigned char>(bytes[i + 1]) << 8);
     out += table[v >> 18], out += table[(v >> 12) & 63], out += table[(v >> 6) & 63], out += '=';
   }
+  return out;
+}
+
+std::vector<std::pair<double, double>> mean_curve(const std::vector<std::vector<std::pair<double, double>>>& curves) {
+  std::map<double, std::pair<double, std::size_t>> sums;
+  for (const auto& c : curves)
+    for (const auto& [x, y] : c) {
+      auto& s = sums[x];
+      s.first += y, ++s.second;
+    }
+  std::vector<std::pair<double, double>> out;
+  for (const auto& [x, s] : sums)
+    if (s.second == curves.size()) out.emplace_back(x, s.first / static_cast<double>(s.second));
   return out;
 }
 

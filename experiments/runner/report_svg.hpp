@@ -43,6 +43,8 @@ struct XAxis {
   bool log = false;
 };
 
+// The mean over runs of a curve ((step, value) points), at the steps every run has.
+std::vector<std::pair<double, double>> mean_curve(const std::vector<std::vector<std::pair<double, double>>>& curves);
 // A line chart; a legend below when there is more than one series.
 std::string line_chart(const std::string& title, const std::vector<Series>& series, YScale scale = YScale::linear,
                        int width = 460, int height = 260, const XAxis& x_axis = {});

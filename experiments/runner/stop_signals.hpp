@@ -54,7 +54,7 @@ class StopSignals {
 // A stop signal at an exact point, for tests that would otherwise have to time a kill into a window:
 // when the environment variable ATTNLAB_TEST_STOP_AT equals `point` ("start:2" in attnlab compare: right
 // after it started its second job; "report:1"; "part:detectors" in attnlab analyze: before that part;
-// "step:5" in training: after step 5; "eval:10": as the evaluation after step 10 begins), the process raises SIGTERM on itself there, or SIGINT when the
+// "step:5" in training: after step 5; "eval:10": before each batch of the evaluation after step 10), the process raises SIGTERM on itself there, or SIGINT when the
 // value ends in "@SIGINT" ("step:5@SIGINT", Ctrl-C as a notebook sends it).
 void test_stop_point(const std::string& point);
 

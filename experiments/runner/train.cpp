@@ -178,20 +178,26 @@ TrainResult Trainer::run() {
     const double eta = seconds() / static_cast<double>(step - first_step_ + 1) * static_cast<double>(c_.train.steps - step);
     progress_.step(step, value, rate(), eta);
     if (due(step, c_.log.interval)) log_train(step, lr);
+    bool evaluation_stopped = false;
     if (due(step, c_.train.eval_interval)) {
-      // Ctrl-C or SIGTERM during an evaluation before the last step ends it, unlogged, and stops the run
-      // after this step as during the step itself (the last step's evaluations finish the run instead:
-      // a run at its last step is not resumed). Under mpirun the ranks agree on stopping only through a
-      // step's allreduce, so an evaluation there runs to its end.
-      test_stop_point("eval:" + std::to_string(step));
-      const auto stops = [&] { return step < c_.train.steps && !parallel_.active() && stop.requested(); };
+      // Ctrl-C or SIGTERM that comes during an evaluation before the last step ends it (what it had not
+      // logged yet stays unlogged, the patterns are not captured) and stops the run after this step, its
+      // checkpoints written as at any step. A signal from before the evaluation lets it run, and stops
+      // the run after it, as before; the last step's evaluations finish the run (a run at its last step
+      // is not resumed). Under mpirun the ranks agree on stopping only through a step's allreduce, so an
+      // evaluation there runs to its end.
+      const bool signalled_before = stop.requested();
+      const auto stops = [&] {
+        test_stop_point("eval:" + std::to_string(step));
+        return step < c_.train.steps && !parallel_.active() && !signalled_before && stop.requested();
+      };
       try {
         evaluate_at(step, lr, stops);
       } catch (const EvaluationStopped&) {
-        return stopped(stop);
+        evaluation_stopped = true;
       }
     }
-    if (probes_ && writer() && due(step, c_.log.pattern_interval ? c_.log.pattern_interval : c_.train.eval_interval)) {
+    if (probes_ && writer() && !evaluation_stopped && due(step, c_.log.pattern_interval ? c_.log.pattern_interval : c_.train.eval_interval)) {
       log_->write(capture_patterns(*x_.model, *probes_, step, run_dir_));
     }
     if (due(step, c_.train.checkpoint_interval)) {
@@ -203,7 +209,7 @@ TrainResult Trainer::run() {
     }
     test_stop_point("step:" + std::to_string(step));
     // Under mpirun the ranks agree through the allreduce: every rank stops after the same step.
-    const bool stopping = parallel_.active() ? step_loss.stop : stop.requested();
+    const bool stopping = evaluation_stopped || (parallel_.active() ? step_loss.stop : stop.requested());
     if (stopping && step < c_.train.steps) return stopped(stop);
   }
   return finish();

@@ -178,13 +178,9 @@ Tensor MultiHeadAttention::attend(Tensor q, Tensor k, Tensor v, AttentionContext
 Tensor MultiHeadAttention::kernel_pattern(const Tensor& q, const Tensor& k, const Tensor& v, AttentionContext context) {
   // In eval mode and without a graph: the pattern only looks, it draws no dropout mask and advances no
   // kernel state, so a forward that caches it computes the same output as one that does not.
-  NoGradGuard no_grad;
-  const bool training = kernel->is_training();
-  kernel->eval();
+  const EvalScope eval(*kernel);  // writes nothing when the kernel is in eval mode already (Python's models)
   context.need_pattern = true;
-  const Tensor pattern = kernel->forward(q, k, v, context).pattern;
-  kernel->train(training);
-  return pattern;
+  return kernel->forward(q, k, v, context).pattern;
 }
 
 Tensor MultiHeadAttention::project(const Tensor& z) const {

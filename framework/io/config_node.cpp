@@ -362,9 +362,10 @@ void check_distinct_overrides(const std::vector<std::string>& assignments) {
 }
 
 std::errc read_decimal_integer(const std::string& text, std::int64_t& out) {
-  const char* begin = text.data() + (!text.empty() && text[0] == '+');
+  const bool plus = !text.empty() && text[0] == '+';
+  const char* begin = text.data() + plus;
   const char* end = text.data() + text.size();
-  if (begin == end || (*begin == '-' && begin + 1 == end)) return std::errc::invalid_argument;
+  if (begin == end || (*begin == '-' && (plus || begin + 1 == end))) return std::errc::invalid_argument;  // "+", "-", "+-5"
   const auto [ptr, error] = std::from_chars(begin, end, out, 10);
   if (error != std::errc()) return error;
   return ptr == end ? std::errc() : std::errc::invalid_argument;
@@ -392,7 +393,9 @@ T ConfigNode::get(const std::string& key, const T& default_value, const Range& r
     Range whole = range;  // an unsigned key is bounded at 0 besides its own range ("chunk" takes >= 1)
     if (std::is_unsigned_v<T>) whole.low = std::max(whole.low, 0.0);
     const std::errc error = read_decimal_integer(value.Scalar(), v);
-    if (error == std::errc::result_out_of_range) fail(key, "'" + dotted(key) + "' must be " + whole.describe() + ", got " + value.Scalar());
+    if (error == std::errc::result_out_of_range) {
+      fail(key, "'" + dotted(key) + "' must be " + whole.describe() + ", got " + value.Scalar() + ", which does not even fit in 64 bits");
+    }
     if (error != std::errc()) fail(key, "'" + dotted(key) + "' must be " + type + ", got '" + value.Scalar() + "'");
     if (std::is_unsigned_v<T> && v < 0) fail(key, "'" + dotted(key) + "' must be " + whole.describe() + ", got " + std::to_string(v));
     result = static_cast<T>(v);

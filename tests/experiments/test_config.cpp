@@ -311,7 +311,8 @@ INSTANTIATE_TEST_SUITE_P(
         // Read as octal or hex (`steps: 0x10` trained 16 steps).
         BadConfig{"train:\n  steps: 0x10\n", {}, "2:10", "'train.steps' must be an integer, got '0x10'"},
         BadConfig{"name: x\n", {"seed=0o17"}, "override", "'seed' must be an integer, got '0o17'"},
-        BadConfig{"train:\n  steps: 99999999999999999999\n", {}, "2:10", "'train.steps' must be >= 1, got 99999999999999999999"}));
+        BadConfig{"train:\n  steps: 99999999999999999999\n", {}, "2:10", "'train.steps' must be >= 1, got 99999999999999999999, which does not even fit in 64 bits"},
+        BadConfig{"train:\n  steps: +-5\n", {}, "2:10", "'train.steps' must be an integer, got '+-5'"}));
 
 // Errors that used to be unclear: raw library texts, the wrong line, or no key named.
 class UnclearErrors : public ::testing::TestWithParam<BadConfig> {};
