@@ -214,10 +214,10 @@ void ThreadPool::run(std::size_t chunks, ChunkFn fn, void* context) {
   const Drive drive(driven_);
   // Another thread drives the workers (or resizes them): this region stays on its own thread.
   if (!drive.held() || workers_.empty()) return run_serially(chunks, fn, context);
-  this->drive(chunks, fn, context);
+  run_on_workers(chunks, fn, context);
 }
 
-void ThreadPool::drive(std::size_t chunks, ChunkFn fn, void* context) {
+void ThreadPool::run_on_workers(std::size_t chunks, ChunkFn fn, void* context) {
   // No worker is inside a region (the last run waited for active_ to reach 0) and open_ is false, so
   // the region's fields are the caller's to write.
   fn_ = fn, context_ = context, chunks_ = chunks, error_ = nullptr;

@@ -79,7 +79,7 @@ class ThreadPool {
   template <class Done>
   void caller_wait(Done done);  // spins, then parks until done()
   void wake_caller();
-  void drive(std::size_t chunks, ChunkFn fn, void* context);  // a region on the workers, driven_ claimed
+  void run_on_workers(std::size_t chunks, ChunkFn fn, void* context);  // with driven_ claimed
 
   std::vector<std::thread> workers_;               // (the thread that holds driven_)
   std::atomic<int> threads_{1};                     // workers_.size() + 1
