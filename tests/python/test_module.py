@@ -247,6 +247,8 @@ def test_bad_input_raises_with_a_clear_message(model, tmp_path):
         attnlab.Model.from_run(str(tmp_path), "last")
     with pytest.raises(ValueError, match="token id 999 is outside the vocabulary"):
         model.data.token_name(999)
+    with pytest.raises(ValueError, match=r"detect_heads needs at least one sequence of at least one token; the input is \[0, "):
+        model.detect_heads(ids[:0], "induction_head")
     with pytest.raises(ValueError, match="token id -5 is outside the vocabulary"):
         model.data.to_string([3, -5])
     with pytest.raises(ValueError, match=r"decoder_input is for an encoder-decoder; this model \(causal_lm\) reads input alone"):

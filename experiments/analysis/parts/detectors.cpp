@@ -68,6 +68,9 @@ void part_detectors(const AnalysisInputs& in, const Model::AttentionPart& part, 
 std::vector<double> detect_heads(Model& model, const data::DataSource& data, const Batch& batch, const DetectionPattern& detection,
                                  const DetectorOptions& options) {
   if (batch.input.dtype() != DType::int64) throw std::invalid_argument("detect_heads needs token inputs, not images");
+  if (batch.input.dim() < 2 || batch.input.size(0) == 0 || batch.input.size(1) == 0) {
+    throw std::invalid_argument("detect_heads needs at least one sequence of at least one token; the input is " + shape_str(batch.input.shape()));
+  }
   const auto parts = model.attention_parts();
   const auto part = std::find_if(parts.begin(), parts.end(), [](const Model::AttentionPart& p) { return !p.target_queries && !p.target_keys; });
   if (part == parts.end()) throw std::invalid_argument("the model has no self-attention over its input");
