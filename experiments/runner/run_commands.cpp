@@ -1,7 +1,9 @@
 #include "experiments/runner/run_commands.hpp"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -22,6 +24,13 @@
 namespace attnlab {
 namespace {
 
+// A piece of `sample`'s streamed text, written at once. SIGPIPE is ignored (main.cpp), so a reader that went
+// away (`attnlab sample ... | head`) shows as a failed write, which ends the sampling.
+void write_streamed(const std::string& text) {
+  if (std::fputs(text.c_str(), stdout) == EOF || std::fflush(stdout) == EOF) {
+    throw std::runtime_error(std::string("sample: the output could not be written (") + std::strerror(errno) + "); sampling stopped");
+  }
+}
 
 // The model of a seq2seq run, or an error naming the command the run needs instead.
 Seq2Seq& seq2seq_model(Experiment& x, const std::string& run_dir, const char* command) {
@@ -182,7 +191,11 @@ int sample_run(const std::string& run_dir, const SampleOptions& o, int threads) 
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument("--prompt \"" + printable(o.prompt) + "\": " + e.what());
     }
-    std::printf("%s%s\n", o.prompt.c_str(), vocabulary.decode(model.generate(prompt, o.tokens, o.temperature, o.top_k, gen)).c_str());
+    // Streamed: each character is written as it is picked, so a long sample shows from its start.
+    write_streamed(o.prompt);
+    model.generate(prompt, o.tokens, o.temperature, o.top_k, gen, Decoding::cached,
+                   [&](std::int64_t id) { write_streamed(vocabulary.decode({id})); });
+    write_streamed("\n");
     return 0;
   }
   // A task's tokens by their names ("sep 3 4"), read and printed by the task's own data source.
@@ -196,14 +209,19 @@ int sample_run(const std::string& run_dir, const SampleOptions& o, int threads) 
   for (std::int64_t id : prompt) {
     if (data->is_padding(id)) throw std::invalid_argument("--prompt \"" + printable(o.prompt) + "\": '" + data->token_label(id, 0) + "' is padding, which a prompt cannot hold");
   }
-  // The prompt as given (an empty one starts from the separator), then its continuation, by name.
+  // The prompt as given (an empty one starts from the separator), then its continuation, by name, each
+  // token written as it is picked. A token's name may depend on its position (a task's labels do).
   const bool given = !prompt.empty();
   if (!given) prompt.push_back(data::kSep);
-  std::vector<std::int64_t> shown = given ? prompt : std::vector<std::int64_t>{};
-  for (std::int64_t id : model.generate(prompt, o.tokens, o.temperature, o.top_k, gen)) shown.push_back(id);
-  std::string text;
-  for (std::size_t i = 0; i < shown.size(); ++i) text += (i ? " " : "") + data->token_label(shown[i], i + (given ? 0 : 1));
-  std::printf("%s\n", text.c_str());
+  std::size_t position = 0, shown = 0;
+  const auto show = [&](std::int64_t id) { write_streamed((shown++ ? " " : "") + data->token_label(id, position++)); };
+  if (given) {
+    for (std::int64_t id : prompt) show(id);
+  } else {
+    position = 1;  // the separator the model starts from is not shown
+  }
+  model.generate(prompt, o.tokens, o.temperature, o.top_k, gen, Decoding::cached, show);
+  write_streamed("\n");
   return 0;
 }
 

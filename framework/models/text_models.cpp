@@ -147,7 +147,8 @@ Tensor CausalLM::logits_step(const Tensor& ids, const Tensor& key_padding_mask, 
 }
 
 std::vector<std::int64_t> CausalLM::generate(const std::vector<std::int64_t>& prompt, std::size_t n_tokens,
-                                             double temperature, std::size_t top_k, Generator& gen, Decoding decoding) {
+                                             double temperature, std::size_t top_k, Generator& gen, Decoding decoding,
+                                             const std::function<void(std::int64_t)>& on_token) {
   if (prompt.empty()) throw std::invalid_argument("generate: the prompt needs at least one token");
   if (!(temperature >= 0) || !std::isfinite(temperature)) throw std::invalid_argument("generate: temperature must be a finite number >= 0");
   const std::size_t vocab = vocab_size(), max_len = encoder_config_.max_len;
@@ -172,6 +173,7 @@ std::vector<std::int64_t> CausalLM::generate(const std::vector<std::int64_t>& pr
     }
     const I last = static_cast<I>(out.size(1));
     tokens.push_back(static_cast<std::int64_t>(pick_token(slice(out, 1, last - 1, last).to_vector(), temperature, top_k, gen)));
+    if (on_token) on_token(tokens.back());
   }
   return std::vector<std::int64_t>(tokens.begin() + static_cast<std::ptrdiff_t>(prompt.size()), tokens.end());
 }

@@ -6,6 +6,7 @@
 // Legend: B batch, T tokens, C model width, V vocabulary, K classes.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -52,8 +53,10 @@ class CausalLM : public Model {
   // mode under no-grad and restores the mode after. Cached, each token costs what its kernels' states
   // cost while the sequence fits in max_len; beyond it the window slides and is recomputed, as
   // `recomputed` does from the start. Both pick the same tokens (to float rounding of the logits).
+  // `on_token`, when given, sees each id as it is picked (a command streams its text with it).
   std::vector<std::int64_t> generate(const std::vector<std::int64_t>& prompt, std::size_t n_tokens, double temperature,
-                                     std::size_t top_k, Generator& gen, Decoding decoding = Decoding::cached);
+                                     std::size_t top_k, Generator& gen, Decoding decoding = Decoding::cached,
+                                     const std::function<void(std::int64_t)>& on_token = {});
   // Decoding (inference: no graph, no hooks): the state of `batch` empty sequences, and the logits
   // [B, n, V] of their next n tokens ids [B, n] (padding [B, n] or undefined): the rows forward gives
   // over the whole sequences. Run it in eval mode.

@@ -58,6 +58,14 @@ check sample_text "$attnlab" sample "$work/runs/text" --prompt "to be" --tokens 
 "$attnlab" sample "$work/runs/text" --prompt "TO BE" --tokens 5 > "$work/sample_bad_char.log" 2>&1
 [ $? = 2 ] && grep -q -- '--prompt "TO BE": the character with byte value 84 at position 0' "$work/sample_bad_char.log" \
   || { fail "a prompt character outside the vocabulary"; cat "$work/sample_bad_char.log"; }
+# Streamed: a sample far longer than anyone waits for shows its start at once, and a reader that goes
+# away ends it with an error (without the streaming, this waits for a trillion tokens).
+"$attnlab" sample "$work/runs/text" --prompt "to be" --tokens 1000000000000 --threads 1 2> "$work/sample_stream.err" \
+  | head -c 64 > "$work/sample_stream.log"
+status=("${PIPESTATUS[@]}")
+[ "${status[0]}" = 2 ] && [ "$(wc -c < "$work/sample_stream.log")" = 64 ] && [ "$(head -c 5 "$work/sample_stream.log")" = "to be" ] \
+  && grep -q "sample: the output could not be written (Broken pipe); sampling stopped" "$work/sample_stream.err" \
+  || { fail "a streamed sample read by head (status ${status[*]})"; cat "$work/sample_stream.log" "$work/sample_stream.err"; }
 mv "$work/text.txt" "$work/text-moved.txt"
 check sample_without_the_text "$attnlab" sample "$work/runs/text" --prompt "to be" --tokens 5
 mv "$work/text-moved.txt" "$work/text.txt"

@@ -148,6 +148,26 @@ TEST(CausalLM, GenerateIsSeededGreedyAtTemperatureZeroAndRespectsTopK) {
   EXPECT_THROW(model.generate({9}, 1, 1.0, 0, g1), std::invalid_argument);
 }
 
+TEST(CausalLM, GenerateShowsEachTokenAsItIsPicked) {
+  const Spec spec = tiny(7, 4);
+  Generator gen(0);
+  CausalLM model(spec.config, spec.shape, gen);
+  Generator g1(5), g2(5);
+  std::vector<std::int64_t> seen;
+  const auto returned = model.generate({1, 2}, 10, 1.0, 0, g1, Decoding::cached, [&](std::int64_t id) { seen.push_back(id); });
+  EXPECT_EQ(seen, returned);
+  EXPECT_EQ(returned, model.generate({1, 2}, 10, 1.0, 0, g2));  // watching changes nothing
+  // A watcher that throws ends the generation there (sample's closed output): no token after it is picked.
+  std::size_t calls = 0;
+  EXPECT_THROW(model.generate({1}, 10, 1.0, 0, g1, Decoding::cached,
+                              [&](std::int64_t) {
+                                if (++calls == 3) throw std::runtime_error("closed");
+                              }),
+               std::runtime_error);
+  EXPECT_EQ(calls, 3u);
+  EXPECT_TRUE(model.is_training());  // mode restored on the way out
+}
+
 TEST(TextModelsGradcheck, CausalLM) {
   const Spec spec = tiny(5);
   Generator gen(1);
