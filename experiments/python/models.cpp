@@ -257,6 +257,8 @@ void bind_model_class(py::module_& m) {
 void bind_data_class(py::module_& m) {
   py::class_<data::DataSource, std::shared_ptr<data::DataSource>>(m, "Data", "the data of a config: held-out batches, token names, patching pairs")
       .def("held_out", [](const data::DataSource& d, std::size_t size, std::uint64_t seed) {
+             // An empty batch has no sequence length to give its arrays (they came out (0, 0)).
+             if (size == 0) throw py::value_error("held_out: size must be at least 1");
              Generator gen(seed);
              return batch_dict(d.sample(data::TaskSplit::held_out, size, gen));
            },
@@ -274,6 +276,8 @@ void bind_data_class(py::module_& m) {
            "the ids of tokens written by their names (the inverse of to_string); source=True reads a seq2seq source as "
            "`attnlab translate --input` does, refusing tokens a source cannot hold")
       .def("patching_pairs", [](const data::DataSource& d, std::size_t count, std::uint64_t seed) {
+             // No pairs at all reads as a task without them (empty entries), so none asked for is refused.
+             if (count == 0) throw py::value_error("patching_pairs: count must be at least 1");
              Generator gen(seed);
              const PatchingPairs p = d.patching_pairs(count, gen);
              py::dict out;

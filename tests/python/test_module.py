@@ -253,6 +253,10 @@ def test_bad_input_raises_with_a_clear_message(model, tmp_path):
         model.data.to_string([3, -5])
     with pytest.raises(ValueError, match=r"decoder_input is for an encoder-decoder; this model \(causal_lm\) reads input alone"):
         model(ids, decoder_input=ids)
+    with pytest.raises(ValueError, match="held_out: size must be at least 1"):
+        model.data.held_out(0)
+    with pytest.raises(ValueError, match="patching_pairs: count must be at least 1"):
+        model.data.patching_pairs(0)
 
 
 def test_a_comparison_from_python_runs_as_the_command_does(tmp_path):
