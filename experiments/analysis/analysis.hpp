@@ -18,6 +18,7 @@
 #include "experiments/analysis/detectors.hpp"
 #include "experiments/analysis/rollout.hpp"
 #include "experiments/runner/analysis_summary.hpp"
+#include "experiments/runner/config.hpp"
 #include "experiments/runner/evaluation.hpp"
 #include "framework/io/component.hpp"
 #include "framework/models/model.hpp"
@@ -127,7 +128,7 @@ std::vector<double> detect_heads(Model& model, const data::DataSource& data, con
 void repeated_tokens_test(const AnalysisInputs& in, std::uint64_t seed, AnalysisResult& out);
 void residual_probes(const AnalysisInputs& in, std::uint64_t seed, AnalysisResult& out);
 void rollout_maps(const AnalysisInputs& in, const RolloutOptions& options, const std::string& dir, AnalysisResult& out);
-void emergence(const std::string& run_dir, double threshold, AnalysisResult& out);
+void emergence(const std::string& run_dir, const ExperimentConfig& config, double threshold, AnalysisResult& out);
 // Grokking's Fourier analysis (parts/fourier.cpp). The squared norm of an embedding [p, width] (row a:
 // the integer a) at each frequency k = 0 .. p/2 of Z_p, k and p - k together, as shares of the whole.
 std::vector<double> fourier_spectrum(const std::vector<double>& embedding, std::size_t p, std::size_t width);

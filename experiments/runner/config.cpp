@@ -298,6 +298,36 @@ std::size_t attention_length(const ExperimentConfig& c) {
   return ModelRegistry::instance().find(c.model.kind.name).stack(c.model, data_shape(c)).max_len;
 }
 
+std::string kernel_names(const ExperimentConfig& c) {
+  const std::vector<KernelUse> uses = kernel_uses(c.model, data_shape(c));
+  bool one = true;
+  for (const KernelUse& use : uses) one = one && use.name == uses.front().name;
+  if (one) return uses.empty() ? "" : uses.front().name;
+  std::string names;
+  for (const KernelUse& use : uses) names += (names.empty() ? "" : ", ") + use.part + " " + use.name;
+  return names;
+}
+
+bool captures_patterns(const ExperimentConfig& c) {
+  if (!c.log.patterns) return false;
+  for (const KernelUse& use : kernel_uses(c.model, data_shape(c)))
+    if (KernelRegistry::instance().find(use.name).capabilities.pattern) return true;
+  return false;
+}
+
+std::string why_no_patterns(const ExperimentConfig& c) {
+  if (!c.log.patterns) return "log.patterns is false";
+  if (!captures_patterns(c)) {
+    const std::string names = kernel_names(c);
+    return names.find(',') == std::string::npos ? "its kernel, " + names + ", forms no attention matrix to draw"
+                                                : "its kernels (" + names + ") form no attention matrix to draw";
+  }
+  const std::size_t every = c.log.pattern_interval ? c.log.pattern_interval : c.train.eval_interval;
+  const std::size_t first = every ? std::min(every, c.train.steps) : c.train.steps;
+  return "the run ended before its first capture, at step " + std::to_string(first) + " (every " +
+         (c.log.pattern_interval ? "log.pattern_interval" : "train.eval_interval") + ")";
+}
+
 ExperimentConfig parse_config(const std::string& text, const std::string& file,
                               const std::vector<std::pair<std::string, std::string>>& overrides) {
   auto source = std::make_shared<ConfigSource>(file, text);

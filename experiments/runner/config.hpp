@@ -96,5 +96,14 @@ std::vector<KeyDifference> config_differences(const ExperimentConfig& a, const E
 TaskFormat task_format(const ExperimentConfig& config);
 DataShape data_shape(const ExperimentConfig& config);
 std::size_t attention_length(const ExperimentConfig& config);
+// The kernels the model uses, as "name" when one kernel serves every part, else "encoder linformer,
+// decoder gated_delta, cross performer" (each part by its name).
+std::string kernel_names(const ExperimentConfig& config);
+// Whether training captures attention patterns: log.patterns on, and a kernel of the model that forms an
+// attention matrix (capabilities.pattern). When it does not, or a run of it has none, why_no_patterns
+// says why in a clause (for the report and analyze): log.patterns is off, the kernels form none, or the
+// run ended before its first capture step.
+bool captures_patterns(const ExperimentConfig& config);
+std::string why_no_patterns(const ExperimentConfig& config);
 
 }  // namespace attnlab

@@ -14,6 +14,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "experiments/runner/config.hpp"
 #include "experiments/runner/metrics_log.hpp"
 #include "experiments/runner/report_svg.hpp"
 #include "framework/io/atomic_file.hpp"
@@ -263,13 +264,12 @@ std::string comparison_head_metrics(const std::string& dir, const std::vector<Co
 }
 
 // The facts at a glance: task, model, kernel, seed, and a finished run's size and speed.
-std::string run_facts(const RunRecord& run, const YAML::Node& config) {
-  const YAML::Node model = config["model"], attention = model ? model["attention"] : YAML::Node();
+std::string run_facts(const RunRecord& run, const ExperimentConfig& config) {
   std::ostringstream html;
-  html << "<p class=\"facts\"><span>task: <b>" << escape(config["task"]["name"].as<std::string>("?")) << "</b></span>"
-       << "<span>model: <b>" << escape(model ? model["kind"].as<std::string>("?") : "?") << "</b></span>"
-       << "<span>attention: <b>" << escape(attention ? attention["name"].as<std::string>("?") : "?") << "</b></span>"
-       << "<span>seed: " << escape(config["seed"].as<std::string>("?")) << "</span>";
+  html << "<p class=\"facts\"><span>task: <b>" << escape(config.task.name) << "</b></span>"
+       << "<span>model: <b>" << escape(config.model.kind.name) << "</b></span>"
+       << "<span>attention: <b>" << escape(kernel_names(config)) << "</b></span>"
+       << "<span>seed: " << config.seed << "</span>";
   if (run.summary) {
     const RunSummary& s = *run.summary;
     if (s.status != "finished") html << "<span><b>" << escape(s.status) << "</b></span>";
@@ -319,11 +319,11 @@ std::string probe_patterns(const std::string& run_dir, std::size_t step, std::si
 }
 
 // The last capture of every probe, the first capture of probe 0, and links to every capture.
-std::string pattern_section(const std::string& run_dir) {
+std::string pattern_section(const std::string& run_dir, const ExperimentConfig& config) {
   const std::vector<std::size_t> steps = captured_steps(run_dir);
   std::ostringstream html;
   html << "<h2>Attention patterns</h2>";
-  if (steps.empty()) return html.str() + "<p class=\"note\">No patterns captured (log.patterns is off, or the kernel has none).</p>";
+  if (steps.empty()) return html.str() + "<p class=\"note\">No patterns captured: " + escape(why_no_patterns(config)) + ".</p>";
   const std::size_t last = steps.back(), probes = probe_count(run_dir, last);
   html << "<p class=\"note\">Each panel: queries down, keys across, colour by sqrt(weight) so that small weights stay "
        << "visible. Probes are fixed held-out examples; axes carry their tokens. Hover a cell for its tokens and weight, "
@@ -372,8 +372,8 @@ void write_run_report(const std::string& run_dir) {
   const RunRecord run = read_run(run_dir);
   std::ostringstream html;
   try {
-    const YAML::Node config = YAML::Load(run.config_text);
-    const std::string name = config["name"] ? config["name"].as<std::string>() : fs::path(run_dir).filename().string();
+    const ExperimentConfig config = parse_config(run.config_text, run_dir + "/config.yaml");  // errors at file:line:column
+    const std::string name = config.name.empty() ? fs::path(run_dir).filename().string() : config.name;
     html << page_start("attnlab run: " + name) << run_facts(run, config) << evaluation_table(run);
     html << "<h2>Curves</h2><div class=\"charts\">"
          << line_chart("loss", {{"train (mean since last row)", run.train_loss_curve(), colour(0)}, {"held-out", run.eval_curve("loss"), colour(1)}},
@@ -382,7 +382,7 @@ void write_run_report(const std::string& run_dir) {
                                             {"exact match", run.eval_curve("exact_match"), colour(3), dash(1)}},
                        YScale::unit)
          << "</div>\n";
-    html << pattern_section(run_dir);
+    html << pattern_section(run_dir, config);
     html << "<h2>Pattern metrics per head</h2><p class=\"note\">Averaged over the probes at each capture; solid lines "
          << "are layer 0, dashed layer 1, dotted layer 2, dash-dot layer 3 (then again); colour is the head. See experiments/runner/patterns.hpp for the "
          << "definitions.</p>" << head_metric_charts(run) << head_metric_table(run);
@@ -447,7 +447,15 @@ std::string comparison_patterns(const std::string& dir, const std::vector<Compar
     const std::string first = variants[v].run_dirs.empty() ? "" : dir + "/" + variants[v].run_dirs[0];
     const std::vector<std::size_t> steps = first.empty() ? std::vector<std::size_t>{} : captured_steps(first);
     if (steps.empty()) {
-      without.push_back(variants[v].name);
+      std::string why = "it has no run yet";
+      if (!first.empty()) {
+        try {
+          why = why_no_patterns(parse_config(read_file(first + "/config.yaml", "the run's config"), first + "/config.yaml"));
+        } catch (const std::exception& e) {
+          why = e.what();
+        }
+      }
+      without.push_back(variants[v].name + " (" + why + ")");
       continue;
     }
     const std::vector<std::string> parts = pattern_parts(first, steps.back());
@@ -462,7 +470,7 @@ std::string comparison_patterns(const std::string& dir, const std::vector<Compar
   if (!without.empty()) {
     html << "<p class=\"note\">No patterns from ";
     for (std::size_t i = 0; i < without.size(); ++i) html << (i ? ", " : "") << escape(without[i]);
-    html << ": their kernels form no attention matrix to draw (recurrent and state-space ones), or log.patterns was off.</p>";
+    html << ".</p>";
   }
   return html.str() + "<div class=\"variants\">" + boxes.str() + "</div>";
 }

@@ -141,7 +141,7 @@ Trainer::Trainer(Experiment x, const std::optional<LoadedRun>& resumed, std::opt
     data_gen_.set_state(state_.data_rng);
   }
   // Fixed probes from the held-out split, captured only at capture steps (never in the hot path).
-  if (c_.log.patterns && KernelRegistry::instance().find(c_.model.encoder.attention).capabilities.pattern) {
+  if (captures_patterns(c_)) {
     probes_ = make_probes(*x_.data, c_.log.probes, c_.seed + 3);
   }
   result_.run_dir = run_dir_;

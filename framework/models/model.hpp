@@ -79,6 +79,7 @@ ModelSize blocks_size(const EncoderConfig& e, std::size_t layers, double tokens)
 // One way a model uses an attention kernel, for config checks and the memory estimate: which key chose
 // it ("model.attention", "model.cross_attention"), the kernel, how the model calls it, in how many layers.
 struct KernelUse {
+  std::string part;  // "" for a single stack; an encoder-decoder's "encoder", "decoder" or "cross"
   std::string key;
   std::string name;
   YamlTree options;

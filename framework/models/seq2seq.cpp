@@ -176,7 +176,9 @@ std::vector<KernelUse> Seq2Seq::kernels(const Options& o, const EncoderConfig& c
     const EncoderConfig e = seq2seq_part(o, common, shape, part);
     KernelUse use;
     const AttentionChoice& choice = choice_of(o, part);
-    use.key = "model." + std::string(choice.name.empty() && choice.options.empty() ? "attention" : key_of(part));
+    const std::string key = key_of(part);
+    use.part = key.substr(0, key.find('_'));  // "encoder_attention" -> "encoder"
+    use.key = "model." + (choice.name.empty() && choice.options.empty() ? std::string("attention") : key);
     use.name = e.attention;
     use.options = e.attention_options;
     use.spec = e.kernel_spec();

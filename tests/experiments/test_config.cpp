@@ -29,6 +29,24 @@ TEST(Config, DefaultsAndOverrides) {
   EXPECT_EQ(parse_config("train: {steps: 50, schedule: {kind: warmup_cosine}}\n", "t.yaml").train.schedule.decay_steps, 50u);
 }
 
+// The kernels a run uses, and whether and why not it captures patterns: one place for the report, analyze
+// and the trainer. An encoder-decoder's parts each name theirs; a part left unnamed uses model.attention.
+TEST(Config, KernelNamesAndWhyARunHasNoPatterns) {
+  const std::string yaml = "task: {name: reverse}\nmodel: {kind: seq2seq}\ntrain: {steps: 40, eval_interval: 15}\n";
+  EXPECT_EQ(kernel_names(parse_config("task: {name: sort}\n", "t.yaml")), "softmax");
+  EXPECT_EQ(kernel_names(parse_config(yaml, "t.yaml")), "softmax");
+  const ExperimentConfig mixed = parse_config(yaml, "t.yaml", std::vector<std::string>{"model.encoder_attention.name=linformer", "model.decoder_attention.name=gated_delta"});
+  EXPECT_EQ(kernel_names(mixed), "encoder linformer, decoder gated_delta, cross softmax");
+  // Every shipped kernel forms a pattern (a kernel of one's own may not: capabilities.pattern).
+  EXPECT_TRUE(captures_patterns(mixed));
+  EXPECT_EQ(why_no_patterns(mixed), "the run ended before its first capture, at step 15 (every train.eval_interval)");
+  const ExperimentConfig off = parse_config(yaml, "t.yaml", std::vector<std::string>{"log.patterns=false", "log.pattern_interval=5"});
+  EXPECT_FALSE(captures_patterns(off));
+  EXPECT_EQ(why_no_patterns(off), "log.patterns is false");
+  EXPECT_EQ(why_no_patterns(parse_config(yaml, "t.yaml", {"log.pattern_interval=50"})),
+            "the run ended before its first capture, at step 40 (every log.pattern_interval)");
+}
+
 // A config file that is not there is said so, not guessed at ("does it exist?").
 TEST(Config, AMissingFileIsSaidSo) {
   try {

@@ -102,10 +102,10 @@ void detector_series(const std::string& patterns, const std::string& part, Analy
 
 }  // namespace
 
-void emergence(const std::string& run_dir, double threshold, AnalysisResult& out) {
+void emergence(const std::string& run_dir, const ExperimentConfig& config, double threshold, AnalysisResult& out) {
   const std::string patterns = run_dir + "/patterns";
   if (!fs::is_directory(patterns)) {
-    out.notes.push_back("emergence: the run captured no patterns (log.patterns: false)");
+    out.notes.push_back("emergence: the run captured no patterns: " + why_no_patterns(config));
     return;
   }
   const RunRecord run = read_run(run_dir);
@@ -133,7 +133,7 @@ class EmergencePart {
     return s;
   }
   static std::string needs(const Model&, const data::DataSource& data) { return needs_token_inputs(data); }
-  static void run(const PartInputs& p, const Options& o) { emergence(p.run.dir, o.threshold, p.result); }
+  static void run(const PartInputs& p, const Options& o) { emergence(p.run.dir, p.run.config, o.threshold, p.result); }
 };
 
 }  // namespace
