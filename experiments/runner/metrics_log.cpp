@@ -75,22 +75,42 @@ MetricRow row_from(const json& j) {
 }
 
 // The step of a metrics.jsonl line (npos when the line is not a row).
-std::size_t step_of(const std::string& line) {
+// A row's step and split ("train", "eval", "patterns", ...); npos for a line that is not a row.
+using RowKey = std::pair<std::size_t, std::string>;
+
+RowKey jsonl_key(const std::string& line) {
   try {
-    return json::parse(line).at("step").get<std::size_t>();
+    const json row = json::parse(line);
+    return {row.at("step").get<std::size_t>(), row.value("split", "")};
   } catch (const std::exception&) {
-    return std::string::npos;
+    return {std::string::npos, ""};
   }
 }
 
-// Keeps the lines of `path` (after `header_lines`) whose step is at most `step`; rewrites it atomically.
-void keep_rows_up_to(const std::string& path, std::size_t step, std::size_t header_lines,
-                     const std::function<std::size_t(const std::string&)>& step_of_line) {
+RowKey csv_key(const std::string& line) {  // "step,split,..."
+  std::size_t step = std::string::npos;
+  const auto [end, error] = std::from_chars(line.data(), line.data() + line.size(), step);
+  if (error != std::errc() || end == line.data() + line.size() || *end != ',') return {std::string::npos, ""};
+  const std::string rest(end + 1, line.data() + line.size());
+  return {step, rest.substr(0, rest.find(','))};
+}
+
+// Keeps the lines of `path` (after `header_lines`) whose step is at most `step`, and of `step` itself only
+// its training row when `step_evaluations_dropped`; rewrites it atomically.
+void keep_rows_up_to(const std::string& path, std::size_t step, bool step_evaluations_dropped, std::size_t header_lines,
+                     const std::function<RowKey(const std::string&)>& key_of_line) {
   if (!fs::exists(path)) return;
   std::istringstream in(read_file(path, "metrics log"));
   std::string kept, line;
-  for (std::size_t i = 0; std::getline(in, line); ++i)
-    if (i < header_lines || (!line.empty() && step_of_line(line) <= step)) kept += line + "\n";
+  for (std::size_t i = 0; std::getline(in, line); ++i) {
+    if (i < header_lines) {
+      kept += line + "\n";
+      continue;
+    }
+    if (line.empty()) continue;
+    const RowKey key = key_of_line(line);
+    if (key.first < step || (key.first == step && (!step_evaluations_dropped || key.second == "train"))) kept += line + "\n";
+  }
   write_file_atomically(path, kept);
 }
 
@@ -191,15 +211,11 @@ std::optional<RunSummary> read_summary(const std::string& run_dir) {
 
 // ---- the log ----
 
-MetricsLog::MetricsLog(const std::string& run_dir, std::optional<std::size_t> after_step) {
+MetricsLog::MetricsLog(const std::string& run_dir, std::optional<std::size_t> after_step, bool evaluation_owed) {
   const std::string jsonl = run_dir + "/metrics.jsonl", csv = run_dir + "/metrics.csv";
   if (after_step) {
-    keep_rows_up_to(jsonl, *after_step, 0, step_of);
-    keep_rows_up_to(csv, *after_step, 1, [](const std::string& line) {
-      std::size_t step = std::string::npos;
-      std::from_chars(line.data(), line.data() + line.size(), step);
-      return step;
-    });
+    keep_rows_up_to(jsonl, *after_step, evaluation_owed, 0, jsonl_key);
+    keep_rows_up_to(csv, *after_step, evaluation_owed, 1, csv_key);
   }
   if (!fs::exists(csv)) write_file_atomically(csv, csv_header());
   jsonl_.open(jsonl, std::ios::app);

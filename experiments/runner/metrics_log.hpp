@@ -70,8 +70,10 @@ std::optional<RunSummary> read_summary(const std::string& run_dir);
 class MetricsLog {
  public:
   // Opens the run's log. `after_step`: on resuming, rows past the checkpoint's step (logged after it by
-  // a run that was then killed) are dropped first, so that the log stays one continuous record.
-  MetricsLog(const std::string& run_dir, std::optional<std::size_t> after_step);
+  // a run that was then killed) are dropped first, so that the log stays one continuous record; and with
+  // `evaluation_owed` (TrainState), the step's own rows other than its training row, which the resume
+  // writes again.
+  MetricsLog(const std::string& run_dir, std::optional<std::size_t> after_step, bool evaluation_owed = false);
   void write(const MetricRow& row);
   void write(const PatternCapture& capture);
 

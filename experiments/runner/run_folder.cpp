@@ -32,6 +32,7 @@ TrainState state_of(const Checkpoint& ck, const std::string& file) {
     s.train_seconds = saved.at(3);
     const Tensor rng = ck.tensors.at("rng.data");
     s.data_rng.assign(rng.data<std::int64_t>(), rng.data<std::int64_t>() + rng.numel());
+    s.evaluation_owed = ck.tensors.count("evaluation_owed") && ck.tensors.at("evaluation_owed").item() != 0;
   } catch (const std::out_of_range&) {
     throw std::runtime_error(file + " is not a training checkpoint of attnlab (its training state is missing)");
   }
@@ -166,6 +167,7 @@ void RunFolder::save_checkpoint(const std::string& file, const ExperimentConfig&
   for (const auto& [name, t] : optimizer.state_dict()) ck.tensors["optim." + name] = t;
   ck.tensors["rng.data"] = from_indices(s.data_rng, {s.data_rng.size()});
   ck.tensors["step"] = from_indices({static_cast<std::int64_t>(s.step)}, {});
+  if (s.evaluation_owed) ck.tensors["evaluation_owed"] = from_indices({1}, {});
   ck.tensors["running_loss"] =
       from_vector({s.running_loss, static_cast<double>(s.running_count), s.best_eval, s.train_seconds}, {4}, DType::float64);
   ck.texts["config"] = config_to_yaml(c);

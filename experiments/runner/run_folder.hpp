@@ -59,6 +59,9 @@ struct TrainState {
   double best_eval = std::numeric_limits<double>::infinity();
   double train_seconds = 0;              // across resumes
   std::vector<std::int64_t> data_rng;    // the training data generator
+  // A stop cut short the evaluations of `step` (and its pattern capture): a resume runs them first, so
+  // that the run ends as one that was never stopped. Kept in the checkpoint only when true.
+  bool evaluation_owed = false;
 };
 
 class RunFolder {

@@ -47,6 +47,7 @@ class Trainer {
   StepLoss forward_backward(const StopSignals& stop);
   void log_train(std::size_t step, double lr);
   void evaluate_at(std::size_t step, double lr, const std::function<bool()>& stop);
+  bool after_step(std::size_t step, const StopSignals& stop);  // true: a stop ended its evaluation
   void save(const std::string& file);
   void write_row(const MetricRow& row);
   RunSummary summary(const std::string& status);
@@ -135,7 +136,9 @@ Trainer::Trainer(Experiment x, const std::optional<LoadedRun>& resumed, std::opt
       progress_(c_.train.steps, !parallel_.active() ? ProgressOutput::automatic : writer() ? ProgressOutput::lines : ProgressOutput::none),
       first_step_(state_.step + 1) {
   parallel_.comm().broadcast(run_dir_);  // rank 0 chose it (name-2 when name was taken)
-  if (writer()) log_.emplace(run_dir_, resumed ? std::optional<std::size_t>(resumed->state.step) : std::nullopt);
+  if (writer()) {
+    log_.emplace(run_dir_, resumed ? std::optional<std::size_t>(resumed->state.step) : std::nullopt, resumed && resumed->state.evaluation_owed);
+  }
   if (resumed) {
     optimizer_->load_state_dict(checkpoint_part(resumed->checkpoint, "optim."));
     data_gen_.set_state(state_.data_rng);
@@ -159,6 +162,7 @@ TrainResult Trainer::run() {
   StopSignals stop;
   const std::vector<Tensor> parameters = x_.model->parameters();
   SharingTuner tuner;  // whether the steps share their work with the other threads, measured (parallel.hpp)
+  if (state_.evaluation_owed && after_step(state_.step, stop)) return stopped(stop);  // the stopped run's owed evaluation first
   for (std::size_t step = first_step_; step <= c_.train.steps; ++step) {
     const double lr = schedule_.lr_at(step - 1);
     optimizer_->set_lr(lr);
@@ -178,41 +182,49 @@ TrainResult Trainer::run() {
     const double eta = seconds() / static_cast<double>(step - first_step_ + 1) * static_cast<double>(c_.train.steps - step);
     progress_.step(step, value, rate(), eta);
     if (due(step, c_.log.interval)) log_train(step, lr);
-    bool evaluation_stopped = false;
-    if (due(step, c_.train.eval_interval)) {
-      // Ctrl-C or SIGTERM that comes during an evaluation before the last step ends it (what it had not
-      // logged yet stays unlogged, the patterns are not captured) and stops the run after this step, its
-      // checkpoints written as at any step. A signal from before the evaluation lets it run, and stops
-      // the run after it, as before; the last step's evaluations finish the run (a run at its last step
-      // is not resumed). Under mpirun the ranks agree on stopping only through a step's allreduce, so an
-      // evaluation there runs to its end.
-      const bool signalled_before = stop.requested();
-      const auto stops = [&] {
-        test_stop_point("eval:" + std::to_string(step));
-        return step < c_.train.steps && !parallel_.active() && !signalled_before && stop.requested();
-      };
-      try {
-        evaluate_at(step, lr, stops);
-      } catch (const EvaluationStopped&) {
-        evaluation_stopped = true;
-      }
-    }
-    if (probes_ && writer() && !evaluation_stopped && due(step, c_.log.pattern_interval ? c_.log.pattern_interval : c_.train.eval_interval)) {
-      log_->write(capture_patterns(*x_.model, *probes_, step, run_dir_));
-    }
-    if (due(step, c_.train.checkpoint_interval)) {
-      save("last.ckpt");
-      if (c_.train.keep_checkpoints && writer()) {
-        std::filesystem::create_directories(run_dir_ + "/checkpoints");
-        save("checkpoints/step_" + std::to_string(step) + ".ckpt");
-      }
-    }
+    const bool evaluation_stopped = after_step(step, stop);
     test_stop_point("step:" + std::to_string(step));
     // Under mpirun the ranks agree through the allreduce: every rank stops after the same step.
     const bool stopping = evaluation_stopped || (parallel_.active() ? step_loss.stop : stop.requested());
     if (stopping && step < c_.train.steps) return stopped(stop);
   }
   return finish();
+}
+
+// What follows a step: its evaluations, pattern capture and checkpoints, each when due. Ctrl-C or
+// SIGTERM that comes during an evaluation before the last step ends it (nothing of it is logged or saved,
+// the patterns are not captured), marks it owed (TrainState::evaluation_owed: a resume runs this first)
+// and returns true: the run stops after this step, its checkpoints written as at any step. A signal from
+// before the evaluation lets it run, and stops the run after it, as before; the last step's evaluations
+// finish the run (a run at its last step is not resumed). Under mpirun the ranks agree on stopping only
+// through a step's allreduce, so an evaluation there runs to its end.
+bool Trainer::after_step(std::size_t step, const StopSignals& stop) {
+  bool evaluation_stopped = false;
+  state_.evaluation_owed = false;  // best.ckpt, saved inside the evaluation, is of a step whose evaluation ran
+  if (due(step, c_.train.eval_interval)) {
+    const bool signalled_before = stop.requested();
+    const auto stops = [&] {
+      test_stop_point("eval:" + std::to_string(step));
+      return step < c_.train.steps && !parallel_.active() && !signalled_before && stop.requested();
+    };
+    try {
+      evaluate_at(step, schedule_.lr_at(step - 1), stops);
+    } catch (const EvaluationStopped&) {
+      evaluation_stopped = true;
+    }
+  }
+  state_.evaluation_owed = evaluation_stopped;  // for the checkpoints below and the one stopped() writes
+  if (probes_ && writer() && !evaluation_stopped && due(step, c_.log.pattern_interval ? c_.log.pattern_interval : c_.train.eval_interval)) {
+    log_->write(capture_patterns(*x_.model, *probes_, step, run_dir_));
+  }
+  if (due(step, c_.train.checkpoint_interval)) {
+    save("last.ckpt");
+    if (c_.train.keep_checkpoints && writer()) {
+      std::filesystem::create_directories(run_dir_ + "/checkpoints");
+      save("checkpoints/step_" + std::to_string(step) + ".ckpt");
+    }
+  }
+  return evaluation_stopped;
 }
 
 // Draws the global batch, and takes the gradient of this rank's rows (all of them in a single process).
@@ -240,9 +252,14 @@ void Trainer::log_train(std::size_t step, double lr) {
   state_.running_count = 0;
 }
 
-// A periodic evaluation on the same held-out batches every time; best.ckpt follows its loss.
+// A periodic evaluation on the same held-out batches every time; best.ckpt follows its loss. Both
+// evaluations (with train.eval_train) finish before anything is logged or saved: one that `stop` ends
+// leaves no trace, and is run whole again (after_step).
 void Trainer::evaluate_at(std::size_t step, double lr, const std::function<bool()>& stop) {
-  last_eval_ = evaluate(*x_.model, *x_.data, c_.train.eval_batches, c_.train.batch_size, c_.seed + 2, parallel_.comm(), stop);
+  const Evaluation held_out = evaluate(*x_.model, *x_.data, c_.train.eval_batches, c_.train.batch_size, c_.seed + 2, parallel_.comm(), stop);
+  std::optional<Evaluation> train;
+  if (c_.train.eval_train) train = evaluate_train(*x_.model, *x_.data, c_.train.eval_batches, c_.train.batch_size, c_.seed + 8, parallel_.comm(), stop);
+  last_eval_ = held_out;
   if (last_eval_.loss < state_.best_eval) {
     state_.best_eval = last_eval_.loss;
     save("best.ckpt");
@@ -253,9 +270,8 @@ void Trainer::evaluate_at(std::size_t step, double lr, const std::function<bool(
   row.elapsed_s = state_.train_seconds + seconds();
   write_row(row);
   progress_.evaluation(step, row.loss, row.token_accuracy, row.exact_match);
-  if (!c_.train.eval_train) return;
-  const Evaluation train = evaluate_train(*x_.model, *x_.data, c_.train.eval_batches, c_.train.batch_size, c_.seed + 8, parallel_.comm(), stop);
-  row.split = "eval_train", row.loss = train.loss, row.token_accuracy = train.metrics.token_accuracy, row.exact_match = train.metrics.exact_match;
+  if (!train) return;
+  row.split = "eval_train", row.loss = train->loss, row.token_accuracy = train->metrics.token_accuracy, row.exact_match = train->metrics.exact_match;
   write_row(row);
 }
 

@@ -137,15 +137,31 @@ bad twice "\`train.steps=3\` sets 'train.steps' too; give each key once" "$confi
 
 # SIGTERM as the evaluation after step 3 begins (ATTNLAB_TEST_STOP_AT: at that exact point) ends it
 # unlogged and stops the run after step 3 with its checkpoint, as during a step (an evaluation used to run
-# to its end, however many batches it had); the resume finishes the run.
-ATTNLAB_TEST_STOP_AT=eval:3 "$attnlab" train "$config" "${tiny[@]/train.eval_batches=1/train.eval_batches=1000000}" log.dir="$work/runs" \
-  name=stop-in-eval > "$work/stop_in_eval.log" 2>&1
+# to its end, however many batches it had). The checkpoint owes that evaluation: the resume runs it first
+# (and the patterns and checkpoints due after it), so the run ends bit for bit as one never stopped.
+in_eval=(train.eval_train=true train.checkpoint_interval=3 train.keep_checkpoints=true log.pattern_interval=3 log.dir="$work/runs")
+"$attnlab" train "$config" "${tiny[@]}" "${in_eval[@]}" name=never-stopped > "$work/never_stopped.log" 2>&1 || fail "never-stopped"
+ATTNLAB_TEST_STOP_AT=eval:3 "$attnlab" train "$config" "${tiny[@]}" "${in_eval[@]}" name=stop-in-eval > "$work/stop_in_eval.log" 2>&1
 status=$?
 { [ $status = 143 ] && grep -q "stopped by SIGTERM after step 3; checkpoint written" "$work/stop_in_eval.log" \
-    && ! grep -q '"split":"eval"' "$work/runs/stop-in-eval/metrics.jsonl"; } \
+    && ! grep -q '"split":"eval' "$work/runs/stop-in-eval/metrics.jsonl"; } \
   || { fail "SIGTERM during an evaluation (status $status)"; cat "$work/stop_in_eval.log"; }
-check resume_after_eval_stop "$attnlab" train --resume "$work/runs/stop-in-eval" train.eval_batches=1
-grep -q '"step":6,"split":"final"' "$work/runs/stop-in-eval/metrics.jsonl" || fail "the run stopped in an evaluation did not finish on resume"
+check resume_after_eval_stop "$attnlab" train --resume "$work/runs/stop-in-eval"
+for which in best last; do
+  for run in never-stopped stop-in-eval; do "$attnlab" export "$work/runs/$run" "$work/export-$run-$which" --checkpoint "$which" > /dev/null; done
+  for f in "$work/export-never-stopped-$which"/*.npy; do
+    cmp -s "$f" "$work/export-stop-in-eval-$which/$(basename "$f")" || fail "$which.ckpt's $(basename "$f") differs after a stop in an evaluation"
+  done
+done
+python3 - "$work/runs/never-stopped" "$work/runs/stop-in-eval" <<'PY' || fail "a run stopped in an evaluation and resumed logs other than one never stopped"
+import json, os, sys
+def rows(run):  # every row, less what the clock gives
+    return [{k: v for k, v in json.loads(line).items() if k not in ("elapsed_s", "tokens_per_s")} for line in open(run + "/metrics.jsonl")]
+a, b = (rows(r) for r in sys.argv[1:])
+assert a == b, (a, b)
+assert sum(r["split"] == "eval" and r["step"] == 3 for r in b) == 1 and any(r["split"] == "eval_train" and r["step"] == 3 for r in b)
+assert sorted(os.listdir(sys.argv[1] + "/patterns")) == sorted(os.listdir(sys.argv[2] + "/patterns"))
+PY
 
 # A diverging run stops with the step and the parameter whose gradient went bad; last.ckpt holds the
 # state before it, its metrics parse as JSON, and eval falls back to last.ckpt, saying so.
