@@ -100,6 +100,10 @@ int evaluate_run(const std::string& run_dir, const std::string& which, int threa
   load_run_model(*x.model, run);
   const TrainConfig& t = run.config.train;
   const Evaluation e = evaluate(*x.model, *x.data, t.final_eval_batches, t.batch_size, run.config.seed + 2);
+  if (!std::isfinite(e.loss)) {
+    std::fprintf(stderr, "attnlab: warning: the held-out loss of %s (%s, step %zu) is not finite: its weights give no usable outputs "
+                         "(did the run diverge? its summary.json says)\n", run_dir.c_str(), run.checkpoint_file.c_str(), run.state.step);
+  }
   nlohmann::ordered_json line{{"run", run_dir},
                               {"checkpoint", run.checkpoint_file.substr(0, run.checkpoint_file.find('.'))},
                               {"step", run.state.step},

@@ -331,7 +331,7 @@ TrainResult Trainer::diverged(std::size_t step, double loss, double lr) {
     write_summary(run_dir_, summary("diverged"));
     write_report(run_dir_);
   }
-  progress_.final_message("attnlab: training stopped at step " + std::to_string(step) + ": the loss is " + std::to_string(loss) +
+  progress_.final_message("attnlab: training stopped at step " + std::to_string(step) + ": the loss is " + (std::isnan(loss) ? std::string("NaN") : std::to_string(loss)) +
                     (culprit.empty() ? "" : " and the gradient of " + culprit + " is not finite") + "; last.ckpt holds step " +
                     std::to_string(state_.step) + ", the state before it. Lower train.optimizer.lr or set train.grad_clip");
   result_.diverged = true;

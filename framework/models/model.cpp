@@ -57,6 +57,15 @@ std::shared_ptr<Model> make_model(const ModelConfig& config, const DataShape& sh
   return ModelRegistry::instance().find(config.kind.name).make(config, shape, gen);
 }
 
+void check_finite_scores(const std::vector<double>& scores, const std::string& who) {
+  for (double v : scores) {
+    if (std::isnan(v) || (std::isinf(v) && v > 0)) {
+      throw std::runtime_error(who + ": the model's next-token scores are not finite (" + (std::isnan(v) ? "NaN" : "inf") +
+                               "); its weights give no usable outputs (did the run diverge?)");
+    }
+  }
+}
+
 std::vector<KernelUse> kernel_uses(const ModelConfig& config, const DataShape& shape) {
   const ModelKindInfo& kind = ModelRegistry::instance().find(config.kind.name);
   if (kind.kernels) return kind.kernels(config, shape);

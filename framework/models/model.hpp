@@ -91,6 +91,9 @@ struct KernelUse {
 // state its layers keep (each kernel's DecodeState, attention/kernel.hpp), or `recomputed`, a forward over
 // the whole window each time (what generation did before the cache; kept to compare against).
 enum class Decoding { cached, recomputed };
+// Generation and decoding refuse next-token scores that hold a NaN or an infinity (the outputs of weights
+// that diverged), rather than picking token 0 from them: a runtime_error naming `who`.
+void check_finite_scores(const std::vector<double>& scores, const std::string& who);
 
 struct ForwardOptions {
   HookRequest hooks;  // named activations to cache or replace (nn/hooks.hpp); empty: none

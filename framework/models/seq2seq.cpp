@@ -270,7 +270,9 @@ std::vector<double> Seq2Seq::next_log_probs(const Tensor& memory, const Tensor& 
   const Tensor logits = state ? decode_step(from_indices(ids, {n, 1}), *state)                        // [N, 1, V]
                               : decode(memory, source_mask, from_indices(ids, {n, t}), Tensor());     // [N, t, V]
   const I last = static_cast<I>(logits.size(1));
-  return log_softmax(reshape(slice(logits, 1, last - 1, last), {static_cast<I>(n), static_cast<I>(vocab_)})).to_vector();
+  std::vector<double> scores = log_softmax(reshape(slice(logits, 1, last - 1, last), {static_cast<I>(n), static_cast<I>(vocab_)})).to_vector();
+  check_finite_scores(scores, "decoding");
+  return scores;
 }
 
 std::vector<Decoded> Seq2Seq::greedy_decode(const Tensor& source, const Tensor& source_mask, std::size_t max_length, Decoding decoding) {

@@ -53,6 +53,7 @@ ModelSize token_size(const EncoderConfig& e, const DataShape& shape, std::size_t
 // The token sampled from one position's logits: the most likely at temperature 0, else drawn from
 // softmax(logits / temperature) over the top_k most likely (0: all).
 std::size_t pick_token(const std::vector<double>& logits, double temperature, std::size_t top_k, Generator& gen) {
+  check_finite_scores(logits, "generate");
   if (temperature == 0.0) return static_cast<std::size_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
   const std::size_t vocab = logits.size(), k = top_k == 0 ? vocab : std::min(top_k, vocab);
   std::vector<std::size_t> order(vocab);

@@ -177,6 +177,13 @@ else
 fi
 check eval_diverged "$attnlab" eval "$work/runs/diverge"
 grep -q "has no best.ckpt .* using last.ckpt" "$work/eval_diverged.log" || fail "eval of a diverged run does not say which checkpoint"
+# Its weights give NaN (the step before the bad one already overflowed): eval says so, analyze refuses
+# (every table would be NaN) and leaves no analysis behind.
+grep -q '"loss":null' "$work/eval_diverged.log" && grep -q "warning: the held-out loss of .*diverge (last.ckpt, step .) is not finite" "$work/eval_diverged.log" \
+  || fail "eval of a diverged run does not warn of its loss"
+"$attnlab" analyze "$work/runs/diverge" > "$work/analyze_diverged.log" 2>&1
+[ $? = 2 ] && grep -q "diverge/last.ckpt (step .) gives a held-out loss of NaN: its weights give no usable outputs to analyse" "$work/analyze_diverged.log" \
+  && [ ! -e "$work/runs/diverge/analysis" ] || { fail "analyze of a diverged run"; cat "$work/analyze_diverged.log"; }
 
 # A stop signal (Ctrl-C, or SIGTERM from a scheduler): the current step finishes, last.ckpt is written,
 # the resume command is printed, the exit status is 128 + the signal; resuming finishes.

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "framework/models/seq2seq.hpp"
 #include "framework/models/text_models.hpp"
@@ -193,6 +194,22 @@ TEST(Seq2SeqDecoding, GreedyAndBeamDecodeAlikeWithAndWithoutTheCacheForEveryKern
     if (c.cross_attention && c.bidirectional) {
       auto model = seq2seq("softmax", name);
       expect_same_decoding(*model, "cross-attention " + name);
+    }
+  }
+}
+
+// Diverged weights give NaN scores: greedy and beam decoding refuse them rather than emit token 0.
+TEST(Seq2SeqDecoding, DecodingRefusesScoresThatAreNotFinite) {
+  auto model = seq2seq("softmax", "softmax");
+  model->head->weight.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+  const Tensor source = from_indices({3, 4, 5, 0, 0, 0}, {1, 6});
+  const Tensor mask = from_mask({false, false, false, true, true, true}, {1, 6});
+  for (std::size_t beam : {1, 3}) {
+    try {
+      beam > 1 ? model->beam_decode(source, mask, beam, 0, 1.0) : model->greedy_decode(source, mask, 0);
+      ADD_FAILURE() << "decoded from NaN scores, beam " << beam;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("decoding: the model's next-token scores are not finite (NaN)"), std::string::npos) << e.what();
     }
   }
 }

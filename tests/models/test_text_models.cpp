@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <limits>
 
 #include "framework/io/checkpoint.hpp"
 #include "framework/models/text_models.hpp"
@@ -146,6 +147,23 @@ TEST(CausalLM, GenerateIsSeededGreedyAtTemperatureZeroAndRespectsTopK) {
   EXPECT_EQ(model.generate({3}, 6, 2.0, 1, g3), model.generate({3}, 6, 0.0, 0, g4));
   EXPECT_TRUE(model.is_training());  // mode restored
   EXPECT_THROW(model.generate({9}, 1, 1.0, 0, g1), std::invalid_argument);
+}
+
+// Weights that diverged give NaN scores: generation refuses them rather than picking token 0 every time.
+TEST(CausalLM, GenerateRefusesScoresThatAreNotFinite) {
+  const Spec spec = tiny(7, 4);
+  Generator gen(0);
+  CausalLM model(spec.config, spec.shape, gen);
+  model.head->weight.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+  for (double temperature : {0.0, 1.0}) {
+    Generator g(1);
+    try {
+      model.generate({1, 2}, 3, temperature, 0, g);
+      ADD_FAILURE() << "generated from NaN scores";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("generate: the model's next-token scores are not finite (NaN)"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(CausalLM, GenerateShowsEachTokenAsItIsPicked) {
