@@ -74,6 +74,19 @@ std::string part_of(const std::string& name) {
   return best;
 }
 
+// With --only, the parts kept from the earlier analysis must be of the same checkpoint at the same step:
+// after a resume (or with another --checkpoint) they would describe another model beside the new ones.
+void check_same_model(const std::string& run_dir, const AnalyzeOptions& o, const LoadedRun& run) {
+  if (o.only.empty() || !has_analysis(run_dir)) return;
+  const AnalysisResult earlier = read_analysis(run_dir);
+  if (earlier.checkpoint.empty() || (earlier.checkpoint == run.checkpoint_file && earlier.step == run.state.step)) return;
+  throw std::invalid_argument("--only: " + run_dir + "/analysis is of " + earlier.checkpoint + " at step " +
+                              (earlier.step ? std::to_string(*earlier.step) : std::string("?")) + ", and this analysis would be of " +
+                              run.checkpoint_file + " at step " + std::to_string(run.state.step) +
+                              ": the parts kept from it would describe another model. Run attnlab analyze " + run_dir +
+                              " without --only to analyse every part again");
+}
+
 // With --only, what the earlier analysis found in the other parts is kept (its tables, facts, notes,
 // images and files), so that re-running one part never loses the rest.
 void keep_other_parts(const std::string& run_dir, const std::string& fresh, const AnalyzeOptions& o, AnalysisResult& result) {
@@ -142,8 +155,10 @@ AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& o) 
   RunFolder::check_is_run(run_dir);  // before the lock, which would leave its file in any folder
   const RunFolderLock lock(run_dir, "attnlab analyze");  // one writer: not while the run trains or another analysis runs
   const LoadedRun run = load_run(run_dir, o.checkpoint);  // clears what an earlier, killed analysis left
+  check_same_model(run_dir, o, run);
   Experiment x(run.config);
   AnalysisResult result;
+  result.checkpoint = run.checkpoint_file, result.step = run.state.step;
   check_applicable(o, *x.model, *x.data, run_dir, result);
   for (const AnalysisPartInfo* part : analysis_parts_in_order())
     if (wanted(o, part->name)) part->check_run(options_of(o, part->name), run.config);

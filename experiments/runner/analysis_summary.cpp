@@ -79,7 +79,9 @@ void write_analysis(const std::string& dir, const AnalysisResult& result) {
     tables.push_back(table_json(t));
   }
   for (const auto& [name, value] : result.facts) facts[name] = json_number(value);
-  const json summary{{"tables", tables}, {"facts", facts}, {"notes", result.notes}, {"images", result.images}, {"titles", result.titles}};
+  json summary{{"tables", tables}, {"facts", facts}, {"notes", result.notes}, {"images", result.images}, {"titles", result.titles}};
+  if (!result.checkpoint.empty()) summary["checkpoint"] = result.checkpoint;
+  if (result.step) summary["step"] = *result.step;
   write_file_atomically(dir + "/summary.json", summary.dump(1) + "\n");
 }
 
@@ -95,6 +97,8 @@ AnalysisResult read_analysis(const std::string& run_dir) {
     r.notes = j.at("notes").get<std::vector<std::string>>();
     r.images = j.at("images").get<std::vector<std::string>>();
     if (j.contains("titles")) r.titles = j.at("titles").get<std::map<std::string, std::string>>();
+    r.checkpoint = j.value("checkpoint", "");
+    if (j.contains("step")) r.step = j.at("step").get<std::size_t>();
     return r;
   } catch (const json::exception& e) {
     throw std::runtime_error(file + " is not an analysis summary: " + json_error_text(e) + "; run attnlab analyze " + run_dir + " again");

@@ -37,6 +37,9 @@ struct AnalysisResult {
   std::vector<std::string> notes;         // what was skipped and why ("attribution: a post-norm model has no final norm")
   std::vector<std::string> images;        // extra PNGs under analysis/ (rollout maps)
   std::map<std::string, std::string> titles;  // each section's heading in the report ("ablation" -> "Ablation: ...")
+  // The checkpoint analysed ("best.ckpt") and the step it held; empty in summaries from before they were kept.
+  std::string checkpoint;
+  std::optional<std::size_t> step;
   void add(AnalysisTable table) { tables.push_back(std::move(table)); }
 };
 

@@ -11,6 +11,7 @@
 #include "experiments/runner/file_fields.hpp"
 #include "experiments/runner/report.hpp"
 #include "experiments/runner/report_svg.hpp"
+#include "experiments/runner/run_folder.hpp"
 #include "framework/io/atomic_file.hpp"
 #include "framework/io/image.hpp"
 
@@ -121,9 +122,19 @@ std::string analysis_section(const std::string& run_dir) {
     return "<h2>Analysis</h2><p class=\"note\">" + escape(e.what()) + "</p>";
   }
   std::ostringstream html;
+  const std::string of = r.checkpoint.empty() ? "" : " of " + r.checkpoint + (r.step ? " at step " + std::to_string(*r.step) : "");
   html << "<h2>Analysis</h2><p class=\"note\">Written by <code>attnlab analyze</code> on "
-       << fmt("%.0f", r.facts.count("examples") ? r.facts.at("examples") : NAN)
-       << " held-out examples (each table says what it is over); every table is also in analysis/ as CSV, .npy and PNG. docs/analysis.md defines each one.</p>";
+       << fmt("%.0f", r.facts.count("examples") ? r.facts.at("examples") : NAN) << " held-out examples" << escape(of)
+       << " (each table says what it is over); every table is also in analysis/ as CSV, .npy and PNG. docs/analysis.md defines each one.</p>";
+  // The checkpoint analysed may have moved on since (a resumed run writes it again).
+  if (!r.checkpoint.empty() && r.step) {
+    const std::optional<std::size_t> now = checkpoint_step(run_dir + "/" + r.checkpoint);
+    if (now != r.step) {
+      html << "<p class=\"stale\">This analysis is out of date: " << escape(r.checkpoint)
+           << (now ? " now holds step " + std::to_string(*now) : std::string(" is gone or unreadable")) << ", not step " << *r.step
+           << ". Run <code>attnlab analyze " << escape(run_dir) << "</code> again.</p>";
+    }
+  }
   if (!r.notes.empty()) {
     html << "<ul class=\"note\">";
     for (const std::string& n : r.notes) html << "<li>" << escape(n) << "</li>";

@@ -167,6 +167,7 @@ th { background: #f4f4f4; } td:first-child, th:first-child { text-align: left; }
 pre { background: #f7f7f7; padding: 10px; font-size: 12px; overflow-x: auto; }
 .charts, .heads, .variants { display: flex; flex-wrap: wrap; gap: 12px; align-items: flex-start; }
 .variant { border: 1px solid #ddd; padding: 6px; } .note { color: #666; font-size: 13px; }
+.stale { background: #fff3cd; border: 1px solid #e0c36a; padding: 6px 10px; font-size: 13px; }
 .facts span { display: inline-block; margin-right: 18px; }
 svg.heatmap { cursor: zoom-in; } .colourbar { display: block; margin: 4px 0; }
 #attnlab-tip { position: fixed; display: none; z-index: 20; background: #222; color: #fff; font: 12px monospace;

@@ -237,6 +237,14 @@ LoadedRun load_run(const std::string& dir, const std::string& which, const std::
   return run;
 }
 
+std::optional<std::size_t> checkpoint_step(const std::string& path) {
+  try {
+    return state_of(load_checkpoint(path), path).step;
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
 LoadedRun loaded_run_from(const std::string& dir, const std::string& config_yaml, const std::string& checkpoint_bytes) {
   LoadedRun run;
   run.dir = dir;

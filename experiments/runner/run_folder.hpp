@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -109,6 +110,8 @@ struct LoadedRun {
 // missing or empty; any difference from the checkpoint's config in a key that a run cannot change
 // (everything but train.steps, the evaluation and logging cadence, ...) is an error naming both files.
 LoadedRun load_run(const std::string& dir, const std::string& which, const std::vector<std::string>& overrides = {});
+// The step the checkpoint at `path` holds; nothing when it is missing or unreadable.
+std::optional<std::size_t> checkpoint_step(const std::string& path);
 
 // On a rank other than 0 of a data-parallel job: the run rank 0 loaded (load_run(dir, "last", ...)),
 // rebuilt from what it sent, its resolved config as YAML and its last.ckpt's bytes.

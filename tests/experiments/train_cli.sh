@@ -380,6 +380,18 @@ PY
 "$attnlab" analyze "$work/runs/induction-causal_lm" --only ablation,probs > "$work/analyze_bad.log" 2>&1
 [ $? = 2 ] && grep -q "\-\-only: analysis part 'probs' is not among \[ablation, attribution.*did you mean 'probes'" "$work/analyze_bad.log" && [ ! -e "$work/runs/induction-causal_lm/analysis.tmp-"* ] \
   || { fail "a bad --only"; cat "$work/analyze_bad.log"; }
+# An analysis names the checkpoint and step it read. After a resume the report says it is out of date,
+# and --only refuses to put new parts beside parts of the earlier model.
+cp -r "$work/runs/induction-causal_lm" "$work/runs/stale" && rm -rf "$work/runs/stale/analysis"
+check analyze_stale "$attnlab" analyze "$work/runs/stale" --checkpoint last --examples 16 --pairs 4
+grep -q "held-out examples of last.ckpt at step 6 (" "$work/runs/stale/report.html" && ! grep -q 'class="stale"' "$work/runs/stale/report.html" \
+  || fail "the report does not say which checkpoint was analysed"
+check resume_stale "$attnlab" train --resume "$work/runs/stale" train.steps=9
+grep -q "This analysis is out of date: last.ckpt now holds step 9, not step 6" "$work/runs/stale/report.html" \
+  || fail "the report of a run resumed after its analysis does not say the analysis is out of date"
+"$attnlab" analyze "$work/runs/stale" --only probes --checkpoint last > "$work/analyze_stale_only.log" 2>&1
+[ $? = 2 ] && grep -q -- "--only: .*stale/analysis is of last.ckpt at step 6, and this analysis would be of last.ckpt at step 9" "$work/analyze_stale_only.log" \
+  || { fail "analyze --only beside an analysis of another step"; cat "$work/analyze_stale_only.log"; }
 
 # Numbers on the command line are read as config values are: base-10 integers, finite numbers, inside
 # their range, each error naming the option, what it takes and what came (exit 2, as any bad input).
