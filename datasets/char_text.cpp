@@ -101,6 +101,15 @@ void CharTextDataset::build(const std::string& text, double train_fraction) {
   validation_.assign(ids.begin() + static_cast<std::ptrdiff_t>(cut), ids.end());
 }
 
+std::string CharTextDataset::fingerprint() const {
+  Fnv1a hash;
+  const std::string chars = vocabulary_.chars();
+  hash.add(chars.data(), chars.size());
+  hash.add(train_);
+  hash.add(validation_);
+  return "fnv1a64 " + hash.hex() + " of " + std::to_string(train_.size() + validation_.size()) + " characters";
+}
+
 void CharTextDataset::check_block_size(std::size_t block_size) const {
   check_split(Split::train, block_size);
   check_split(Split::validation, block_size);
@@ -176,6 +185,7 @@ class CharTextSource : public DataSource {
     return ch == ' ' ? "\u2423" : ch == '\n' ? "\\n" : ch == '\t' ? "\\t" : std::string(1, ch);
   }
   std::string vocabulary() const override { return text_.vocabulary().chars(); }
+  std::string fingerprint() const override { return text_.fingerprint(); }
 
  private:
   std::size_t full_windows() const { return (text_.size(Split::validation) - 1) / block_size_; }

@@ -56,6 +56,8 @@ class CharTextDataset {
   void check_block_size(std::size_t block_size) const;
 
   const CharVocabulary& vocabulary() const { return vocabulary_; }
+  // A hash of the characters and both splits' ids (DataSource::fingerprint).
+  std::string fingerprint() const;
   std::size_t size(Split split) const { return split == Split::train ? train_.size() : validation_.size(); }
   // batch_size random windows of block_size inputs and the next character of each as targets.
   TokenBatch batch(Split split, std::size_t batch_size, std::size_t block_size, Generator& gen) const;

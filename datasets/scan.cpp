@@ -341,6 +341,20 @@ class ScanSource : public DataSource {
   std::string target_label(std::int64_t id) const override { return target_.word(id); }
   bool is_padding(std::int64_t id) const override { return id == WordVocabulary::kPad; }
   std::string decode_target(const std::vector<std::int64_t>& ids) const override { return target_.decode(ids); }
+  // The pairs as read or generated: both vocabularies' words and every encoded pair, in order.
+  std::string fingerprint() const override {
+    Fnv1a hash;
+    for (const WordVocabulary* v : {&source_, &target_}) {
+      for (std::size_t id = 0; id < v->size(); ++id) {
+        const std::string word = v->word(static_cast<std::int64_t>(id)) + " ";
+        hash.add(word.data(), word.size());
+      }
+    }
+    for (const auto* split : {&train_, &test_}) {
+      for (const Encoded& e : *split) hash.add(e.command), hash.add(e.actions);
+    }
+    return "fnv1a64 " + hash.hex() + " of " + std::to_string(train_.size()) + " + " + std::to_string(test_.size()) + " pairs";
+  }
   // One held-out command drawn as the template, and `count` held-out commands of its shape drawn with
   // replacement (the template with its primitives reassigned, as the held-out split has them: the same
   // other words, so the same source and target lengths). Each is corrupted by changing its primitive at

@@ -60,6 +60,23 @@ struct SequenceMetrics {
 };
 SequenceMetrics sequence_metrics(const Tensor& logits, const Tensor& target);
 
+// FNV-1a over 64 bits, for DataSource::fingerprint.
+class Fnv1a {
+ public:
+  void add(const void* bytes, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) hash_ = (hash_ ^ static_cast<const unsigned char*>(bytes)[i]) * 0x100000001b3ULL;
+  }
+  void add(const std::vector<std::int64_t>& ids) {
+    const std::uint64_t n = ids.size();
+    add(&n, sizeof n);
+    add(ids.data(), ids.size() * sizeof(std::int64_t));
+  }
+  std::string hex() const;
+
+ private:
+  std::uint64_t hash_ = 0xcbf29ce484222325ULL;
+};
+
 class DataSource {
  public:
   virtual ~DataSource() = default;
@@ -94,6 +111,10 @@ class DataSource {
   std::string token_names_hint() const;
   // What a checkpoint must keep to decode outputs without the data (char_text: its characters).
   virtual std::string vocabulary() const { return ""; }
+  // What identifies data read from files: a hash of what was read, kept in the checkpoint so that a run
+  // resumed or evaluated on other contents (a relative task.path read from another folder, an edited
+  // file) is refused; "" for data the config alone generates.
+  virtual std::string fingerprint() const { return ""; }
   // `count` clean/corrupted pairs drawn from the held-out split with `gen`; empty (size 0) when the task
   // has no corruption that changes its answer in a known way.
   virtual PatchingPairs patching_pairs(std::size_t /*count*/, Generator& /*gen*/) const { return {}; }

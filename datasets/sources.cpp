@@ -2,6 +2,7 @@
 // its own file (datasets/tasks/, char_text.cpp, scan.cpp) and registers itself there.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <sstream>
 
@@ -57,6 +58,12 @@ std::vector<std::string> DataSource::token_names() const {
   std::vector<std::string> names;
   for (std::size_t id = 0; id < shape().vocab_size; ++id) names.push_back(token_label(static_cast<std::int64_t>(id), 0));
   return names;
+}
+
+std::string Fnv1a::hex() const {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(hash_));
+  return text;
 }
 
 std::string DataSource::token_names_hint() const {

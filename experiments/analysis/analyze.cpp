@@ -162,7 +162,7 @@ AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& o) 
   check_applicable(o, *x.model, *x.data, run_dir, result);
   for (const AnalysisPartInfo* part : analysis_parts_in_order())
     if (wanted(o, part->name)) part->check_run(options_of(o, part->name), run.config);
-  load_run_model(*x.model, run);
+  load_run_model(*x.model, run, x.data.get());
   const TrainConfig& t = run.config.train;
   AnalysisInputs in{*x.model, *x.data, held_out_examples(*x.data, o.examples, t.batch_size, run.config.seed + 2)};
   // Weights whose outputs are not finite (a run that diverged) would fill every table with NaN.

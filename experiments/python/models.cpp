@@ -316,7 +316,7 @@ ModelHandle model_from_run(const std::string& run_dir, const std::string& checkp
   if (!std::filesystem::is_directory(run_dir)) throw NotFound(run_dir + " is not a folder; give a run folder (log.dir/name)");
   const LoadedRun run = load_run(run_dir, checkpoint);
   ModelHandle h = model_from_config(run.config);
-  load_run_model(*h.model, run);
+  load_run_model(*h.model, run, h.data.get());
   return h;
 }
 

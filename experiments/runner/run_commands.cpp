@@ -97,7 +97,7 @@ int evaluate_run(const std::string& run_dir, const std::string& which, int threa
   set_num_threads(threads);
   const LoadedRun run = load_run(run_dir, which);
   Experiment x(run.config);
-  load_run_model(*x.model, run);
+  load_run_model(*x.model, run, x.data.get());
   const TrainConfig& t = run.config.train;
   const Evaluation e = evaluate(*x.model, *x.data, t.final_eval_batches, t.batch_size, run.config.seed + 2);
   if (!std::isfinite(e.loss)) {
@@ -132,7 +132,7 @@ int translate_run(const std::string& run_dir, const TranslateOptions& o, int thr
   const LoadedRun run = load_run(run_dir, o.checkpoint);
   Experiment x(run.config);
   Seq2Seq& model = seq2seq_model(x, run_dir, "translate");
-  load_run_model(model, run);
+  load_run_model(model, run, x.data.get());
   const std::size_t longest = x.data->shape().max_len;
   std::vector<std::vector<std::int64_t>> sources;
   for (const std::string& input : o.inputs) {
@@ -185,7 +185,7 @@ int sample_run(const std::string& run_dir, const SampleOptions& o, int threads) 
   if (!chars.empty()) shape.vocab_size = shape.num_classes = chars.size();
   Generator init(run.config.seed);
   CausalLM model(run.config.model, shape, init);
-  load_run_model(model, run);
+  load_run_model(model, run, nullptr);  // the model alone: sample reads no data
   Generator gen(o.seed);
   if (!chars.empty()) {
     const data::CharVocabulary vocabulary = data::CharVocabulary::from_chars(chars);

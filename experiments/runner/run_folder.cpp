@@ -161,7 +161,7 @@ bool RunFolder::has(const std::string& file) const { return fs::exists(path(file
 void RunFolder::write_config(const ExperimentConfig& c) const { write_file_atomically(path("config.yaml"), config_to_yaml(c)); }
 
 void RunFolder::save_checkpoint(const std::string& file, const ExperimentConfig& c, const Module& model, const Optimizer& optimizer,
-                                const TrainState& s, const std::string& vocabulary) const {
+                                const TrainState& s, const data::DataSource& data) const {
   Checkpoint ck;
   for (const auto& [name, t] : model.state_dict()) ck.tensors["model." + name] = t;
   for (const auto& [name, t] : optimizer.state_dict()) ck.tensors["optim." + name] = t;
@@ -171,7 +171,9 @@ void RunFolder::save_checkpoint(const std::string& file, const ExperimentConfig&
   ck.tensors["running_loss"] =
       from_vector({s.running_loss, static_cast<double>(s.running_count), s.best_eval, s.train_seconds}, {4}, DType::float64);
   ck.texts["config"] = config_to_yaml(c);
-  ck.texts["vocabulary"] = vocabulary;
+  ck.texts["vocabulary"] = data.vocabulary();
+  const std::string fingerprint = data.fingerprint();
+  if (!fingerprint.empty()) ck.texts["data"] = fingerprint;
   attnlab::save_checkpoint(path(file), ck);
 }
 
@@ -256,7 +258,16 @@ LoadedRun loaded_run_from(const std::string& dir, const std::string& config_yaml
   return run;
 }
 
-void load_run_model(Module& model, const LoadedRun& run) {
+void load_run_model(Module& model, const LoadedRun& run, const data::DataSource* data) {
+  const auto trained_on = run.checkpoint.texts.find("data");
+  if (data && trained_on != run.checkpoint.texts.end() && data->fingerprint() != trained_on->second) {
+    std::error_code ec;
+    const std::string here = fs::current_path(ec).string();
+    throw std::invalid_argument(run.dir + "/" + run.checkpoint_file + " was trained on other data than its config reads now (" +
+                                data->fingerprint() + ", where it read " + trained_on->second + "): task " + run.config.task.name +
+                                "'s files have changed, or a relative path is read from another folder than the run's (this one is " +
+                                here + "). Run attnlab from the folder the run was trained from, or restore the files");
+  }
   const std::map<std::string, Tensor> state = checkpoint_part(run.checkpoint, "model.");
   try {
     model.load_state_dict(state);

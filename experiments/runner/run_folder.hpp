@@ -82,7 +82,7 @@ class RunFolder {
   // config.yaml, atomically.
   void write_config(const ExperimentConfig& config) const;
   void save_checkpoint(const std::string& file, const ExperimentConfig& config, const Module& model, const Optimizer& optimizer,
-                       const TrainState& state, const std::string& vocabulary) const;
+                       const TrainState& state, const data::DataSource& data) const;
 
  private:
   explicit RunFolder(std::string dir) : dir_(std::move(dir)) {}
@@ -118,8 +118,9 @@ std::optional<std::size_t> checkpoint_step(const std::string& path);
 LoadedRun loaded_run_from(const std::string& dir, const std::string& config_yaml, const std::string& checkpoint_bytes);
 
 // Loads the run's checkpointed weights into `model` (built from run.config); an error naming the file
-// when they do not fit.
-void load_run_model(Module& model, const LoadedRun& run);
+// when they do not fit, or when `data` (what run.config reads now; null: the model alone, as sample
+// uses it) is not the data the checkpoint was trained on (DataSource::fingerprint).
+void load_run_model(Module& model, const LoadedRun& run, const data::DataSource* data);
 
 // The model and training parts of a checkpoint.
 std::map<std::string, Tensor> checkpoint_part(const Checkpoint& checkpoint, const std::string& prefix);

@@ -83,7 +83,7 @@ class Trainer {
 Experiment build(const ExperimentConfig& c, const std::optional<LoadedRun>& resumed) {
   Experiment x(c);
   if (resumed) {
-    load_run_model(*x.model, *resumed);
+    load_run_model(*x.model, *resumed, x.data.get());
   } else if (!c.model.init_from.empty() && dist::Communicator::world().rank() == 0) {
     try {
       x.model->load_weights(import_npy_folder(c.model.init_from));
@@ -286,7 +286,7 @@ void Trainer::save(const std::string& file) {
   TrainState s = state_;
   s.train_seconds += seconds();
   s.data_rng = data_gen_.state();
-  folder_->save_checkpoint(file, c_, *x_.model, *optimizer_, s, x_.data->vocabulary());
+  folder_->save_checkpoint(file, c_, *x_.model, *optimizer_, s, *x_.data);
 }
 
 // The run's report.html; a failure to write it is reported and does not fail the run.

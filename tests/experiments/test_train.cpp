@@ -355,7 +355,7 @@ TEST(RunFolder, AnOldClassTokenViTSaysHowToLoadIt) {
   run.config.model.kind.options.set("pooling", "mean");  // what such a run's config.yaml says
   ViT rebuilt(run.config.model, shape, gen);
   try {
-    load_run_model(rebuilt, run);
+    load_run_model(rebuilt, run, nullptr);
     FAIL() << "the CLS-token weights loaded into a mean-pooled ViT";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("unexpected: cls"), std::string::npos) << e.what();
@@ -363,13 +363,13 @@ TEST(RunFolder, AnOldClassTokenViTSaysHowToLoadIt) {
   }
   run.config.model.kind.options.set("pooling", "cls");
   ViT as_saved(run.config.model, shape, gen);
-  EXPECT_NO_THROW(load_run_model(as_saved, run));
+  EXPECT_NO_THROW(load_run_model(as_saved, run, nullptr));
   // A mismatch without the CLS token in the checkpoint carries no such hint.
   run.checkpoint.tensors.erase("model.cls");
   run.config.model.kind.options.set("pooling", "mean");
   ViT mean_pooled(run.config.model, shape, gen);
   try {
-    load_run_model(mean_pooled, run);
+    load_run_model(mean_pooled, run, nullptr);
     FAIL();
   } catch (const std::runtime_error& e) {
     EXPECT_EQ(std::string(e.what()).find("pooling: cls"), std::string::npos) << e.what();

@@ -47,6 +47,22 @@ check train_char_text "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/run
 grep -q "final evaluation (the whole held-out split, 163 scored tokens)" "$work/train_char_text.log" \
   && grep -q '"split":"final"' "$work/runs/text/metrics.jsonl" || fail "no whole-split final evaluation"
 check eval_text "$attnlab" eval "$work/runs/text" --checkpoint last
+# A relative task.path is read from the folder attnlab runs in. The checkpoint keeps a hash of the text it
+# trained on, so eval or a resume from another folder, where that path holds other text (the same
+# characters), is refused, naming both hashes; from the run's own folder both work.
+mkdir -p "$work/here/data" "$work/elsewhere/data"
+printf 'to be or not to be, that is the question\n%.0s' {1..40} > "$work/here/data/t.txt"
+printf 'question the is that, be to not or be to\n%.0s' {1..40} > "$work/elsewhere/data/t.txt"
+relative=("${tiny[@]}" log.dir="$work/runs" task.name=char_text task.path=data/t.txt task.block_size=16 model.kind=causal_lm)
+(cd "$work/here" && "$attnlab" train "$config" "${relative[@]}" name=relative > "$work/train_relative.log" 2>&1 \
+  && ATTNLAB_TEST_STOP_AT=step:3 "$attnlab" train "$config" "${relative[@]}" name=relative-stopped > "$work/train_relative_stopped.log" 2>&1
+  [ $? = 143 ]) || { fail "training on a relative task.path"; cat "$work/train_relative.log" "$work/train_relative_stopped.log"; }
+for command in "eval $work/runs/relative" "train --resume $work/runs/relative-stopped"; do
+  (cd "$work/elsewhere" && $attnlab $command > "$work/relative_elsewhere.log" 2>&1)
+  [ $? = 2 ] && grep -q "was trained on other data than its config reads now (fnv1a64 [0-9a-f]* of 1640 characters, where it read fnv1a64 [0-9a-f]* of 1640 characters).*this one is $work/elsewhere" "$work/relative_elsewhere.log" \
+    || { fail "$command from another folder whose data/t.txt holds other text"; cat "$work/relative_elsewhere.log"; }
+  (cd "$work/here" && $attnlab $command > "$work/relative_here.log" 2>&1) || { fail "$command from the run's own folder"; cat "$work/relative_here.log"; }
+done
 grep -q '"scored_tokens":163}' "$work/eval_text.log" || { fail "eval did not cover the whole split"; cat "$work/eval_text.log"; }
 final_loss=$(json_field "$work/runs/text/metrics.jsonl" final loss)
 [ -n "$final_loss" ] && grep -q "\"loss\":$final_loss," "$work/eval_text.log" \
