@@ -175,6 +175,20 @@ TEST_F(Npy, FolderExportsWeightsAndImportsThemBack) {
   for (const auto& entry : fs::directory_iterator(dir_)) EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos) << entry.path();
 }
 
+// A write that fails halfway (here the second file: a name with a folder that is not there) leaves
+// nothing at the folder, and no half of it beside: it was written whole elsewhere first.
+TEST_F(Npy, AFolderExportThatFailsLeavesNothing) {
+  const std::string dir = dir_ + "/weights";
+  EXPECT_THROW(export_npy_folder(dir, {{"a", from_vector({1, 2}, {2})}, {"z/b", from_vector({3}, {1})}}), std::runtime_error);
+  EXPECT_FALSE(fs::exists(dir));
+  for (const auto& entry : fs::directory_iterator(dir_)) ADD_FAILURE() << "left behind: " << entry.path();
+  // Into a folder that holds something already: refused, and it is left as it was.
+  fs::create_directories(dir);
+  write_file_atomically(dir + "/mine.txt", "x");
+  EXPECT_THROW(export_npy_folder(dir, {{"a", from_vector({1, 2}, {2})}}), std::invalid_argument);
+  EXPECT_EQ(read_file(dir + "/mine.txt", "test file"), "x");
+}
+
 TEST_F(Npy, FolderErrorsNameIndexJsonAndTheNpyFile) {
   export_npy_folder(dir_, {{"w", from_vector({1, 2, 3, 4, 5, 6}, {2, 3})}, {"b", from_vector({1, 2}, {2})}});
   const std::string index_path = dir_ + "/index.json", good = read_file(index_path, "test file");
