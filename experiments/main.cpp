@@ -68,6 +68,7 @@ struct Commands {
     std::shared_ptr<attnlab::ConfigSource> source = std::make_shared<attnlab::ConfigSource>();
   };
   std::map<std::string, PartFlags> part_flags;
+  std::map<std::string, std::string> switch_texts;  // what CLI11 read for each switch (add_part_options)
 
   CLI::App* compare = nullptr;
   std::vector<std::string> compare_args;
@@ -118,24 +119,24 @@ void add_part_options(CLI::App* command, Commands& c) {
       std::string flag = "--" + d.key;
       std::replace(flag.begin(), flag.end(), '_', '-');
       const std::string name = part->name, key = d.key;
-      command
-          ->add_option_function<std::string>(
-              flag,
-              [&c, name, key, flag](const std::string& text) {
-                Commands::PartFlags& f = c.part_flags[name];
-                f.values[key] = text;
-                f.source->add_override(f.values[key], flag + " " + text);
-                attnlab::ComponentOptions& options = c.analyze_options.part_options[name];
-                options = attnlab::ComponentOptions(f.values, "", f.source);
-                try {
-                  attnlab::AnalysisRegistry::instance().find(name).options.check(options);
-                } catch (const attnlab::ConfigError& e) {
-                  throw CLI::ValidationError(e.what());
-                }
-              },
-              name + ": " + d.doc + " (" + d.values + ")")
-          ->type_name("")
-          ->default_str(d.default_text);
+      const auto take = [&c, name, key, flag](const std::string& text) {
+        Commands::PartFlags& f = c.part_flags[name];
+        f.values[key] = text;
+        f.source->add_override(f.values[key], flag + " " + text);
+        attnlab::ComponentOptions& options = c.analyze_options.part_options[name];
+        options = attnlab::ComponentOptions(f.values, "", f.source);
+        try {
+          attnlab::AnalysisRegistry::instance().find(name).options.check(options);
+        } catch (const attnlab::ConfigError& e) {
+          throw CLI::ValidationError(e.what());
+        }
+      };
+      if (d.values == "true, false") {  // a switch: --exclude-bos alone turns it on, --exclude-bos=false off
+        command->add_flag(flag, c.switch_texts[flag], name + ": " + d.doc + " (a switch; default " + d.default_text + ")")
+            ->each([take](const std::string& text) { take(text); });  // "true" alone; the schema reads what =X gives
+        continue;
+      }
+      command->add_option_function<std::string>(flag, take, name + ": " + d.doc + " (" + d.values + ")")->type_name("")->default_str(d.default_text);
     }
   }
 }

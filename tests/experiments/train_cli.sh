@@ -396,6 +396,14 @@ PY
 "$attnlab" analyze "$work/runs/induction-causal_lm" --only ablation,probs > "$work/analyze_bad.log" 2>&1
 [ $? = 2 ] && grep -q "\-\-only: analysis part 'probs' is not among \[ablation, attribution.*did you mean 'probes'" "$work/analyze_bad.log" && [ ! -e "$work/runs/induction-causal_lm/analysis.tmp-"* ] \
   || { fail "a bad --only"; cat "$work/analyze_bad.log"; }
+# A part's boolean option is a switch: alone it turns on (before another flag too), =false turns off.
+cp -r "$work/runs/induction-causal_lm" "$work/runs/switch" && rm -rf "$work/runs/switch/analysis"
+check analyze_switch_on "$attnlab" analyze "$work/runs/switch" --only detectors --exclude-bos --threads 1
+cp "$work/runs/switch/analysis/detector_previous_token_head.csv" "$work/switch_on.csv"
+check analyze_switch_off "$attnlab" analyze "$work/runs/switch" --only detectors --exclude-bos=false --threads 1
+cmp -s "$work/switch_on.csv" "$work/runs/switch/analysis/detector_previous_token_head.csv" && fail "--exclude-bos changed nothing"
+"$attnlab" analyze "$work/runs/switch" --only detectors --exclude-bos=maybe > "$work/analyze_switch_bad.log" 2>&1
+[ $? = 2 ] && grep -q "'exclude_bos' must be true or false, got 'maybe'" "$work/analyze_switch_bad.log" || fail "--exclude-bos=maybe"
 # An analysis names the checkpoint and step it read. After a resume the report says it is out of date,
 # and --only refuses to put new parts beside parts of the earlier model.
 cp -r "$work/runs/induction-causal_lm" "$work/runs/stale" && rm -rf "$work/runs/stale/analysis"
