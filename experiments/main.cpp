@@ -99,6 +99,14 @@ void add_threads_option(CLI::App* command, int& threads) {
                   Range::closed(0, 256));
 }
 
+// --length-penalty ranks beam search's finished outputs; greedy decoding has none to rank.
+void check_decode_options(const CLI::App* command, const attnlab::DecodeOptions& d) {
+  if (command->count("--length-penalty") && d.beam <= 1) {
+    throw std::invalid_argument("--length-penalty ranks the outputs of beam search, and greedy decoding (--beam 1) has none to rank; "
+                                "give --beam 2 or more, or drop it");
+  }
+}
+
 int resolve_threads(int requested) {
   return attnlab::default_threads(requested, attnlab::dist::Communicator::world().local_size());
 }
@@ -166,7 +174,7 @@ void add_run_commands(CLI::App& app, Commands& c) {
   c.eval = app.add_subcommand("eval", "held-out loss and metrics of a run's checkpoint, as one JSON line");
   c.eval->add_option("run", c.eval_run, "the run folder")->required()->check(CLI::ExistingDirectory);
   c.eval->add_option("--checkpoint", c.eval_checkpoint, "best (last when the run has no best) or last")->capture_default_str();
-  c.eval->add_flag("--decode", c.eval_decode, "seq2seq: also decode every example and report the exact match of the outputs");
+  c.eval->add_flag("--decode", c.eval_decode, "seq2seq: also decode every example and report the exact match of the outputs (any decoding option below implies it)");
   add_decode_options(c.eval, c.eval_decoding);
   cli::add_number(c.eval, "--show", c.eval_show, "with --decode: print the first N decoded examples by name (input, output, target)");
   add_threads_option(c.eval, c.threads);
@@ -304,9 +312,13 @@ int dispatch(Commands& c) {
   if (*c.analyze) return run_analyze(c);
   if (*c.export_) return attnlab::export_run(c.export_run, c.export_checkpoint, c.export_dir);
   if (*c.eval) {
-    const bool decode = c.eval_decode || c.eval_decoding.beam > 1 || c.eval_show > 0;
+    check_decode_options(c.eval, c.eval_decoding);
+    // Any decoding option asks for decoding, as --decode does (one left unread would be ignored).
+    const bool decode = c.eval_decode || c.eval_show > 0 || c.eval->count("--beam") || c.eval->count("--max-length") ||
+                        c.eval->count("--length-penalty");
     return attnlab::evaluate_run(c.eval_run, c.eval_checkpoint, resolve_threads(c.threads), decode ? &c.eval_decoding : nullptr, c.eval_show);
   }
+  if (*c.translate) check_decode_options(c.translate, c.translate_options.decode);
   if (*c.translate) return attnlab::translate_run(c.translate_run, c.translate_options, resolve_threads(c.threads));
   if (*c.sample) return attnlab::sample_run(c.sample_run, c.sample_options, resolve_threads(c.threads));
   if (*c.list) return c.config_keys ? attnlab::list_config_keys() : attnlab::list_registered();

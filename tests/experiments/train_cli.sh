@@ -430,6 +430,11 @@ bad_number "'trian' is not a command; give one of train, eval," trian "$config"
 bad_number "--max-length must be an integer >= 0, got -1" translate "$work/runs/s2s" --input "3 4" --max-length -1
 bad_number "--max-length 500 exceeds the" translate "$work/runs/s2s" --input "3 4" --max-length 500
 bad_number "--length-penalty must be a number >= 0, got nan" translate "$work/runs/s2s" --input "3 4" --beam 2 --length-penalty nan
+bad_number "--length-penalty ranks the outputs of beam search, and greedy decoding (--beam 1) has none" translate "$work/runs/s2s" --input "3 4" --length-penalty 2
+bad_number "--length-penalty ranks the outputs of beam search" eval "$work/runs/s2s" --length-penalty 2
+# Any decoding option asks eval to decode (it was ignored without --decode).
+check eval_max_length "$attnlab" eval "$work/runs/s2s" --max-length 2
+grep -q '"decoding":"greedy","decoded_exact_match"' "$work/eval_max_length.log" || fail "eval --max-length did not decode"
 bad_number "--temperature must be a number >= 0, got nan" sample "$work/runs/induction-causal_lm" --temperature nan
 bad_number "--tokens must be an integer >= 0, got -1" sample "$work/runs/induction-causal_lm" --tokens -1
 bad_number "--examples must be an integer in [1, 100000], got abc" analyze "$work/runs/induction-causal_lm" --examples abc
