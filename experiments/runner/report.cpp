@@ -287,15 +287,20 @@ std::string run_facts(const RunRecord& run, const ExperimentConfig& config) {
 std::string evaluation_table(const RunRecord& run) {
   const auto accuracy = run.eval_curve("token_accuracy"), exact = run.eval_curve("exact_match"), loss = run.eval_curve("loss");
   if (loss.empty()) return "";
-  double best_loss = INFINITY, best_acc = -1;
-  for (const auto& p : loss) best_loss = std::min(best_loss, p.second);
-  for (const auto& p : accuracy) best_acc = std::max(best_acc, p.second);
+  // Each column's best over the evaluations (NaN ones skipped; "-" when none is a number).
+  const auto best = [](const std::vector<std::pair<double, double>>& curve, bool lowest) {
+    double out = NAN;
+    for (const auto& p : curve)
+      if (!std::isnan(p.second) && (std::isnan(out) || (lowest ? p.second < out : p.second > out))) out = p.second;
+    return out;
+  };
+  const double best_loss = best(loss, true), best_acc = best(accuracy, false), best_exact = best(exact, false);
   std::ostringstream html;
   html << "<table><tr><th></th><th>held-out loss</th><th>token accuracy</th><th>exact match</th></tr><tr><td>last evaluation "
        << "during training (step " << loss.back().first << ")</td><td>" << fmt("%.4f", loss.back().second) << "</td><td>"
        << fmt("%.2f%%", 100 * accuracy.back().second) << "</td><td>" << fmt("%.2f%%", 100 * exact.back().second) << "</td></tr><tr><td>best "
        << "evaluation during training (each column at its own step)</td><td>" << fmt("%.4f", best_loss) << "</td><td>"
-       << fmt("%.2f%%", 100 * best_acc) << "</td><td></td></tr>";
+       << fmt("%.2f%%", 100 * best_acc) << "</td><td>" << fmt("%.2f%%", 100 * best_exact) << "</td></tr>";
   for (const MetricRow& r : run.rows)
     if (r.split == "final") {
       html << "<tr><td>final evaluation (" << (run.summary ? std::to_string(run.summary->final_scored_tokens) : "?")

@@ -432,6 +432,9 @@ bad_number "--max-length 500 exceeds the" translate "$work/runs/s2s" --input "3 
 bad_number "--length-penalty must be a number >= 0, got nan" translate "$work/runs/s2s" --input "3 4" --beam 2 --length-penalty nan
 bad_number "--length-penalty ranks the outputs of beam search, and greedy decoding (--beam 1) has none" translate "$work/runs/s2s" --input "3 4" --length-penalty 2
 bad_number "--length-penalty ranks the outputs of beam search" eval "$work/runs/s2s" --length-penalty 2
+# The report's best-evaluation row has every column, exact match included (it was left blank).
+grep -q 'each column at its own step)</td><td>[0-9.]*</td><td>[0-9.]*%</td><td>[0-9.]*%</td>' "$work/runs/s2s/report.html" \
+  || fail "the report's best evaluation row lacks a column"
 # Any decoding option asks eval to decode (it was ignored without --decode).
 check eval_max_length "$attnlab" eval "$work/runs/s2s" --max-length 2
 grep -q '"decoding":"greedy","decoded_exact_match"' "$work/eval_max_length.log" || fail "eval --max-length did not decode"
