@@ -396,6 +396,12 @@ PY
 "$attnlab" analyze "$work/runs/induction-causal_lm" --only ablation,probs > "$work/analyze_bad.log" 2>&1
 [ $? = 2 ] && grep -q "\-\-only: analysis part 'probs' is not among \[ablation, attribution.*did you mean 'probes'" "$work/analyze_bad.log" && [ ! -e "$work/runs/induction-causal_lm/analysis.tmp-"* ] \
   || { fail "a bad --only"; cat "$work/analyze_bad.log"; }
+# A model that has learnt nothing (one step): its clean and corrupted runs are not apart, and patching
+# says its restored shares mean nothing (they divided by about 0 without a word).
+check train_one_step "$attnlab" train "$source/configs/default.yaml" train.steps=1 train.schedule.kind=constant log.dir="$work/runs" name=one-step
+check analyze_one_step "$attnlab" analyze "$work/runs/one-step" --only patching --pairs 16
+grep -q "patching: warning: the clean run's logit difference is not clearly above the corrupted run's" "$work/runs/one-step/analysis/summary.json" \
+  || fail "patching on an untrained model does not warn that its shares mean nothing"
 # A part's boolean option is a switch: alone it turns on (before another flag too), =false turns off.
 cp -r "$work/runs/induction-causal_lm" "$work/runs/switch" && rm -rf "$work/runs/switch/analysis"
 check analyze_switch_on "$attnlab" analyze "$work/runs/switch" --only detectors --exclude-bos --threads 1

@@ -106,6 +106,19 @@ void baseline_facts(const std::vector<double>& clean, const std::vector<double>&
                   mean_of(corrupted), mean_of(clean), flipped, corrupted.size());
     out.notes.push_back(text);
   }
+  // The shares divide by the gap between the two runs: one whose interval reaches 0 (a model that has not
+  // learnt the task, whatever the sign of the corrupted run's difference) makes them any number at all.
+  std::vector<double> gap(clean.size());
+  for (std::size_t i = 0; i < gap.size(); ++i) gap[i] = clean[i] - corrupted[i];
+  const auto [low, high] = boot.interval([&](const std::vector<double>& w) { return weighted_ratio(gap, ones, w); });
+  if (!(low > 0)) {
+    char text[400];
+    std::snprintf(text, sizeof text,
+                  "patching: warning: the clean run's logit difference is not clearly above the corrupted run's (gap %+.3g, 95%% "
+                  "interval %+.3g to %+.3g over the pairs): the restored shares divide by it, and mean nothing here",
+                  mean_of(gap), low, high);
+    out.notes.push_back(text);
+  }
 }
 
 // Path patching (Wang et al. 2022): a sender head's effect through one receiver head's queries, keys or
