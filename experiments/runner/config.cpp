@@ -6,6 +6,7 @@
 #include "experiments/runner/memory_estimate.hpp"
 #include "experiments/runner/run_folder.hpp"
 #include "framework/attention/kernel.hpp"
+#include "framework/io/atomic_file.hpp"
 #include "framework/optim/optimizer.hpp"
 
 namespace attnlab {
@@ -326,6 +327,15 @@ std::string why_no_patterns(const ExperimentConfig& c) {
   const std::size_t first = every ? std::min(every, c.train.steps) : c.train.steps;
   return "the run ended before its first capture, at step " + std::to_string(first) + " (every " +
          (c.log.pattern_interval ? "log.pattern_interval" : "train.eval_interval") + ")";
+}
+
+std::string why_run_has_no_patterns(const std::string& run_dir) {
+  try {
+    const std::string file = run_dir + "/config.yaml";
+    return why_no_patterns(parse_config(read_file(file, "the run's config"), file));
+  } catch (const std::exception& e) {
+    return e.what();
+  }
 }
 
 ExperimentConfig parse_config(const std::string& text, const std::string& file,

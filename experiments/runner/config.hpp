@@ -105,5 +105,7 @@ std::string kernel_names(const ExperimentConfig& config);
 // run ended before its first capture step.
 bool captures_patterns(const ExperimentConfig& config);
 std::string why_no_patterns(const ExperimentConfig& config);
+// The same for the run in `run_dir`, from its config.yaml (or why that cannot be read).
+std::string why_run_has_no_patterns(const std::string& run_dir);
 
 }  // namespace attnlab

@@ -452,15 +452,7 @@ std::string comparison_patterns(const std::string& dir, const std::vector<Compar
     const std::string first = variants[v].run_dirs.empty() ? "" : dir + "/" + variants[v].run_dirs[0];
     const std::vector<std::size_t> steps = first.empty() ? std::vector<std::size_t>{} : captured_steps(first);
     if (steps.empty()) {
-      std::string why = "it has no run yet";
-      if (!first.empty()) {
-        try {
-          why = why_no_patterns(parse_config(read_file(first + "/config.yaml", "the run's config"), first + "/config.yaml"));
-        } catch (const std::exception& e) {
-          why = e.what();
-        }
-      }
-      without.push_back(variants[v].name + " (" + why + ")");
+      without.push_back(variants[v].name + " (" + (first.empty() ? "it has no run yet" : why_run_has_no_patterns(first)) + ")");
       continue;
     }
     const std::vector<std::string> parts = pattern_parts(first, steps.back());
