@@ -224,6 +224,19 @@ check train_one_step "$attnlab" train "$source/configs/default.yaml" train.steps
 check analyze_one_step "$attnlab" analyze "$work/runs/one-step" --only patching --pairs 16
 grep -q "patching: warning: the clean run's logit difference is not clearly above the corrupted run's" "$work/runs/one-step/analysis/summary.json" \
   || fail "patching on an untrained model does not warn that its shares mean nothing"
+# analyze reads the model as it is: nothing it does first (its check that the outputs are finite) may
+# advance the model's state. Performer redraws its features every redraw_interval training forwards; two
+# runs that never redrew (6 steps, every 6 or every 10^6) analyse alike.
+for every in 6 1000000; do
+  check "train_redraw_$every" "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name="redraw-$every" \
+    model.attention.name=performer model.attention.options.redraw_interval=$every
+  check "analyze_redraw_$every" "$attnlab" analyze "$work/runs/redraw-$every" --only ablation --examples 8
+done
+python3 - "$work/runs/redraw-6" "$work/runs/redraw-1000000" <<'PY' || fail "analyze advanced the model's state before analysing it"
+import json, sys
+a, b = (json.load(open(run + "/analysis/summary.json"))["facts"]["ablation.baseline.loss"] for run in sys.argv[1:])
+assert a == b, (a, b)
+PY
 # A part's boolean option is a switch: alone it turns on (before another flag too), =false turns off.
 cp -r "$work/runs/induction-causal_lm" "$work/runs/switch" && rm -rf "$work/runs/switch/analysis"
 check analyze_switch_on "$attnlab" analyze "$work/runs/switch" --only detectors --exclude-bos --threads 1
