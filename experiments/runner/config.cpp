@@ -329,10 +329,22 @@ std::string why_no_patterns(const ExperimentConfig& c) {
          (c.log.pattern_interval ? "log.pattern_interval" : "train.eval_interval") + ")";
 }
 
+std::pair<std::string, std::string> kernels_and_why_no_patterns(const std::string& config_text, const std::string& file) {
+  try {
+    const ExperimentConfig config = parse_config(config_text, file);
+    return {kernel_names(config), why_no_patterns(config)};
+  } catch (const std::exception&) {
+    const YAML::Node model = read_config_document(config_text, file)["model"];
+    const YAML::Node attention = model && model.IsMap() ? model["attention"] : YAML::Node();
+    return {(attention && attention.IsMap() ? attention["name"].as<std::string>("?") : "?") + " (model.attention)",
+            "log.patterns is off, the kernels form no attention matrix, or the run ended before its first capture"};
+  }
+}
+
 std::string why_run_has_no_patterns(const std::string& run_dir) {
   try {
     const std::string file = run_dir + "/config.yaml";
-    return why_no_patterns(parse_config(read_file(file, "the run's config"), file));
+    return kernels_and_why_no_patterns(read_file(file, "the run's config"), file).second;
   } catch (const std::exception& e) {
     return e.what();
   }

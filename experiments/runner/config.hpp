@@ -105,7 +105,10 @@ std::string kernel_names(const ExperimentConfig& config);
 // run ended before its first capture step.
 bool captures_patterns(const ExperimentConfig& config);
 std::string why_no_patterns(const ExperimentConfig& config);
-// The same for the run in `run_dir`, from its config.yaml (or why that cannot be read).
+// Both for a report, from a run's config text. The parsed config's checks read the data's shape (SCAN's
+// files, perhaps from another folder); without it, model.attention's name and every reason there can be.
+std::pair<std::string, std::string> kernels_and_why_no_patterns(const std::string& config_text, const std::string& file);
+// The same reason for the run in `run_dir`, from its config.yaml (or why that cannot be read).
 std::string why_run_has_no_patterns(const std::string& run_dir);
 
 }  // namespace attnlab

@@ -264,12 +264,13 @@ std::string comparison_head_metrics(const std::string& dir, const std::vector<Co
 }
 
 // The facts at a glance: task, model, kernel, seed, and a finished run's size and speed.
-std::string run_facts(const RunRecord& run, const ExperimentConfig& config) {
+std::string run_facts(const RunRecord& run, const YAML::Node& config, const std::string& kernels) {
+  const YAML::Node model = config["model"];
   std::ostringstream html;
-  html << "<p class=\"facts\"><span>task: <b>" << escape(config.task.name) << "</b></span>"
-       << "<span>model: <b>" << escape(config.model.kind.name) << "</b></span>"
-       << "<span>attention: <b>" << escape(kernel_names(config)) << "</b></span>"
-       << "<span>seed: " << config.seed << "</span>";
+  html << "<p class=\"facts\"><span>task: <b>" << escape(config["task"]["name"].as<std::string>("?")) << "</b></span>"
+       << "<span>model: <b>" << escape(model ? model["kind"].as<std::string>("?") : "?") << "</b></span>"
+       << "<span>attention: <b>" << escape(kernels) << "</b></span>"
+       << "<span>seed: " << escape(config["seed"].as<std::string>("?")) << "</span>";
   if (run.summary) {
     const RunSummary& s = *run.summary;
     if (s.status != "finished") html << "<span><b>" << escape(s.status) << "</b></span>";
@@ -324,11 +325,11 @@ std::string probe_patterns(const std::string& run_dir, std::size_t step, std::si
 }
 
 // The last capture of every probe, the first capture of probe 0, and links to every capture.
-std::string pattern_section(const std::string& run_dir, const ExperimentConfig& config) {
+std::string pattern_section(const std::string& run_dir, const std::string& why_none) {
   const std::vector<std::size_t> steps = captured_steps(run_dir);
   std::ostringstream html;
   html << "<h2>Attention patterns</h2>";
-  if (steps.empty()) return html.str() + "<p class=\"note\">No patterns captured: " + escape(why_no_patterns(config)) + ".</p>";
+  if (steps.empty()) return html.str() + "<p class=\"note\">No patterns captured: " + escape(why_none) + ".</p>";
   const std::size_t last = steps.back(), probes = probe_count(run_dir, last);
   html << "<p class=\"note\">Each panel: queries down, keys across, colour by sqrt(weight) so that small weights stay "
        << "visible. Probes are fixed held-out examples; axes carry their tokens. Hover a cell for its tokens and weight, "
@@ -377,9 +378,10 @@ void write_run_report(const std::string& run_dir) {
   const RunRecord run = read_run(run_dir);
   std::ostringstream html;
   try {
-    const ExperimentConfig config = parse_config(run.config_text, run_dir + "/config.yaml");  // errors at file:line:column
-    const std::string name = config.name.empty() ? fs::path(run_dir).filename().string() : config.name;
-    html << page_start("attnlab run: " + name) << run_facts(run, config) << evaluation_table(run);
+    const YAML::Node config = YAML::Load(run.config_text);
+    const std::string name = config["name"] ? config["name"].as<std::string>() : fs::path(run_dir).filename().string();
+    const auto [kernels, why_none] = kernels_and_why_no_patterns(run.config_text, run_dir + "/config.yaml");
+    html << page_start("attnlab run: " + name) << run_facts(run, config, kernels) << evaluation_table(run);
     html << "<h2>Curves</h2><div class=\"charts\">"
          << line_chart("loss", {{"train (mean since last row)", run.train_loss_curve(), colour(0)}, {"held-out", run.eval_curve("loss"), colour(1)}},
                        YScale::log)
@@ -387,7 +389,7 @@ void write_run_report(const std::string& run_dir) {
                                             {"exact match", run.eval_curve("exact_match"), colour(3), dash(1)}},
                        YScale::unit)
          << "</div>\n";
-    html << pattern_section(run_dir, config);
+    html << pattern_section(run_dir, why_none);
     html << "<h2>Pattern metrics per head</h2><p class=\"note\">Averaged over the probes at each capture; solid lines "
          << "are layer 0, dashed layer 1, dotted layer 2, dash-dot layer 3 (then again); colour is the head. See experiments/runner/patterns.hpp for the "
          << "definitions.</p>" << head_metric_charts(run) << head_metric_table(run);

@@ -42,6 +42,18 @@ for command in "eval $work/runs/relative" "train --resume $work/runs/relative-st
     || { fail "$command from another folder whose data/t.txt holds other text"; cat "$work/relative_elsewhere.log"; }
   (cd "$work/here" && $attnlab $command > "$work/relative_here.log" 2>&1) || { fail "$command from the run's own folder"; cat "$work/relative_here.log"; }
 done
+# The report only reads the run: from another folder, where a SCAN run's relative files are not, it is
+# still written (naming model.attention's kernel, as the parts' need the data to tell).
+for split in train test; do
+  for word in jump walk run look; do echo "IN: $word twice OUT: I_${word^^} I_${word^^}"; echo "IN: $word OUT: I_${word^^}"; done \
+    > "$work/here/data/scan_$split.txt"
+done
+(cd "$work/here" && "$attnlab" train "$source/configs/scan_simple.yaml" "${tiny[@]}" log.dir="$work/runs" name=scan-relative \
+  task.path=data/scan_train.txt task.test_path=data/scan_test.txt > "$work/train_scan_relative.log" 2>&1) \
+  || { fail "training SCAN from relative paths"; cat "$work/train_scan_relative.log"; }
+(cd "$work/elsewhere" && "$attnlab" report "$work/runs/scan-relative" > "$work/report_elsewhere.log" 2>&1) \
+  && grep -q "attention: <b>softmax (model.attention)</b>" "$work/runs/scan-relative/report.html" \
+  || { fail "report of a run whose relative data is not here"; cat "$work/report_elsewhere.log"; }
 grep -q '"scored_tokens":163}' "$work/eval_text.log" || { fail "eval did not cover the whole split"; cat "$work/eval_text.log"; }
 final_loss=$(json_field "$work/runs/text/metrics.jsonl" final loss)
 [ -n "$final_loss" ] && grep -q "\"loss\":$final_loss," "$work/eval_text.log" \
