@@ -328,32 +328,40 @@ std::vector<IndexEntry> read_index(const std::string& index_path) {
 }  // namespace
 
 void export_npy_folder(const std::string& dir, const std::map<std::string, Tensor>& tensors, const std::string& config_yaml) {
-  // Written whole into a fresh folder beside it, then moved into place: a failure (a full disk) leaves
-  // no half of it at `dir`.
   std::string target = fs::path(dir).lexically_normal().string();
   while (target.size() > 1 && target.back() == '/') target.pop_back();
   std::error_code ec;
-  if (fs::exists(target, ec) && !(fs::is_directory(target, ec) && fs::is_empty(target, ec))) {
+  const bool exists = fs::exists(target, ec);
+  if (exists && !(fs::is_directory(target, ec) && fs::is_empty(target, ec))) {
     throw std::invalid_argument("cannot export weights into " + target + ": it is a file or a folder that is not empty");
   }
-  const fs::path parent = fs::path(target).parent_path();
-  if (!parent.empty()) create_folders(parent.string(), "the weights folder's parent");
-  const std::string fresh = temporary_path(target);
-  fs::remove_all(fresh);
-  create_folders(fresh, "the weights folder");
+  // A new folder is written whole beside its place and moved there; an empty one that exists (made for
+  // it: its permissions, a link to it, a mount) is written into, index.json last. Either way a failure
+  // (a full disk) leaves nothing of the export behind.
+  const std::string folder = exists ? target : temporary_path(target);
+  std::vector<std::string> written;
   try {
+    if (!exists) {
+      fs::remove_all(folder);
+      create_folders(folder, "the weights folder");
+    }
     nlohmann::ordered_json index = {{"format", kIndexFormat}, {"tensors", nlohmann::ordered_json::array()}};
     for (const auto& [name, t] : tensors) {
       if (!is_floating(t.dtype())) continue;  // generator states and counters are not weights
       const IndexEntry e{name, name + ".npy", t.dtype(), t.shape()};
-      write_npy(fresh + "/" + e.file, t);
+      written.push_back(folder + "/" + e.file);
+      write_npy(written.back(), t);
       index["tensors"].push_back(entry_json(e));
     }
     if (!config_yaml.empty()) index["config"] = config_yaml;
-    write_file_atomically(fresh + "/index.json", index.dump(2) + "\n");
-    replace_folder(fresh, target);
+    write_file_atomically(folder + "/index.json", index.dump(2) + "\n");  // last: a folder with an index is complete
+    if (!exists) replace_folder(folder, target);
   } catch (...) {
-    fs::remove_all(fresh, ec);
+    if (exists) {
+      for (const std::string& file : written) fs::remove(file, ec);
+    } else {
+      fs::remove_all(folder, ec);
+    }
     throw;
   }
 }

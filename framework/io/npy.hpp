@@ -25,8 +25,9 @@ void write_npy(const std::string& path, const Tensor& tensor);
 Tensor read_npy(const std::string& path);
 
 // Writes dir/<name>.npy for each float32 or float64 tensor (others, such as generator states, are
-// skipped) and dir/index.json, into a new folder moved into place when whole (a failure leaves nothing at
-// dir); dir must not exist or be empty. `config_yaml` is stored as "config" when non-empty.
+// skipped) and dir/index.json last; dir must not exist (it is then written whole beside its place and
+// moved there) or be empty. A failure leaves nothing of the export. `config_yaml` is stored as "config"
+// when non-empty.
 void export_npy_folder(const std::string& dir, const std::map<std::string, Tensor>& tensors, const std::string& config_yaml = "");
 // Reads every tensor index.json lists. Errors name index.json and the .npy file: malformed JSON, a
 // missing field or file, or a .npy whose dtype or shape disagrees with its entry.

@@ -182,6 +182,16 @@ TEST_F(Npy, AFolderExportThatFailsLeavesNothing) {
   EXPECT_THROW(export_npy_folder(dir, {{"a", from_vector({1, 2}, {2})}, {"z/b", from_vector({3}, {1})}}), std::runtime_error);
   EXPECT_FALSE(fs::exists(dir));
   for (const auto& entry : fs::directory_iterator(dir_)) ADD_FAILURE() << "left behind: " << entry.path();
+  // Into an empty folder that exists (one made for it, a link to one): written into it; a failure
+  // leaves it empty.
+  fs::create_directories(dir);
+  EXPECT_THROW(export_npy_folder(dir, {{"a", from_vector({1, 2}, {2})}, {"z/b", from_vector({3}, {1})}}), std::runtime_error);
+  EXPECT_TRUE(fs::is_empty(dir));
+  fs::create_directory_symlink(dir, dir_ + "/link");
+  export_npy_folder(dir_ + "/link/", {{"a", from_vector({1, 2}, {2})}});
+  EXPECT_TRUE(fs::is_symlink(dir_ + "/link"));
+  EXPECT_EQ(import_npy_folder(dir).at("a").to_vector(), (std::vector<double>{1, 2}));
+  fs::remove_all(dir);
   // Into a folder that holds something already: refused, and it is left as it was.
   fs::create_directories(dir);
   write_file_atomically(dir + "/mine.txt", "x");
