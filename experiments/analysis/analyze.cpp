@@ -79,12 +79,19 @@ std::string part_of(const std::string& name) {
 void check_same_model(const std::string& run_dir, const AnalyzeOptions& o, const LoadedRun& run) {
   if (o.only.empty() || !has_analysis(run_dir)) return;
   const AnalysisResult earlier = read_analysis(run_dir);
-  if (earlier.checkpoint.empty() || (earlier.checkpoint == run.checkpoint_file && earlier.step == run.state.step)) return;
-  throw std::invalid_argument("--only: " + run_dir + "/analysis is of " + earlier.checkpoint + " at step " +
-                              (earlier.step ? std::to_string(*earlier.step) : std::string("?")) + ", and this analysis would be of " +
-                              run.checkpoint_file + " at step " + std::to_string(run.state.step) +
-                              ": the parts kept from it would describe another model. Run attnlab analyze " + run_dir +
-                              " without --only to analyse every part again");
+  if (earlier.checkpoint.empty()) return;
+  const std::optional<std::size_t> last = checkpoint_step(run_dir + "/last.ckpt");
+  const auto step = [](std::optional<std::size_t> s) { return s ? std::to_string(*s) : std::string("?"); };
+  std::string differs;
+  if (earlier.checkpoint != run.checkpoint_file || earlier.step != run.state.step) {
+    differs = "is of " + earlier.checkpoint + " at step " + step(earlier.step) + ", and this analysis would be of " + run.checkpoint_file +
+              " at step " + std::to_string(run.state.step);
+  } else if (earlier.run_step && earlier.run_step != last) {
+    differs = "was made when the run had trained to step " + step(earlier.run_step) + ", and it has trained to step " + step(last) + " since";
+  }
+  if (differs.empty()) return;
+  throw std::invalid_argument("--only: " + run_dir + "/analysis " + differs + ": the parts kept from it would describe another model or " +
+                              "history. Run attnlab analyze " + run_dir + " without --only to analyse every part again");
 }
 
 // With --only, what the earlier analysis found in the other parts is kept (its tables, facts, notes,
@@ -158,7 +165,7 @@ AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& o) 
   check_same_model(run_dir, o, run);
   Experiment x(run.config);
   AnalysisResult result;
-  result.checkpoint = run.checkpoint_file, result.step = run.state.step;
+  result.checkpoint = run.checkpoint_file, result.step = run.state.step, result.run_step = checkpoint_step(run_dir + "/last.ckpt");
   check_applicable(o, *x.model, *x.data, run_dir, result);
   for (const AnalysisPartInfo* part : analysis_parts_in_order())
     if (wanted(o, part->name)) part->check_run(options_of(o, part->name), run.config);

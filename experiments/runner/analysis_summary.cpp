@@ -82,6 +82,7 @@ void write_analysis(const std::string& dir, const AnalysisResult& result) {
   json summary{{"tables", tables}, {"facts", facts}, {"notes", result.notes}, {"images", result.images}, {"titles", result.titles}};
   if (!result.checkpoint.empty()) summary["checkpoint"] = result.checkpoint;
   if (result.step) summary["step"] = *result.step;
+  if (result.run_step) summary["run_step"] = *result.run_step;
   write_file_atomically(dir + "/summary.json", summary.dump(1) + "\n");
 }
 
@@ -99,6 +100,7 @@ AnalysisResult read_analysis(const std::string& run_dir) {
     if (j.contains("titles")) r.titles = j.at("titles").get<std::map<std::string, std::string>>();
     r.checkpoint = j.value("checkpoint", "");
     if (j.contains("step")) r.step = j.at("step").get<std::size_t>();
+    if (j.contains("run_step")) r.run_step = j.at("run_step").get<std::size_t>();
     return r;
   } catch (const json::exception& e) {
     throw std::runtime_error(file + " is not an analysis summary: " + json_error_text(e) + "; run attnlab analyze " + run_dir + " again");

@@ -37,9 +37,10 @@ struct AnalysisResult {
   std::vector<std::string> notes;         // what was skipped and why ("attribution: a post-norm model has no final norm")
   std::vector<std::string> images;        // extra PNGs under analysis/ (rollout maps)
   std::map<std::string, std::string> titles;  // each section's heading in the report ("ablation" -> "Ablation: ...")
-  // The checkpoint analysed ("best.ckpt") and the step it held; empty in summaries from before they were kept.
+  // The checkpoint analysed ("best.ckpt") and the step it held, and the step last.ckpt held then (the run's
+  // patterns and metrics went that far); empty in summaries from before they were kept.
   std::string checkpoint;
-  std::optional<std::size_t> step;
+  std::optional<std::size_t> step, run_step;
   void add(AnalysisTable table) { tables.push_back(std::move(table)); }
 };
 

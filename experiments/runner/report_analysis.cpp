@@ -126,14 +126,13 @@ std::string analysis_section(const std::string& run_dir) {
   html << "<h2>Analysis</h2><p class=\"note\">Written by <code>attnlab analyze</code> on "
        << fmt("%.0f", r.facts.count("examples") ? r.facts.at("examples") : NAN) << " held-out examples" << escape(of)
        << " (each table says what it is over); every table is also in analysis/ as CSV, .npy and PNG. docs/analysis.md defines each one.</p>";
-  // The checkpoint analysed may have moved on since (a resumed run writes it again).
+  // The run may have moved on since (a resume writes its checkpoints again, and captures more patterns).
   if (!r.checkpoint.empty() && r.step) {
-    const std::optional<std::size_t> now = checkpoint_step(run_dir + "/" + r.checkpoint);
-    if (now != r.step) {
-      html << "<p class=\"stale\">This analysis is out of date: " << escape(r.checkpoint)
-           << (now ? " now holds step " + std::to_string(*now) : std::string(" is gone or unreadable")) << ", not step " << *r.step
-           << ". Run <code>attnlab analyze " << escape(run_dir) << "</code> again.</p>";
-    }
+    const std::optional<std::size_t> now = checkpoint_step(run_dir + "/" + r.checkpoint), last = checkpoint_step(run_dir + "/last.ckpt");
+    std::string moved;
+    if (now != r.step) moved = r.checkpoint + (now ? " now holds step " + std::to_string(*now) : std::string(" is gone or unreadable")) + ", not step " + std::to_string(*r.step);
+    else if (r.run_step && last != r.run_step) moved = "the run has trained on since (last.ckpt holds step " + (last ? std::to_string(*last) : std::string("?")) + ")";
+    if (!moved.empty()) html << "<p class=\"stale\">This analysis is out of date: " << escape(moved) << ". Run <code>attnlab analyze " << escape(run_dir) << "</code> again.</p>";
   }
   if (!r.notes.empty()) {
     html << "<ul class=\"note\">";

@@ -269,6 +269,19 @@ grep -q "This analysis is out of date: last.ckpt now holds step 9, not step 6" "
 "$attnlab" analyze "$work/runs/stale" --only probes --checkpoint last > "$work/analyze_stale_only.log" 2>&1
 [ $? = 2 ] && grep -q -- "--only: .*stale/analysis is of last.ckpt at step 6, and this analysis would be of last.ckpt at step 9" "$work/analyze_stale_only.log" \
   || { fail "analyze --only beside an analysis of another step"; cat "$work/analyze_stale_only.log"; }
+# best.ckpt that did not improve on the resume still holds the model analysed, but the run's patterns and
+# metrics went further (emergence read them): that too is out of date. (Its copy from before the resume is
+# put back, as a resume without a better evaluation would leave it.)
+cp -r "$work/runs/induction-causal_lm" "$work/runs/stale-best" && rm -rf "$work/runs/stale-best/analysis"
+check analyze_stale_best "$attnlab" analyze "$work/runs/stale-best" --examples 16 --pairs 4
+cp "$work/runs/stale-best/best.ckpt" "$work/best-before.ckpt"
+check resume_stale_best "$attnlab" train --resume "$work/runs/stale-best" train.steps=9
+cp "$work/best-before.ckpt" "$work/runs/stale-best/best.ckpt" && check report_stale_best "$attnlab" report "$work/runs/stale-best"
+grep -q "This analysis is out of date: the run has trained on since (last.ckpt holds step 9)" "$work/runs/stale-best/report.html" \
+  || fail "the report of a run trained on after its analysis (best.ckpt unchanged) does not say the analysis is out of date"
+"$attnlab" analyze "$work/runs/stale-best" --only probes > "$work/analyze_stale_best_only.log" 2>&1
+[ $? = 2 ] && grep -q -- "analysis was made when the run had trained to step 6, and it has trained to step 9 since" "$work/analyze_stale_best_only.log" \
+  || { fail "analyze --only beside an analysis of an earlier history"; cat "$work/analyze_stale_best_only.log"; }
 
 # Numbers on the command line are read as config values are: base-10 integers, finite numbers, inside
 # their range, each error naming the option, what it takes and what came (exit 2, as any bad input).
