@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 
@@ -185,13 +186,18 @@ class CharTextSource : public DataSource {
     return ch == ' ' ? "\u2423" : ch == '\n' ? "\\n" : ch == '\t' ? "\\t" : std::string(1, ch);
   }
   std::string vocabulary() const override { return text_.vocabulary().chars(); }
-  std::string fingerprint() const override { return text_.fingerprint(); }
+  std::string fingerprint() const override {  // hashed once: the text does not change, and a run saves often
+    std::call_once(fingerprinted_, [this] { fingerprint_ = text_.fingerprint(); });
+    return fingerprint_;
+  }
 
  private:
   std::size_t full_windows() const { return (text_.size(Split::validation) - 1) / block_size_; }
   std::size_t tail() const { return (text_.size(Split::validation) - 1) % block_size_; }
   CharTextDataset text_;
   std::size_t block_size_;
+  mutable std::once_flag fingerprinted_;
+  mutable std::string fingerprint_;
 };
 
 

@@ -3,6 +3,7 @@
 #include "datasets/scan.hpp"
 
 #include <algorithm>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 
@@ -300,7 +301,8 @@ namespace {
 // and walked in order for evaluation.
 class ScanSource : public DataSource {
  public:
-  explicit ScanSource(ScanData data) : data_(std::move(data)) {
+  // `from_files`: read from task.path and task.test_path, which a fingerprint then identifies.
+  explicit ScanSource(ScanData data, bool from_files = false) : data_(std::move(data)), from_files_(from_files) {
     std::vector<const Words*> commands, actions;
     for (const auto* split : {&data_.train, &data_.test})
       for (const ScanPair& p : *split) commands.push_back(&p.command), actions.push_back(&p.actions);
@@ -341,8 +343,14 @@ class ScanSource : public DataSource {
   std::string target_label(std::int64_t id) const override { return target_.word(id); }
   bool is_padding(std::int64_t id) const override { return id == WordVocabulary::kPad; }
   std::string decode_target(const std::vector<std::int64_t>& ids) const override { return target_.decode(ids); }
-  // The pairs as read or generated: both vocabularies' words and every encoded pair, in order.
+  // The pairs read from files: both vocabularies' words and every encoded pair, in order, hashed once.
+  // Generated commands come from the config alone, and have none.
   std::string fingerprint() const override {
+    if (!from_files_) return "";
+    std::call_once(fingerprinted_, [this] { fingerprint_ = hash_pairs(); });
+    return fingerprint_;
+  }
+  std::string hash_pairs() const {
     Fnv1a hash;
     for (const WordVocabulary* v : {&source_, &target_}) {
       for (std::size_t id = 0; id < v->size(); ++id) {
@@ -441,8 +449,11 @@ class ScanSource : public DataSource {
     return b;
   }
   ScanData data_;
+  bool from_files_ = false;
   WordVocabulary source_, target_;
   std::vector<Encoded> train_, test_;
+  mutable std::once_flag fingerprinted_;
+  mutable std::string fingerprint_;
 
  protected:
   std::vector<std::int64_t> source_ids(const std::string& text) const override { return source_.encode(split_words(text), "command"); }
@@ -486,7 +497,7 @@ class ScanTask {
   // The shape needs the vocabularies and lengths: generating the commands takes milliseconds, and files
   // of pairs are small.
   static DataShape data_shape(const Options& o, TaskFormat) { return ScanSource(data(o)).shape(); }
-  static std::unique_ptr<DataSource> source(const Options& o, TaskFormat) { return std::make_unique<ScanSource>(data(o)); }
+  static std::unique_ptr<DataSource> source(const Options& o, TaskFormat) { return std::make_unique<ScanSource>(data(o), !o.path.empty()); }
 
  private:
   static ScanData data(const Options& o) {
