@@ -96,7 +96,7 @@ void add_threads_option(CLI::App* command, int& threads) {
   cli::add_number(command, "--threads", threads,
                   "threads; 0: every core this process may use (" + std::to_string(attnlab::available_cores()) +
                       " here), divided among the ranks on this machine under mpirun",
-                  Range::closed(0, 256));
+                  Range::closed(0, attnlab::kMaxThreads));
 }
 
 // --length-penalty ranks beam search's finished outputs; greedy decoding has none to rank.
@@ -160,7 +160,7 @@ void add_analyze_command(CLI::App& app, Commands& c) {
   cli::add_number(c.analyze, "--examples", o.examples,
                   "held-out examples analysed (each part forwards them once per head or layer it tries: 100000 take about 20 minutes for "
                   "the default experiment's model on one thread)",
-                  Range::closed(1, 100000));
+                  Range::closed(1, static_cast<double>(attnlab::kMaxExamples)));
   add_part_options(c.analyze, c);
   add_threads_option(c.analyze, c.threads);
 }
@@ -208,7 +208,7 @@ void add_run_commands(CLI::App& app, Commands& c) {
   c.compare->add_option("args", c.compare_args, "the comparison's YAML file, then key=value overrides for every run")->required();
   cli::add_number(c.compare, "--jobs", c.compare_options.jobs, "runs at a time", Range::closed(1, 64));
   cli::add_number(c.compare, "--threads", c.compare_options.threads,
-                  "threads per run; 0: the cores divided among the jobs (of every rank on this machine under mpirun)", Range::closed(0, 256));
+                  "threads per run; 0: the cores divided among the jobs (of every rank on this machine under mpirun)", Range::closed(0, attnlab::kMaxThreads));
 
   c.report = app.add_subcommand("report", "(re)write a run folder's report.html");
   c.report->add_option("run", c.report_dir, "the run folder")->required()->check(CLI::ExistingDirectory);

@@ -40,6 +40,10 @@ std::size_t example_count(const std::vector<Batch>& batches);
 
 // Loss and metrics of the model on the inputs' batches with `hooks` applied to every forward.
 Evaluation evaluate_with(const AnalysisInputs& in, const HookRequest& hooks);
+// Refuses weights whose held-out loss is not finite (a run that diverged: every table would be NaN),
+// naming `what` (the checkpoint and its step). Runs in eval mode, as the parts do: a training-mode forward
+// would draw dropout and advance kernels' state (performer's redraws).
+void check_finite_outputs(const AnalysisInputs& in, const std::string& what);
 
 // Resampling the examples with replacement (a percentile bootstrap): `draws` sets of counts over n
 // examples from a seeded generator, the same draws for every statistic of a table, so that differences
@@ -152,6 +156,10 @@ FourierLosses fourier_losses(const std::vector<double>& logits, const std::vecto
 void weight_circuits(const Model& model, AnalysisResult& out);
 
 // ---- the command ----
+
+// The most held-out examples one call reads: analyze's --examples, the Python module's held_out and
+// patching_pairs (each example is kept in memory with what every part computes of it).
+constexpr std::size_t kMaxExamples = 100000;
 
 struct AnalyzeOptions {
   std::string checkpoint = "best";

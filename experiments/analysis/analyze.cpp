@@ -172,18 +172,7 @@ AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& o) 
   load_run_model(*x.model, run, x.data.get());
   const TrainConfig& t = run.config.train;
   AnalysisInputs in{*x.model, *x.data, held_out_examples(*x.data, o.examples, t.batch_size, run.config.seed + 2)};
-  // Weights whose outputs are not finite (a run that diverged) would fill every table with NaN. In eval
-  // mode, as the parts run: a training-mode forward would draw dropout and advance kernels' state.
-  double loss = 0;
-  {
-    EvalScope scope(*x.model);
-    loss = evaluate_with(in, {}).loss;
-  }
-  if (!std::isfinite(loss)) {
-    throw std::runtime_error(run_dir + "/" + run.checkpoint_file + " (step " + std::to_string(run.state.step) + ") gives a held-out loss of " +
-                             (std::isnan(loss) ? "NaN" : "inf") + ": its weights give no usable outputs to analyse (did the run diverge? " +
-                             "its summary.json says)");
-  }
+  check_finite_outputs(in, run_dir + "/" + run.checkpoint_file + " (step " + std::to_string(run.state.step) + ")");
   const std::string dir = run_dir + "/analysis", fresh = temporary_path(dir);
   fs::remove_all(fresh);
   create_folders(fresh, "the analysis folder");

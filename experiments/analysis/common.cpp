@@ -83,6 +83,18 @@ Evaluation evaluate_with(const AnalysisInputs& in, const HookRequest& hooks) {
   return sum.result();
 }
 
+void check_finite_outputs(const AnalysisInputs& in, const std::string& what) {
+  double loss = 0;
+  {
+    EvalScope scope(in.model);
+    loss = evaluate_with(in, {}).loss;
+  }
+  if (!std::isfinite(loss)) {
+    throw std::runtime_error(what + " gives a held-out loss of " + (std::isnan(loss) ? "NaN" : "inf") +
+                             ": its weights give no usable outputs to analyse (did the run diverge? its summary.json says)");
+  }
+}
+
 Bootstrap::Bootstrap(std::size_t n, std::uint64_t seed, std::size_t draws) : counts(draws, std::vector<double>(n, 0.0)) {
   Generator gen(seed);
   for (std::vector<double>& c : counts)

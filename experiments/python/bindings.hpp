@@ -33,6 +33,9 @@ struct ModelHandle {
 ExperimentConfig config_from(const py::object& config, const std::vector<std::string>& overrides);
 // The model and data of a config (initial weights from its seed), or of a run with its checkpoint's weights.
 ModelHandle model_from_config(const ExperimentConfig& config);
+// `threads` as a call `who` got it, in [0, kMaxThreads] (0: every core this process may use), or a
+// ValueError naming the call.
+int checked_threads(int threads, const std::string& who);
 ModelHandle model_from_run(const std::string& run_dir, const std::string& checkpoint);
 
 void bind_models(py::module_& m);

@@ -15,6 +15,7 @@
 #include "framework/io/config_node.hpp"
 #include "framework/models/gpt_weights.hpp"
 #include "framework/models/text_models.hpp"
+#include "framework/ops/parallel.hpp"
 
 namespace attnlab::python {
 namespace {
@@ -161,9 +162,18 @@ void bind_generate(py::class_<ModelHandle>& model) {
              if (!lm) throw py::value_error("generate needs a causal_lm model; this one is a " + h.config.model.kind.name);
              Generator gen(seed);
              std::vector<std::int64_t> out;
-             {
+             // Ctrl-C ends a long generation: Python's signal handlers run between tokens (the interpreter
+             // held only for that), and KeyboardInterrupt is raised once the model is back in its mode.
+             struct Interrupted {};
+             const auto between_tokens = [](std::int64_t) {
+               py::gil_scoped_acquire hold;
+               if (PyErr_CheckSignals() != 0) throw Interrupted{};
+             };
+             try {
                py::gil_scoped_release release;
-               out = lm->generate(prompt, tokens, temperature, top_k, gen, cache ? Decoding::cached : Decoding::recomputed);
+               out = lm->generate(prompt, tokens, temperature, top_k, gen, cache ? Decoding::cached : Decoding::recomputed, between_tokens);
+             } catch (const Interrupted&) {
+               throw py::error_already_set();  // the exception the handler set (KeyboardInterrupt)
              }
              return to_numpy(from_indices(out, {out.size()}));
            },
@@ -258,7 +268,9 @@ void bind_data_class(py::module_& m) {
   py::class_<data::DataSource, std::shared_ptr<data::DataSource>>(m, "Data", "the data of a config: held-out batches, token names, patching pairs")
       .def("held_out", [](const data::DataSource& d, std::size_t size, std::uint64_t seed) {
              // An empty batch has no sequence length to give its arrays (they came out (0, 0)).
-             if (size == 0) throw py::value_error("held_out: size must be at least 1");
+             if (size == 0 || size > kMaxExamples) {
+               throw py::value_error("held_out: size must be in [1, " + std::to_string(kMaxExamples) + "]; got " + std::to_string(size));
+             }
              Generator gen(seed);
              return batch_dict(d.sample(data::TaskSplit::held_out, size, gen));
            },
@@ -277,7 +289,9 @@ void bind_data_class(py::module_& m) {
            "`attnlab translate --input` does, refusing tokens a source cannot hold")
       .def("patching_pairs", [](const data::DataSource& d, std::size_t count, std::uint64_t seed) {
              // No pairs at all reads as a task without them (empty entries), so none asked for is refused.
-             if (count == 0) throw py::value_error("patching_pairs: count must be at least 1");
+             if (count == 0 || count > kMaxExamples) {
+               throw py::value_error("patching_pairs: count must be in [1, " + std::to_string(kMaxExamples) + "]; got " + std::to_string(count));
+             }
              Generator gen(seed);
              const PatchingPairs p = d.patching_pairs(count, gen);
              py::dict out;
@@ -304,6 +318,14 @@ ExperimentConfig config_from(const py::object& config, const std::vector<std::st
   const std::string path = py::str(config);
   if (!std::filesystem::is_regular_file(path)) throw NotFound(path + " is not a config file (give a YAML file's path or a dict)");
   return load_config(path, overrides);
+}
+
+int checked_threads(int threads, const std::string& who) {
+  if (threads < 0 || threads > kMaxThreads) {
+    throw py::value_error(who + ": threads must be in [0, " + std::to_string(kMaxThreads) + "] (0: every core this process may use); got " +
+                          std::to_string(threads));
+  }
+  return threads;
 }
 
 ModelHandle model_from_config(const ExperimentConfig& config) {

@@ -43,8 +43,7 @@ PYBIND11_MODULE(attnlab, m) {
   set_num_threads(default_threads(0, 1));
   m.def("set_threads",
         [](int threads) {
-          if (threads < 0) throw py::value_error("set_threads: threads must be 0 (every core this process may use) or more; got " + std::to_string(threads));
-          set_num_threads(default_threads(threads, 1));
+          set_num_threads(default_threads(python::checked_threads(threads, "set_threads"), 1));
         },
         py::arg("threads"),
         "threads for attnlab's work (0: every core this process may use); results repeat bit for bit at the same count");

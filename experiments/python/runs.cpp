@@ -73,6 +73,10 @@ py::dict analysis_dict(const AnalysisResult& r) {
     tables[py::str(t.name)] = table;
   }
   out["tables"] = tables, out["facts"] = r.facts, out["notes"] = r.notes;
+  // What it was made of: the checkpoint and its step, and how far the run had trained (None in memory).
+  const auto maybe = [](const std::optional<std::size_t>& s) { return s ? py::object(py::int_(*s)) : py::object(py::none()); };
+  out["checkpoint"] = r.checkpoint.empty() ? py::object(py::none()) : py::object(py::str(r.checkpoint));
+  out["step"] = maybe(r.step), out["run_step"] = maybe(r.run_step);
   return out;
 }
 
@@ -123,18 +127,26 @@ void bind_run_class(py::module_& m) {
              return to_numpy(read_npy(file));
            },
            py::arg("step"), py::arg("probe") = 0, py::arg("part") = "", "a captured pattern [layers, heads, T, T] (part: encoder, decoder, cross)")
-      .def_property_readonly("analysis", [](const Run& r) { return analysis_dict(read_analysis(r.dir)); },
-                             "analysis/summary.json: {tables: {name: {values, rows, cols, ...}}, facts, notes}");
+      .def_property_readonly("analysis",
+                             [](const Run& r) {
+                               const AnalysisResult a = read_analysis(r.dir);
+                               py::dict out = analysis_dict(a);
+                               out["out_of_date"] = analysis_out_of_date(r.dir, a);  // as the report says it; "" when current
+                               return out;
+                             },
+                             "analysis/summary.json: {tables: {name: {values, rows, cols, ...}}, facts, notes, checkpoint, step, "
+                             "run_step, out_of_date (why the run has moved on since, as the report says; '' when current)}");
 }
 
 void bind_training(py::module_& m) {
   m.def("train",
         [](const py::object& config, const std::vector<std::string>& overrides, int threads) {
           const ExperimentConfig c = config_from(config, overrides);
+          const int n = default_threads(checked_threads(threads, "train"), 1);
           TrainResult r;
           {
             py::gil_scoped_release free;  // progress lines as the command line prints them; Ctrl-C stops after the step
-            r = train_experiment(c, default_threads(threads, 1));
+            r = train_experiment(c, n);
           }
           raise_if_stopped(r);
           return r.run_dir;
@@ -143,10 +155,11 @@ void bind_training(py::module_& m) {
         "trains the run a config (YAML path or dict) with key=value overrides describes, as `attnlab train` does; returns its folder");
   m.def("resume",
         [](const std::string& dir, const std::vector<std::string>& overrides, int threads) {
+          const int n = default_threads(checked_threads(threads, "resume"), 1);
           TrainResult r;
           {
             py::gil_scoped_release free;
-            r = resume_experiment(run_folder(dir), overrides, default_threads(threads, 1));
+            r = resume_experiment(run_folder(dir), overrides, n);
           }
           raise_if_stopped(r);
           return r.run_dir;
@@ -163,7 +176,8 @@ void bind_comparisons(py::module_& m) {
           if (!fs::is_regular_file(config)) throw NotFound(config + " is not a comparison file");
           if (!fs::exists(ATTNLAB_PROGRAM)) throw NotFound(std::string(ATTNLAB_PROGRAM) + ", the program a comparison's runs are, is not there: build it");
           CompareOptions o;
-          o.overrides = overrides, o.jobs = jobs, o.threads = threads;
+          if (jobs < 1) throw py::value_error("compare: jobs must be 1 or more; got " + std::to_string(jobs));
+          o.overrides = overrides, o.jobs = jobs, o.threads = checked_threads(threads, "compare");
           int status = 0;
           {
             py::gil_scoped_release free;
@@ -209,6 +223,7 @@ void bind_analyses(py::module_& m) {
           LoadedRun run;
           run.config = h.config;  // a model in memory has no folder: emergence says so
           AnalysisInputs in{*h.model, *h.data, held_out_examples(*h.data, examples, h.config.train.batch_size, h.config.seed + 2)};
+          check_finite_outputs(in, "the model");
           AnalysisResult result;
           // A folder of this call's own for what the part writes, gone after it (a fixed one under /tmp was
           // shared by every process, and kept).

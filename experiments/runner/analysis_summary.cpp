@@ -111,4 +111,13 @@ AnalysisResult read_analysis(const std::string& run_dir) {
 
 bool has_analysis(const std::string& run_dir) { return std::filesystem::exists(run_dir + "/analysis/summary.json"); }
 
+// The run may have moved on since (a resume writes its checkpoints again, and captures more patterns).
+std::string analysis_out_of_date(const std::string& run_dir, const AnalysisResult& r) {
+  if (r.checkpoint.empty() || !r.step) return "";
+  const std::optional<std::size_t> now = checkpoint_step(run_dir + "/" + r.checkpoint), last = checkpoint_step(run_dir + "/last.ckpt");
+  if (now != r.step) return r.checkpoint + (now ? " now holds step " + std::to_string(*now) : std::string(" is gone or unreadable")) + ", not step " + std::to_string(*r.step);
+  if (r.run_step && last != r.run_step) return "the run has trained on since (last.ckpt holds step " + (last ? std::to_string(*last) : std::string("?")) + ")";
+  return "";
+}
+
 }  // namespace attnlab

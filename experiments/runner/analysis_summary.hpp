@@ -49,5 +49,8 @@ void write_analysis(const std::string& dir, const AnalysisResult& result);
 // RUN/analysis/summary.json; throws std::runtime_error naming the file when absent or malformed.
 AnalysisResult read_analysis(const std::string& run_dir);
 bool has_analysis(const std::string& run_dir);
+// Why the run's analysis `r` is out of date ("best.ckpt now holds step 400, not step 155", "the run has
+// trained on since (...)"), or "" when it is not (or, from before the steps were kept, cannot tell).
+std::string analysis_out_of_date(const std::string& run_dir, const AnalysisResult& r);
 
 }  // namespace attnlab

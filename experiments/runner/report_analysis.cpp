@@ -11,7 +11,6 @@
 #include "experiments/runner/file_fields.hpp"
 #include "experiments/runner/report.hpp"
 #include "experiments/runner/report_svg.hpp"
-#include "experiments/runner/run_folder.hpp"
 #include "framework/io/atomic_file.hpp"
 #include "framework/io/image.hpp"
 
@@ -126,14 +125,8 @@ std::string analysis_section(const std::string& run_dir) {
   html << "<h2>Analysis</h2><p class=\"note\">Written by <code>attnlab analyze</code> on "
        << fmt("%.0f", r.facts.count("examples") ? r.facts.at("examples") : NAN) << " held-out examples" << escape(of)
        << " (each table says what it is over); every table is also in analysis/ as CSV, .npy and PNG. docs/analysis.md defines each one.</p>";
-  // The run may have moved on since (a resume writes its checkpoints again, and captures more patterns).
-  if (!r.checkpoint.empty() && r.step) {
-    const std::optional<std::size_t> now = checkpoint_step(run_dir + "/" + r.checkpoint), last = checkpoint_step(run_dir + "/last.ckpt");
-    std::string moved;
-    if (now != r.step) moved = r.checkpoint + (now ? " now holds step " + std::to_string(*now) : std::string(" is gone or unreadable")) + ", not step " + std::to_string(*r.step);
-    else if (r.run_step && last != r.run_step) moved = "the run has trained on since (last.ckpt holds step " + (last ? std::to_string(*last) : std::string("?")) + ")";
-    if (!moved.empty()) html << "<p class=\"stale\">This analysis is out of date: " << escape(moved) << ". Run <code>attnlab analyze " << escape(run_dir) << "</code> again.</p>";
-  }
+  const std::string stale = analysis_out_of_date(run_dir, r);
+  if (!stale.empty()) html << "<p class=\"stale\">This analysis is out of date: " << escape(stale) << ". Run <code>attnlab analyze " << escape(run_dir) << "</code> again.</p>";
   if (!r.notes.empty()) {
     html << "<ul class=\"note\">";
     for (const std::string& n : r.notes) html << "<li>" << escape(n) << "</li>";

@@ -23,6 +23,8 @@ int available_cores();
 // The threads a process uses: `requested` when positive, else available_cores() divided among the
 // `sharers` that run at once on this machine (ranks, a comparison's jobs), at least 1.
 int default_threads(int requested, int sharers);
+// The most threads a process may ask for (the command line's --threads, the Python module's threads).
+constexpr int kMaxThreads = 256;
 
 // How long a SharingTuner lets steps run shared before it times them, and how long it keeps a choice
 // (seconds). Tests shorten them.

@@ -192,6 +192,26 @@ def test_an_analysis_part_runs_on_a_model_in_memory(model):
         attnlab.run_analysis(model, "rollout")
     with pytest.raises(ValueError, match="analysis part 'detector' is not among"):
         attnlab.run_analysis(model, "detector")
+    # Weights that give NaN (a run that diverged) are refused, as `attnlab analyze` refuses them, rather than
+    # filling every table with NaN.
+    weights = {name: w.copy() for name, w in model.state_dict().items()}
+    nan = dict(weights, **{"head.weight": np.full_like(weights["head.weight"], np.nan)})
+    model.load_state_dict(nan)
+    try:
+        with pytest.raises(RuntimeError, match="the model gives a held-out loss of NaN"):
+            attnlab.run_analysis(model, "ablation", examples=8)
+    finally:
+        model.load_state_dict(weights)
+
+
+def test_an_analysis_says_what_it_was_made_of_and_when_it_is_out_of_date(tmp_path):
+    run = attnlab.train(DEFAULT, ["train.steps=4", "train.eval_interval=2", "train.schedule.kind=constant", f"log.dir={tmp_path}", "name=r"],
+                        threads=1)
+    attnlab.analyze(run, ["ablation"], 8, checkpoint="last")
+    analysis = attnlab.Run(run).analysis
+    assert (analysis["checkpoint"], analysis["step"], analysis["run_step"], analysis["out_of_date"]) == ("last.ckpt", 4, 4, "")
+    attnlab.resume(run, ["train.steps=6"], threads=1)
+    assert attnlab.Run(run).analysis["out_of_date"] == "last.ckpt now holds step 6, not step 4"
 
 
 def test_a_model_from_a_config_dict(tmp_path):
@@ -237,7 +257,7 @@ def test_bad_input_raises_with_a_clear_message(model, tmp_path):
         attnlab.Model.from_config(DEFAULT, ["model.n_heads=5"])
     with pytest.raises(ValueError, match="pairs"):
         attnlab.analyze(os.path.dirname(DEFAULT), options={"patching": {"pairs": 0}})
-    with pytest.raises(ValueError, match="threads must be 0 .* or more; got -3"):
+    with pytest.raises(ValueError, match=r"threads must be in \[0, 256\] .*; got -3"):
         attnlab.set_threads(-3)
     # Found in review: these raised RuntimeError or IndexError, or gave made-up names, or were ignored.
     with pytest.raises(FileNotFoundError, match="is not a run folder"):
@@ -253,10 +273,16 @@ def test_bad_input_raises_with_a_clear_message(model, tmp_path):
         model.data.to_string([3, -5])
     with pytest.raises(ValueError, match=r"decoder_input is for an encoder-decoder; this model \(causal_lm\) reads input alone"):
         model(ids, decoder_input=ids)
-    with pytest.raises(ValueError, match="held_out: size must be at least 1"):
+    with pytest.raises(ValueError, match=r"held_out: size must be in \[1, 100000\]; got 0"):
         model.data.held_out(0)
-    with pytest.raises(ValueError, match="patching_pairs: count must be at least 1"):
+    with pytest.raises(ValueError, match=r"held_out: size must be in \[1, 100000\]; got 1000000000000"):
+        model.data.held_out(10**12)  # it used memory until allocation failed
+    with pytest.raises(ValueError, match="patching_pairs: count must be in"):
         model.data.patching_pairs(0)
+    with pytest.raises(ValueError, match=r"set_threads: threads must be in \[0, 256\]"):
+        attnlab.set_threads(5000)  # it started threads until the system refused, and kept them
+    with pytest.raises(ValueError, match=r"train: threads must be in \[0, 256\] .*; got -1"):
+        attnlab.train(DEFAULT, ["train.steps=1", "train.schedule.kind=constant", "log.dir=" + str(tmp_path)], threads=-1)
 
 
 def test_a_comparison_from_python_runs_as_the_command_does(tmp_path):
