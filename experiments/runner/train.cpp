@@ -188,7 +188,13 @@ TrainResult Trainer::run() {
     const bool stopping = evaluation_stopped || (parallel_.active() ? step_loss.stop : stop.requested());
     if (stopping && step < c_.train.steps) return stopped(stop);
   }
-  return finish();
+  TrainResult result = finish();
+  // A stop during the last step's evaluations did not end them: they finish the run (a run at its last
+  // step is not resumed). Said, so that the signal is not taken as lost.
+  if (stop.requested() && writer()) {
+    std::fprintf(stderr, "attnlab: %s came during the last step's evaluations, which finish the run; it has finished (exit 0)\n", stop.name());
+  }
+  return result;
 }
 
 // What follows a step: its evaluations, pattern capture and checkpoints, each when due. Ctrl-C or

@@ -35,6 +35,14 @@ assert sum(r["split"] == "eval" and r["step"] == 3 for r in b) == 1 and any(r["s
 assert sorted(os.listdir(sys.argv[1] + "/patterns")) == sorted(os.listdir(sys.argv[2] + "/patterns"))
 PY
 
+# The last step's evaluations are not cut short (a run at its last step is not resumed): a signal then
+# lets them finish the run, which exits 0 and says the signal came.
+ATTNLAB_TEST_STOP_AT=eval:6 "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name=stop-in-last-eval > "$work/stop_in_last_eval.log" 2>&1
+status=$?
+{ [ $status = 0 ] && grep -q "SIGTERM came during the last step's evaluations, which finish the run; it has finished" "$work/stop_in_last_eval.log" \
+    && grep -q '"status": "finished"' "$work/runs/stop-in-last-eval/summary.json"; } \
+  || { fail "SIGTERM during the last step's evaluation (status $status)"; cat "$work/stop_in_last_eval.log"; }
+
 # A diverging run stops with the step and the parameter whose gradient went bad; last.ckpt holds the
 # state before it, its metrics parse as JSON, and eval falls back to last.ckpt, saying so.
 "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name=diverge train.optimizer.name=sgd train.optimizer.lr=1e30 \
