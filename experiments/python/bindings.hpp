@@ -36,6 +36,11 @@ ModelHandle model_from_config(const ExperimentConfig& config);
 // `threads` as a call `who` got it, in [0, kMaxThreads] (0: every core this process may use), or a
 // ValueError naming the call.
 int checked_threads(int threads, const std::string& who);
+// A count or size argument `name` of the call `who` (taken as a signed integer, so that a negative one is
+// a ValueError naming it, not pybind's signature dump).
+std::size_t checked_count(std::int64_t value, const std::string& who, const std::string& name);
+// An analysis's `examples`, in [1, kMaxExamples] as analyze's --examples.
+std::size_t checked_examples(std::int64_t value, const std::string& who);
 ModelHandle model_from_run(const std::string& run_dir, const std::string& checkpoint);
 
 void bind_models(py::module_& m);

@@ -156,8 +156,9 @@ void bind_detect_heads(py::class_<ModelHandle>& model) {
 // A causal LM's continuation of a prompt, as `attnlab sample` makes it.
 void bind_generate(py::class_<ModelHandle>& model) {
   model.def("generate",
-           [](ModelHandle& h, const std::vector<std::int64_t>& prompt, std::size_t tokens, double temperature, std::size_t top_k,
+           [](ModelHandle& h, const std::vector<std::int64_t>& prompt, std::int64_t tokens_arg, double temperature, std::int64_t top_k_arg,
               std::uint64_t seed, bool cache) {
+             const std::size_t tokens = checked_count(tokens_arg, "generate", "tokens"), top_k = checked_count(top_k_arg, "generate", "top_k");
              auto* lm = dynamic_cast<CausalLM*>(h.model.get());
              if (!lm) throw py::value_error("generate needs a causal_lm model; this one is a " + h.config.model.kind.name);
              Generator gen(seed);
@@ -266,11 +267,12 @@ void bind_model_class(py::module_& m) {
 
 void bind_data_class(py::module_& m) {
   py::class_<data::DataSource, std::shared_ptr<data::DataSource>>(m, "Data", "the data of a config: held-out batches, token names, patching pairs")
-      .def("held_out", [](const data::DataSource& d, std::size_t size, std::uint64_t seed) {
+      .def("held_out", [](const data::DataSource& d, std::int64_t size_arg, std::uint64_t seed) {
              // An empty batch has no sequence length to give its arrays (they came out (0, 0)).
-             if (size == 0 || size > kMaxExamples) {
-               throw py::value_error("held_out: size must be in [1, " + std::to_string(kMaxExamples) + "]; got " + std::to_string(size));
+             if (size_arg < 1 || size_arg > static_cast<std::int64_t>(kMaxExamples)) {
+               throw py::value_error("held_out: size must be in [1, " + std::to_string(kMaxExamples) + "]; got " + std::to_string(size_arg));
              }
+             const auto size = static_cast<std::size_t>(size_arg);
              Generator gen(seed);
              return batch_dict(d.sample(data::TaskSplit::held_out, size, gen));
            },
@@ -287,11 +289,12 @@ void bind_data_class(py::module_& m) {
            py::arg("text"), py::arg("source") = false,
            "the ids of tokens written by their names (the inverse of to_string); source=True reads a seq2seq source as "
            "`attnlab translate --input` does, refusing tokens a source cannot hold")
-      .def("patching_pairs", [](const data::DataSource& d, std::size_t count, std::uint64_t seed) {
+      .def("patching_pairs", [](const data::DataSource& d, std::int64_t count_arg, std::uint64_t seed) {
              // No pairs at all reads as a task without them (empty entries), so none asked for is refused.
-             if (count == 0 || count > kMaxExamples) {
-               throw py::value_error("patching_pairs: count must be in [1, " + std::to_string(kMaxExamples) + "]; got " + std::to_string(count));
+             if (count_arg < 1 || count_arg > static_cast<std::int64_t>(kMaxExamples)) {
+               throw py::value_error("patching_pairs: count must be in [1, " + std::to_string(kMaxExamples) + "]; got " + std::to_string(count_arg));
              }
+             const auto count = static_cast<std::size_t>(count_arg);
              Generator gen(seed);
              const PatchingPairs p = d.patching_pairs(count, gen);
              py::dict out;
@@ -318,6 +321,18 @@ ExperimentConfig config_from(const py::object& config, const std::vector<std::st
   const std::string path = py::str(config);
   if (!std::filesystem::is_regular_file(path)) throw NotFound(path + " is not a config file (give a YAML file's path or a dict)");
   return load_config(path, overrides);
+}
+
+std::size_t checked_count(std::int64_t value, const std::string& who, const std::string& name) {
+  if (value < 0) throw py::value_error(who + ": " + name + " must be 0 or more; got " + std::to_string(value));
+  return static_cast<std::size_t>(value);
+}
+
+std::size_t checked_examples(std::int64_t value, const std::string& who) {
+  if (value < 1 || value > static_cast<std::int64_t>(kMaxExamples)) {
+    throw py::value_error(who + ": examples must be in [1, " + std::to_string(kMaxExamples) + "]; got " + std::to_string(value));
+  }
+  return static_cast<std::size_t>(value);
 }
 
 int checked_threads(int threads, const std::string& who) {

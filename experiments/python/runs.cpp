@@ -120,7 +120,8 @@ void bind_run_class(py::module_& m) {
              return steps;
            },
            "the steps at which patterns were captured")
-      .def("patterns", [](const Run& r, std::size_t step, std::size_t probe, const std::string& part) {
+      .def("patterns", [](const Run& r, std::int64_t step_arg, std::int64_t probe_arg, const std::string& part) {
+             const std::size_t step = checked_count(step_arg, "patterns", "step"), probe = checked_count(probe_arg, "patterns", "probe");
              const std::string file = r.dir + "/patterns/step_" + std::to_string(step) + "_probe_" + std::to_string(probe) +
                                       (part.empty() ? "" : "_" + part) + ".npy";
              if (!fs::exists(file)) throw NotFound(file + " does not exist (pattern_steps lists the captured steps)");
@@ -200,10 +201,10 @@ void bind_analyses(py::module_& m) {
     return names;
   });
   m.def("analyze",
-        [](const std::string& dir, const std::vector<std::string>& only, std::size_t examples, const std::string& checkpoint,
+        [](const std::string& dir, const std::vector<std::string>& only, std::int64_t examples_arg, const std::string& checkpoint,
            const py::dict& options) {
           AnalyzeOptions o;
-          o.only = only, o.examples = examples, o.checkpoint = checkpoint;
+          o.only = only, o.examples = checked_examples(examples_arg, "analyze"), o.checkpoint = checkpoint;
           for (const auto& [part, values] : options) o.part_options[py::str(part)] = part_options(py::str(part), py::reinterpret_borrow<py::dict>(values));
           AnalysisResult r;
           {
@@ -215,7 +216,8 @@ void bind_analyses(py::module_& m) {
         py::arg("run"), py::arg("only") = std::vector<std::string>{}, py::arg("examples") = 512, py::arg("checkpoint") = "best",
         py::arg("options") = py::dict(), "runs `attnlab analyze` on a run (writing analysis/ and the report); options: {part: {key: value}}");
   m.def("run_analysis",
-        [](ModelHandle& h, const std::string& part, std::size_t examples, const py::kwargs& options) {
+        [](ModelHandle& h, const std::string& part, std::int64_t examples_arg, const py::kwargs& options) {
+          const std::size_t examples = checked_examples(examples_arg, "run_analysis");
           const AnalysisPartInfo& info = AnalysisRegistry::instance().find(part);
           const std::string needs = info.needs(*h.model, *h.data);
           if (!needs.empty()) throw std::invalid_argument(part + " needs " + needs);

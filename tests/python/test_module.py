@@ -279,6 +279,15 @@ def test_bad_input_raises_with_a_clear_message(model, tmp_path):
         model.data.held_out(10**12)  # it used memory until allocation failed
     with pytest.raises(ValueError, match="patching_pairs: count must be in"):
         model.data.patching_pairs(0)
+    # Negative counts are ValueErrors naming the argument (they were pybind's TypeError and signature dump).
+    with pytest.raises(ValueError, match=r"held_out: size must be in \[1, 100000\]; got -1"):
+        model.data.held_out(-1)
+    with pytest.raises(ValueError, match="generate: tokens must be 0 or more; got -5"):
+        model.generate([1, 2], -5)
+    with pytest.raises(ValueError, match="generate: top_k must be 0 or more; got -1"):
+        model.generate([1, 2], 3, top_k=-1)
+    with pytest.raises(ValueError, match=r"run_analysis: examples must be in \[1, 100000\]; got -8"):
+        attnlab.run_analysis(model, "ablation", -8)
     with pytest.raises(ValueError, match=r"set_threads: threads must be in \[0, 256\]"):
         attnlab.set_threads(5000)  # it started threads until the system refused, and kept them
     with pytest.raises(ValueError, match=r"train: threads must be in \[0, 256\] .*; got -1"):
