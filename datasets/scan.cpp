@@ -301,7 +301,6 @@ namespace {
 // and walked in order for evaluation.
 class ScanSource : public DataSource {
  public:
-  // `from_files`: read from task.path and task.test_path, which a fingerprint then identifies.
   explicit ScanSource(ScanData data, bool from_files = false) : data_(std::move(data)), from_files_(from_files) {
     std::vector<const Words*> commands, actions;
     for (const auto* split : {&data_.train, &data_.test})
@@ -343,25 +342,16 @@ class ScanSource : public DataSource {
   std::string target_label(std::int64_t id) const override { return target_.word(id); }
   bool is_padding(std::int64_t id) const override { return id == WordVocabulary::kPad; }
   std::string decode_target(const std::vector<std::int64_t>& ids) const override { return target_.decode(ids); }
-  // The pairs read from files: both vocabularies' words and every encoded pair, in order, hashed once.
-  // Generated commands come from the config alone, and have none.
+  // Pairs read from files are hashed (once, in order); generated ones come from the config alone.
   std::string fingerprint() const override {
     if (!from_files_) return "";
-    std::call_once(fingerprinted_, [this] { fingerprint_ = hash_pairs(); });
+    std::call_once(fingerprinted_, [this] {
+      Fnv1a hash;
+      for (const auto* split : {&data_.train, &data_.test})
+        for (const ScanPair& p : *split) hash.add(p.command), hash.add(p.actions);
+      fingerprint_ = "fnv1a64 " + hash.hex() + " of " + std::to_string(data_.train.size() + data_.test.size()) + " pairs";
+    });
     return fingerprint_;
-  }
-  std::string hash_pairs() const {
-    Fnv1a hash;
-    for (const WordVocabulary* v : {&source_, &target_}) {
-      for (std::size_t id = 0; id < v->size(); ++id) {
-        const std::string word = v->word(static_cast<std::int64_t>(id)) + " ";
-        hash.add(word.data(), word.size());
-      }
-    }
-    for (const auto* split : {&train_, &test_}) {
-      for (const Encoded& e : *split) hash.add(e.command), hash.add(e.actions);
-    }
-    return "fnv1a64 " + hash.hex() + " of " + std::to_string(train_.size()) + " + " + std::to_string(test_.size()) + " pairs";
   }
   // One held-out command drawn as the template, and `count` held-out commands of its shape drawn with
   // replacement (the template with its primitives reassigned, as the held-out split has them: the same
@@ -454,7 +444,6 @@ class ScanSource : public DataSource {
   std::vector<Encoded> train_, test_;
   mutable std::once_flag fingerprinted_;
   mutable std::string fingerprint_;
-
  protected:
   std::vector<std::int64_t> source_ids(const std::string& text) const override { return source_.encode(split_words(text), "command"); }
 };

@@ -71,6 +71,11 @@ class Fnv1a {
     add(&n, sizeof n);
     add(ids.data(), ids.size() * sizeof(std::int64_t));
   }
+  void add(const std::vector<std::string>& words) {  // each word ended by a NUL, the list by its length
+    for (const std::string& w : words) add(w.c_str(), w.size() + 1);
+    const std::uint64_t n = words.size();
+    add(&n, sizeof n);
+  }
   std::string hex() const;
 
  private:

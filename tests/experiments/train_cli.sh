@@ -54,6 +54,12 @@ done
 (cd "$work/elsewhere" && "$attnlab" report "$work/runs/scan-relative" > "$work/report_elsewhere.log" 2>&1) \
   && grep -q "attention: <b>softmax (model.attention)</b>" "$work/runs/scan-relative/report.html" \
   || { fail "report of a run whose relative data is not here"; cat "$work/report_elsewhere.log"; }
+# Its checkpoint holds a hash of the pairs read: other pairs at that path elsewhere are refused.
+sed 's/twice/thrice/' "$work/here/data/scan_train.txt" > "$work/elsewhere/data/scan_train.txt"
+cp "$work/here/data/scan_test.txt" "$work/elsewhere/data/scan_test.txt"
+(cd "$work/elsewhere" && "$attnlab" eval "$work/runs/scan-relative" > "$work/eval_scan_elsewhere.log" 2>&1)
+[ $? = 2 ] && grep -q "was trained on other data than its config reads now (fnv1a64 [0-9a-f]* of 16 pairs, where it read" "$work/eval_scan_elsewhere.log" \
+  || { fail "eval of a SCAN run whose files elsewhere hold other pairs"; cat "$work/eval_scan_elsewhere.log"; }
 grep -q '"scored_tokens":163}' "$work/eval_text.log" || { fail "eval did not cover the whole split"; cat "$work/eval_text.log"; }
 final_loss=$(json_field "$work/runs/text/metrics.jsonl" final loss)
 [ -n "$final_loss" ] && grep -q "\"loss\":$final_loss," "$work/eval_text.log" \
