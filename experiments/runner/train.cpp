@@ -192,7 +192,7 @@ TrainResult Trainer::run() {
   // A stop during the last step's evaluations did not end them: they finish the run (a run at its last
   // step is not resumed). Said, so that the signal is not taken as lost.
   if (stop.requested() && writer()) {
-    std::fprintf(stderr, "attnlab: %s came during the last step's evaluations, which finish the run; it has finished (exit 0)\n", stop.name());
+    std::fprintf(stderr, "attnlab: %s came during the last step, whose evaluations finish the run; it has finished (exit 0)\n", stop.name());
   }
   return result;
 }

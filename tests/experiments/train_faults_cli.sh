@@ -39,7 +39,7 @@ PY
 # lets them finish the run, which exits 0 and says the signal came.
 ATTNLAB_TEST_STOP_AT=eval:6 "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name=stop-in-last-eval > "$work/stop_in_last_eval.log" 2>&1
 status=$?
-{ [ $status = 0 ] && grep -q "SIGTERM came during the last step's evaluations, which finish the run; it has finished" "$work/stop_in_last_eval.log" \
+{ [ $status = 0 ] && grep -q "SIGTERM came during the last step, whose evaluations finish the run; it has finished" "$work/stop_in_last_eval.log" \
     && grep -q '"status": "finished"' "$work/runs/stop-in-last-eval/summary.json"; } \
   || { fail "SIGTERM during the last step's evaluation (status $status)"; cat "$work/stop_in_last_eval.log"; }
 
