@@ -52,7 +52,8 @@ void check_same_model(const LoadedRun& run, const ExperimentConfig& trained, con
   if (diff.empty()) return;
   std::string list;
   for (const KeyDifference& d : diff) list += "\n  " + d.key + ": " + d.first + " here, " + d.second + " in the checkpoint";
-  throw std::runtime_error(config_file + " (with the command line's overrides) does not describe the run that " + run.dir + "/" +
+  // Bad input (an override or an edit), as any config error: ValueError from Python.
+  throw std::invalid_argument(config_file + " (with the command line's overrides) does not describe the run that " + run.dir + "/" +
                            run.checkpoint_file + " holds:" + list +
                            "\nput the keys back as the checkpoint has them, or start a new run from this config with "
                            "`attnlab train " + config_file + "`");

@@ -197,7 +197,7 @@ TEST_F(Training, AnEditedConfigIsRefusedNamingTheKeysAndBothFiles) {
         load_run(run.run_dir, "best");
       }
       FAIL() << "an edited n_heads was accepted";
-    } catch (const std::runtime_error& e) {
+    } catch (const std::invalid_argument& e) {
       const std::string m = e.what();
       EXPECT_NE(m.find(run.run_dir + "/config.yaml"), std::string::npos) << m;
       EXPECT_NE(m.find(".ckpt"), std::string::npos) << m;

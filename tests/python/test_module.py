@@ -222,7 +222,7 @@ def test_a_model_from_a_config_dict(tmp_path):
     assert m(ids).shape == (2, 6, m.data.vocab_size)
 
 
-def test_bad_input_raises_with_a_clear_message(model, tmp_path):
+def test_bad_input_raises_with_a_clear_message(model, runs, tmp_path):
     ids = tokens(model)
     with pytest.raises(KeyError, match="no activation of this model is named 'blocks.9.attn.hook_z'; its names are"):
         model.run_with_cache(ids, ["blocks.9.attn.hook_z"])
@@ -290,6 +290,8 @@ def test_bad_input_raises_with_a_clear_message(model, tmp_path):
         attnlab.run_analysis(model, "ablation", -8)
     with pytest.raises(ValueError, match=r"set_threads: threads must be in \[0, 256\]"):
         attnlab.set_threads(5000)  # it started threads until the system refused, and kept them
+    with pytest.raises(ValueError, match=r"model.d_model: 32 here, 64 in the checkpoint"):
+        attnlab.resume(runs[0], ["train.steps=60", "model.d_model=32"])  # a RuntimeError before
     with pytest.raises(ValueError, match=r"train: threads must be in \[0, 256\] .*; got -1"):
         attnlab.train(DEFAULT, ["train.steps=1", "train.schedule.kind=constant", "log.dir=" + str(tmp_path)], threads=-1)
 
