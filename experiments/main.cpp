@@ -139,9 +139,9 @@ void add_part_options(CLI::App* command, Commands& c) {
           throw CLI::ValidationError(e.what());
         }
       };
-      if (d.values == "true, false") {  // a switch: --exclude-bos alone turns it on, --exclude-bos=false off
+      if (d.values == attnlab::kBooleanValues) {  // a switch: --exclude-bos alone turns it on, --exclude-bos=false off
         command->add_flag(flag, c.switch_texts[flag], name + ": " + d.doc + " (a switch; default " + d.default_text + ")")
-            ->each([take](const std::string& text) { take(text); });  // "true" alone; the schema reads what =X gives
+            ->each(take);  // "true" alone; the schema reads what =X gives
         continue;
       }
       command->add_option_function<std::string>(flag, take, name + ": " + d.doc + " (" + d.values + ")")->type_name("")->default_str(d.default_text);

@@ -76,11 +76,11 @@ std::string part_of(const std::string& name) {
 
 // With --only, the parts kept from the earlier analysis must be of the same checkpoint at the same step:
 // after a resume (or with another --checkpoint) they would describe another model beside the new ones.
-void check_same_model(const std::string& run_dir, const AnalyzeOptions& o, const LoadedRun& run) {
+// `last`: the step last.ckpt holds now.
+void check_same_model(const std::string& run_dir, const AnalyzeOptions& o, const LoadedRun& run, std::optional<std::size_t> last) {
   if (o.only.empty() || !has_analysis(run_dir)) return;
   const AnalysisResult earlier = read_analysis(run_dir);
   if (earlier.checkpoint.empty()) return;
-  const std::optional<std::size_t> last = checkpoint_step(run_dir + "/last.ckpt");
   const auto step = [](std::optional<std::size_t> s) { return s ? std::to_string(*s) : std::string("?"); };
   std::string differs;
   if (earlier.checkpoint != run.checkpoint_file || earlier.step != run.state.step) {
@@ -162,10 +162,11 @@ AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& o) 
   RunFolder::check_is_run(run_dir);  // before the lock, which would leave its file in any folder
   const RunFolderLock lock(run_dir, "attnlab analyze");  // one writer: not while the run trains or another analysis runs
   const LoadedRun run = load_run(run_dir, o.checkpoint);  // clears what an earlier, killed analysis left
-  check_same_model(run_dir, o, run);
+  const std::optional<std::size_t> last_step = checkpoint_step(run_dir + "/last.ckpt");
+  check_same_model(run_dir, o, run, last_step);
   Experiment x(run.config);
   AnalysisResult result;
-  result.checkpoint = run.checkpoint_file, result.step = run.state.step, result.run_step = checkpoint_step(run_dir + "/last.ckpt");
+  result.checkpoint = run.checkpoint_file, result.step = run.state.step, result.run_step = last_step;
   check_applicable(o, *x.model, *x.data, run_dir, result);
   for (const AnalysisPartInfo* part : analysis_parts_in_order())
     if (wanted(o, part->name)) part->check_run(options_of(o, part->name), run.config);

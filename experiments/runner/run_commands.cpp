@@ -4,10 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <system_error>
 
 #include "datasets/char_text.hpp"
 #include "datasets/toy_tasks.hpp"
@@ -155,14 +153,7 @@ int translate_run(const std::string& run_dir, const TranslateOptions& o, int thr
 }
 
 int export_run(const std::string& run_dir, const std::string& which, const std::string& out_dir) {
-  // Into a new or empty folder only: an earlier export's index.json, or a run's own files, were written
-  // over (or scattered among) without a word.
-  std::error_code ec;
-  if (std::filesystem::exists(out_dir, ec) && !(std::filesystem::is_directory(out_dir, ec) && std::filesystem::is_empty(out_dir, ec))) {
-    throw std::invalid_argument(out_dir + (std::filesystem::is_directory(out_dir, ec) ? " is not empty" : " is a file") +
-                                (std::filesystem::exists(out_dir + "/index.json", ec) ? " (it holds an earlier export)" : "") +
-                                "; give attnlab export a new or empty folder");
-  }
+  check_export_folder(out_dir);  // before loading anything
   const LoadedRun run = load_run(run_dir, which);
   std::map<std::string, Tensor> weights;
   for (const auto& [name, t] : checkpoint_part(run.checkpoint, "model."))

@@ -42,6 +42,9 @@ struct KeyDifference {
   std::string key, first, second;
 };
 
+// What a boolean key's KeyDoc::values says (the command line makes such an option a switch).
+inline constexpr const char* kBooleanValues = "true, false";
+
 namespace schema_detail {
 
 // A number as the resolved config writes it (15 significant digits, no trailing zeros).
@@ -68,7 +71,7 @@ std::string show(const T& v) {
 template <class T>
 std::string values_text(const Range& range) {
   if constexpr (std::is_same_v<T, bool>) {
-    return "true, false";
+    return kBooleanValues;
   } else if constexpr (std::is_same_v<T, std::string>) {
     return "text";
   } else {

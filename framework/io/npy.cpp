@@ -327,14 +327,22 @@ std::vector<IndexEntry> read_index(const std::string& index_path) {
 
 }  // namespace
 
+void check_export_folder(const std::string& dir) {
+  // An earlier export's index.json, or a run's own files, were written over (or scattered among) without a word.
+  std::error_code ec;
+  if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec))) {
+    throw std::invalid_argument(dir + (fs::is_directory(dir, ec) ? " is not empty" : " is a file") +
+                                (fs::exists(dir + "/index.json", ec) ? " (it holds an earlier export)" : "") +
+                                "; give a new or empty folder for the weights");
+  }
+}
+
 void export_npy_folder(const std::string& dir, const std::map<std::string, Tensor>& tensors, const std::string& config_yaml) {
+  check_export_folder(dir);
   std::string target = fs::path(dir).lexically_normal().string();
   while (target.size() > 1 && target.back() == '/') target.pop_back();
   std::error_code ec;
   const bool exists = fs::exists(target, ec);
-  if (exists && !(fs::is_directory(target, ec) && fs::is_empty(target, ec))) {
-    throw std::invalid_argument("cannot export weights into " + target + ": it is a file or a folder that is not empty");
-  }
   // A new folder is written whole beside its place and moved there; an empty one that exists (made for
   // it: its permissions, a link to it, a mount) is written into, index.json last. Either way a failure
   // (a full disk) leaves nothing of the export behind.

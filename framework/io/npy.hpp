@@ -28,6 +28,9 @@ Tensor read_npy(const std::string& path);
 // skipped) and dir/index.json last; dir must not exist (it is then written whole beside its place and
 // moved there) or be empty. A failure leaves nothing of the export. `config_yaml` is stored as "config"
 // when non-empty.
+// The refusal export_npy_folder gives for `dir` when it is a file or a folder that is not empty (a
+// command checks it before its work, so that it fails at once).
+void check_export_folder(const std::string& dir);
 void export_npy_folder(const std::string& dir, const std::map<std::string, Tensor>& tensors, const std::string& config_yaml = "");
 // Reads every tensor index.json lists. Errors name index.json and the .npy file: malformed JSON, a
 // missing field or file, or a .npy whose dtype or shape disagrees with its entry.

@@ -117,7 +117,7 @@ for variant in "learned softmax" "sinusoidal softmax" "rotary softmax" "learned 
     model.attention.name="$2"
   check "export_weights_$1_$2" "$attnlab" export "$work/runs/export-$1-$2" "$work/weights-$1-$2"
   "$attnlab" export "$work/runs/export-$1-$2" "$work/weights-$1-$2" > "$work/export_again.log" 2>&1  # not over an earlier export
-  [ $? = 2 ] && grep -qF "weights-$1-$2 is not empty (it holds an earlier export); give attnlab export a new or empty folder" \
+  [ $? = 2 ] && grep -qF "weights-$1-$2 is not empty (it holds an earlier export); give a new or empty folder for the weights" \
     "$work/export_again.log" || { fail "export over an earlier export"; cat "$work/export_again.log"; }
   check "init_from_$1_$2" "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name="warm-$1-$2" model.positional="$1" \
     model.attention.name="$2" model.init_from="$work/weights-$1-$2"
