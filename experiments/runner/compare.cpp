@@ -246,7 +246,7 @@ void prepare_folder(const CompareSpec& spec, const std::vector<PlannedRun>& plan
   write_file_atomically(dir + "/compare.yaml", "# " + config_path + (with.empty() ? "" : " with") + with + "\n" + spec.text);
   for (const PlannedRun& p : plan) {
     create_folders(fs::path(p.config_file).parent_path().string(), "a variant's folder");
-    if (!fs::exists(p.config_file)) write_file_atomically(p.config_file, p.config_yaml);
+    if (p.moved || !fs::exists(p.config_file)) write_file_atomically(p.config_file, p.config_yaml);
   }
 }
 

@@ -246,12 +246,20 @@ CompareSpec read_compare_spec(const std::string& path) {
 
 // A run the comparison already holds must be the one it plans: compared key by key (a key a newer build
 // added, at its default, is no difference), with the keys that differ named.
-void check_same_run(const CompareSpec& spec, const CompareVariant& variant, const PlannedRun& p, const ExperimentConfig& planned) {
+// A log.dir of its own is not a difference: the comparison folder was moved (or copied) since, and the run's
+// config file is written again with the folder's new place (PlannedRun::moved), so that a run not yet
+// started trains there and not in the old place.
+void check_same_run(const CompareSpec& spec, const CompareVariant& variant, PlannedRun& p, const ExperimentConfig& planned) {
   std::string differences;
   try {
     const ExperimentConfig existing = parse_config(read_file(p.config_file, "run's config"), p.config_file);
-    for (const KeyDifference& d : config_differences(existing, planned, true))
+    for (const KeyDifference& d : config_differences(existing, planned, true)) {
+      if (d.key == "log.dir") {
+        p.moved = true;
+        continue;
+      }
       differences += (differences.empty() ? "" : ", ") + d.key + " " + d.first + " there, " + d.second + " now";
+    }
   } catch (const ConfigError& e) {
     differences = std::string("it no longer reads: ") + e.what();
   }

@@ -74,6 +74,7 @@ struct PlannedRun {
   std::string run_dir;      // the same under the comparison folder
   std::string config_file;  // runs/<variant>/seed_<s>.yaml
   std::string config_yaml;  // its resolved text
+  bool moved = false;       // config_file names another log.dir: the comparison folder was moved since
   std::string log_file() const { return config_file.substr(0, config_file.size() - 5) + ".log"; }
 };
 

@@ -5,7 +5,8 @@
 # file:line:column before anything is written; an interrupted comparison resumes; a grid sweep with
 # `select` reports each variant at its best learning rate and plots the metric against state size; with
 # select.seeds the other seeds run only at the chosen value; a comparison killed outright takes its runs
-# with it, and a run folder that another process writes is left alone.
+# with it, a run folder that another process writes is left alone, and a moved comparison goes on in its
+# new place.
 # Usage: compare_cli.sh ATTNLAB_BINARY SOURCE_DIR WORK_DIR
 set -uo pipefail
 attnlab=$1 source=$2 work=$3
@@ -114,6 +115,19 @@ grep -q "tiny.yaml:[0-9]*:[0-9]*: variant 'softmax'.*different config (.*: train
 sed -i '/label_smoothing:/d' "$out/runs/softmax/seed_0.yaml"
 "$attnlab" compare "$work/tiny.yaml" > "$work/older.log" 2>&1 || { cat "$work/older.log"; fail "a run config without a newer key was refused"; }
 grep -q "4 of 4 runs already done" "$work/older.log" || { cat "$work/older.log"; fail "a run config without a newer key was rerun"; }
+
+# A comparison folder moved elsewhere (its dir: changed to match) goes on there: its runs' configs name the
+# old log.dir, which is no difference, and a run not yet trained trains in the new place.
+mkdir -p "$work/moved" && cp -r "$out" "$work/moved/tiny"
+rm -r "$work/moved/tiny/runs/linear/seed_1" "$work/moved/tiny/runs/linear/seed_1.log"
+sed -e "s|^dir: .*|dir: $work/moved|" "$work/tiny.yaml" > "$work/moved.yaml"
+before=$(stat -c %Y "$out/runs/linear/seed_1/last.ckpt")
+"$attnlab" compare "$work/moved.yaml" > "$work/moved.log" 2>&1 || { cat "$work/moved.log"; fail "a moved comparison did not go on"; }
+grep -q "3 of 4 runs already done" "$work/moved.log" || { cat "$work/moved.log"; fail "a moved comparison did not count its finished runs"; }
+[ -s "$work/moved/tiny/runs/linear/seed_1/summary.json" ] || fail "the moved comparison's remaining run did not train in its new place"
+[ "$(stat -c %Y "$out/runs/linear/seed_1/last.ckpt")" = "$before" ] || fail "the moved comparison's run trained in the old place"
+grep -q "^  dir: $work/moved/tiny/runs/linear$" "$work/moved/tiny/runs/linear/seed_1.yaml" || { cat "$work/moved/tiny/runs/linear/seed_1.yaml"; fail "the run's config still names the old place"; }
+check_references "$work/moved/tiny/report.html"
 
 # A bad variant key: exit 2, file:line:column, nothing written.
 sed -e 's/name: tiny/name: bad/' -e 's/model.attention.name: linear/model.atention.name: linear/' "$work/tiny.yaml" > "$work/bad.yaml"
