@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "datasets/source.hpp"
+#include "framework/io/atomic_file.hpp"
 
 namespace attnlab::data {
 
@@ -69,9 +70,12 @@ CharTextDataset::CharTextDataset(const std::string& path, double train_fraction)
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw std::runtime_error("cannot read " + source_ +
-                             ": " + std::strerror(errno) + "; for the reference corpus (Tiny Shakespeare) run scripts/get_data.sh, which saves it as "
-                             "data/tinyshakespeare.txt, or point task.path at any text file");
+    const bool missing = errno == ENOENT || errno == ENOTDIR;
+    const std::string message = "cannot read " + source_ + ": " + std::strerror(errno) +
+                                "; for the reference corpus (Tiny Shakespeare) run scripts/get_data.sh, which saves it as "
+                                "data/tinyshakespeare.txt, or point task.path at any text file";
+    if (missing) throw FileMissing(message);
+    throw std::runtime_error(message);
   }
   std::ostringstream text;
   text << in.rdbuf();

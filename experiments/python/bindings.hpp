@@ -9,6 +9,7 @@
 #include <string>
 
 #include "datasets/source.hpp"
+#include "framework/io/atomic_file.hpp"
 #include "experiments/runner/config.hpp"
 #include "framework/models/model.hpp"
 
@@ -17,10 +18,7 @@ namespace attnlab::python {
 namespace py = pybind11;
 
 // A file or folder that is not there (FileNotFoundError).
-class NotFound : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+using NotFound = FileMissing;
 
 // A model as a notebook holds it: the config it was built from, its data and the model.
 struct ModelHandle {

@@ -32,9 +32,7 @@ PYBIND11_MODULE(attnlab, m) {
       PyErr_SetString(PyExc_KeyError, e.what());
     } catch (const ConfigError& e) {
       PyErr_SetString(PyExc_ValueError, (std::string("config error: ") + e.what()).c_str());
-    } catch (const python::NotFound& e) {
-      PyErr_SetString(PyExc_FileNotFoundError, e.what());
-    } catch (const RunFileMissing& e) {
+    } catch (const FileMissing& e) {
       PyErr_SetString(PyExc_FileNotFoundError, e.what());
     }
   });

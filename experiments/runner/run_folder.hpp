@@ -14,16 +14,16 @@
 #include <vector>
 
 #include "experiments/runner/config.hpp"
+#include "framework/io/atomic_file.hpp"
 #include "framework/io/checkpoint.hpp"
 #include "framework/optim/optimizer.hpp"
 
 namespace attnlab {
 
-// A folder that is not a run, or a file a run does not have (its checkpoint, its analysis): the command
-// line prints it as any error; Python raises it as FileNotFoundError.
-class RunFileMissing : public std::runtime_error {
+// A folder that is not a run, or a file a run does not have (its checkpoint, its analysis).
+class RunFileMissing : public FileMissing {
  public:
-  using std::runtime_error::runtime_error;
+  using FileMissing::FileMissing;
 };
 
 // "" when `name` can name a run's folder (letters, digits, '_', '-', '.'; not "." or ".."; at most 200

@@ -77,7 +77,11 @@ std::string read_file(const std::string& path, const std::string& what) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw std::runtime_error("cannot read the " + what + " " + path + ": it is a folder");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot read the " + what + " " + path + ": " + std::strerror(errno));
+  if (!in) {
+    const std::string message = "cannot read the " + what + " " + path + ": " + std::strerror(errno);
+    if (errno == ENOENT || errno == ENOTDIR) throw FileMissing(message);
+    throw std::runtime_error(message);
+  }
   std::ostringstream bytes;
   bytes << in.rdbuf();
   if (in.bad()) throw std::runtime_error("cannot read the " + what + " " + path + ": " + std::strerror(errno));

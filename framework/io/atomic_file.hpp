@@ -5,10 +5,18 @@
 // killed writer leaves (its temporaries) is removed by the next writer: remove_stale_temporaries.
 #pragma once
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 namespace attnlab {
+
+// A file or folder that is not there (a config, a data file, a run's checkpoint): the command line prints
+// it as any error; Python raises it as FileNotFoundError.
+class FileMissing : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
 
 // The temporary beside `path` that this process writes before renaming it into place: path.tmp-PID
 // (the pid tells remove_stale_temporaries whether its writer is still alive).
@@ -19,7 +27,8 @@ std::string temporary_path(const std::string& path);
 void write_file_atomically(const std::string& path, const std::string& bytes);
 
 // The bytes of the file at `path`. Errors say what the file is for, name it and give the reason:
-// "cannot read the checkpoint r/last.ckpt: No such file or directory", "... : is a folder".
+// "cannot read the checkpoint r/last.ckpt: No such file or directory", "... : is a folder". A file that
+// is not there is FileMissing.
 std::string read_file(const std::string& path, const std::string& what);
 
 // Puts the finished folder `fresh` in place of the folder `dir` in one step (renameat2's exchange), then

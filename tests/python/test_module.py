@@ -251,6 +251,11 @@ def test_bad_input_raises_with_a_clear_message(model, runs, tmp_path):
         attnlab.Run(str(tmp_path / "nothing"))
     with pytest.raises(FileNotFoundError, match="is not a run folder"):
         attnlab.Run(str(tmp_path))
+    missing = str(tmp_path / "no.txt")  # a data file that is not there
+    for config in ({"task": {"name": "char_text", "path": missing}, "model": {"kind": "causal_lm"}},
+                   {"task": {"name": "scan", "path": missing, "test_path": missing}, "model": {"kind": "seq2seq"}}):
+        with pytest.raises(FileNotFoundError, match="no.txt.?: No such file or directory"):
+            attnlab.Model.from_config(config)
     with pytest.raises(ValueError, match="config error: .*model.d_modl.*did you mean 'model.d_model'"):
         attnlab.Model.from_config({"model": {"d_modl": 3}})
     with pytest.raises(ValueError, match="config error: command-line override `model.n_heads=5`"):
