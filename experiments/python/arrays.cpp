@@ -1,6 +1,8 @@
 #include "experiments/python/arrays.hpp"
 
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 namespace attnlab::python {
@@ -39,6 +41,21 @@ Tensor copy_in(const py::array& a, DType dtype) {
   return t;
 }
 
+// Integers as int64: an unsigned 64-bit value above int64's range would wrap to a negative id and be
+// reported as one, so it is refused here with its own value.
+Tensor integers_in(const py::array& a, const std::string& what) {
+  if (a.dtype().kind() == 'u' && a.itemsize() == 8) {
+    const auto c = py::array_t<std::uint64_t, py::array::c_style | py::array::forcecast>::ensure(a);
+    const std::uint64_t* v = c.data();
+    for (py::ssize_t i = 0; i < c.size(); ++i) {
+      if (v[i] > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+        throw py::value_error(what + ": " + std::to_string(v[i]) + " at flat position " + std::to_string(i) + " is beyond int64's range");
+      }
+    }
+  }
+  return copy_in<std::int64_t>(a, DType::int64);
+}
+
 }  // namespace
 
 py::array to_numpy(const Tensor& t) {
@@ -61,7 +78,7 @@ Tensor from_numpy(const py::handle& value, Want want, const std::string& what) {
       if (a.ndim() != 2 || (kind != 'i' && kind != 'u')) {
         throw py::value_error(what + " must be token ids as integers [batch, tokens], got " + std::string(py::str(a.dtype())) + " " + shape_text(a));
       }
-      return copy_in<std::int64_t>(a, DType::int64);
+      return integers_in(a, what);
     case Want::images:
       if (a.ndim() != 4 || (kind != 'f' && kind != 'i' && kind != 'u')) {
         throw py::value_error(what + " must be images as numbers [batch, channels, height, width], got " + std::string(py::str(a.dtype())) +
@@ -76,7 +93,7 @@ Tensor from_numpy(const py::handle& value, Want want, const std::string& what) {
       return copy_in<bool>(a, DType::boolean);
     case Want::integers:
       if (kind != 'i' && kind != 'u') throw py::value_error(what + " must hold integers, got " + std::string(py::str(a.dtype())));
-      return copy_in<std::int64_t>(a, DType::int64);
+      return integers_in(a, what);
     case Want::floating:
       if (kind == 'f' && a.itemsize() == 8) return copy_in<double>(a, DType::float64);
       if (kind == 'f' || kind == 'i' || kind == 'u') return copy_in<float>(a, DType::float32);

@@ -232,6 +232,8 @@ def test_bad_input_raises_with_a_clear_message(model, runs, tmp_path):
         model(ids[0])
     with pytest.raises(ValueError, match="token id 999 at flat position 0 is outside the vocabulary"):
         model(np.full_like(ids, 999))
+    with pytest.raises(ValueError, match="input: 9223372036854775808 at flat position 1 is beyond int64's range"):
+        model(np.array([[1, 2**63]], dtype=np.uint64))  # not wrapped to a negative id
     with pytest.raises(ValueError, match="'pad' is padding, which a source cannot hold"):
         model.data.to_tokens("pad 3 4", source=True)
     with pytest.raises(ValueError, match="'x' is not a token of this task; its tokens are pad, sep, 2, 3"):
