@@ -13,6 +13,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "experiments/analysis/part.hpp"
 #include "experiments/bench/bench_attention.hpp"
@@ -365,6 +366,46 @@ std::string message_of(const std::exception_ptr& error) {
   }
 }
 
+// `--exclude-bos true`: CLI11 says only that "true" was not expected. When the word before it is a switch
+// of the command (an option that takes no value), says how a switch is set; else "".
+std::string switch_given_a_value(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* command = &app;
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    for (const CLI::App* sub : command->get_subcommands([](const CLI::App*) { return true; }))
+      if (sub->check_name(word)) command = sub;
+    static const std::vector<std::string> values = {"true", "false", "yes", "no", "on", "off", "1", "0"};
+    if (i < 2 || std::find(values.begin(), values.end(), word) == values.end()) continue;
+    const std::string previous = argv[i - 1];
+    if (previous.rfind("--", 0) != 0 || previous.find('=') != std::string::npos) continue;
+    const CLI::Option* option = command->get_option_no_throw(previous);
+    if (option && option->get_expected_max() == 0) {
+      return "`" + previous + " " + word + "`: " + previous + " is a switch, which takes no separate value; give it alone to turn it on, or write " +
+             previous + "=" + word;
+    }
+  }
+  return "";
+}
+
+// Says what is wrong with the command line (or prints --help) and returns `status`. Every rank of an
+// mpirun meets the same command line, so rank 0 alone prints while the others wait for it at a barrier
+// (mpirun ends the job when a rank exits non-zero, and could kill rank 0 before it has printed).
+template <class Print>
+int said_once(int* argc, char*** argv, int status, Print print) {
+  namespace dist = attnlab::dist;
+  if (dist::launched_world_size() < 2) {
+    print();
+    return status;
+  }
+  dist::Communicator::init(argc, argv);
+  if (dist::Communicator::world().rank() == 0) print();
+  std::fflush(stderr);
+  std::fflush(stdout);
+  dist::Communicator::world().barrier();
+  dist::Communicator::finalize();
+  return status;
+}
+
 // An error's message; under mpirun it names the rank and ends every rank of the job (MPI_Abort), which
 // would otherwise wait for this one forever.
 int fail(const std::string& message) {
@@ -407,14 +448,21 @@ int main(int argc, char** argv) {
       known = known || sub->check_name(argv[1]);
     }
     if (!known) {
-      std::fprintf(stderr, "attnlab: '%s' is not a command; give one of %s first (attnlab --help says what each does)\n", argv[1], names.c_str());
-      return 2;
+      const std::string word = argv[1];
+      return said_once(&argc, &argv, 2, [&] {
+        std::fprintf(stderr, "attnlab: '%s' is not a command; give one of %s first (attnlab --help says what each does)\n", word.c_str(), names.c_str());
+      });
     }
   }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e) == 0 ? 0 : 2;  // --help is not an error; every bad argument exits 2, as bad input does
+    const std::string hint = dynamic_cast<const CLI::ExtrasError*>(&e) ? switch_given_a_value(app, argc, argv) : "";
+    // --help is not an error; every bad argument exits 2, as bad input does.
+    return said_once(&argc, &argv, e.get_exit_code() == 0 ? 0 : 2, [&] {
+      if (hint.empty()) app.exit(e);
+      else std::fprintf(stderr, "attnlab: %s\n", hint.c_str());
+    });
   }
   // train unblocks the stop signals once its handler is in place (stop_signals.hpp); any other command
   // started by `attnlab compare` (a run's analysis) stops at once, as a signal's default.

@@ -201,6 +201,11 @@ mpi "$attnlab" train "$source/configs/reverse.yaml" model.n_heads=3 log.dir="$wo
 status=$?
 [ $status = 2 ] && [ ! -e "$work/bad-config" ] || { fail "a config error under mpirun (status $status)"; cat "$work/bad_config.log"; }
 once "a config error" "^attnlab: config error: command-line override \`model.n_heads=3\`: model.n_heads (3) must divide" "$work/bad_config.log"
+# A bad command line is said once (rank 0), as a config error is.
+mpi "$attnlab" train "$source/configs/reverse.yaml" --threds 1 > "$work/bad_flag.log" 2>&1
+status=$?
+[ $status != 0 ] || fail "an unknown flag under mpirun exited 0"
+once "an unknown flag" "The following argument was not expected: --threds" "$work/bad_flag.log"
 mpi "$attnlab" eval "$work/runs/one-s2s" > "$work/eval.log" 2>&1
 status=$?
 [ $status = 2 ] && grep -q "this command runs on one process, but mpirun started 2; run it without mpirun" "$work/eval.log" \

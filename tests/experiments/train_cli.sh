@@ -263,6 +263,9 @@ check analyze_switch_off "$attnlab" analyze "$work/runs/switch" --only detectors
 cmp -s "$work/switch_on.csv" "$work/runs/switch/analysis/detector_previous_token_head.csv" && fail "--exclude-bos changed nothing"
 "$attnlab" analyze "$work/runs/switch" --only detectors --exclude-bos=maybe > "$work/analyze_switch_bad.log" 2>&1
 [ $? = 2 ] && grep -q "'exclude_bos' must be true or false, got 'maybe'" "$work/analyze_switch_bad.log" || fail "--exclude-bos=maybe"
+"$attnlab" analyze "$work/runs/switch" --only detectors --exclude-bos true > "$work/analyze_switch_space.log" 2>&1
+[ $? = 2 ] && grep -q -- "\`--exclude-bos true\`: --exclude-bos is a switch, which takes no separate value; give it alone to turn it on, or write --exclude-bos=true" \
+  "$work/analyze_switch_space.log" || { cat "$work/analyze_switch_space.log"; fail "--exclude-bos true (a switch given a value)"; }
 # An analysis names the checkpoint and step it read. After a resume the report says it is out of date,
 # and --only refuses to put new parts beside parts of the earlier model.
 cp -r "$work/runs/induction-causal_lm" "$work/runs/stale" && rm -rf "$work/runs/stale/analysis"
