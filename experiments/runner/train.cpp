@@ -404,7 +404,10 @@ TrainResult resume_experiment(const std::string& run_dir, const std::vector<std:
   std::optional<RunFolderLock> lock;
   std::optional<LoadedRun> run;
   std::string config_yaml, checkpoint;
-  if (comm.rank() == 0) {
+  // Rank 0 reads the run; a run it refuses (an override that changes the model, a run at its last step)
+  // ends every rank alike, said once, rather than through MPI_Abort.
+  comm.agree([&] {
+    if (comm.rank() != 0) return;
     lock.emplace(RunFolder::open(run_dir).dir(), "attnlab train");  // before reading: no other writer is mid-checkpoint
     run = load_run(run_dir, "last", overrides);
     if (run->state.step >= run->config.train.steps) {
@@ -412,7 +415,7 @@ TrainResult resume_experiment(const std::string& run_dir, const std::vector<std:
                                   "; to train further set train.steps above it (attnlab train --resume " + run_dir + " train.steps=N)");
     }
     if (comm.distributed()) config_yaml = config_to_yaml(run->config), checkpoint = read_file(run_dir + "/last.ckpt", "checkpoint");
-  }
+  });
   comm.broadcast(config_yaml);
   comm.broadcast(checkpoint);
   if (comm.rank() != 0) run = loaded_run_from(run_dir, config_yaml, checkpoint);

@@ -197,6 +197,10 @@ status=$?
 [ $status = 2 ] && grep -q "a resumed run keeps its batch, so start a number of processes that divides 8: mpirun -np 2 or -np 4" "$work/resume3.log" \
   && [ -s "$work/runs/one-s2s/summary.json" ] || { fail "a run resumed on 3 processes (status $status)"; cat "$work/resume3.log"; }
 once "a run resumed on 3 processes" "must split evenly" "$work/resume3.log"
+mpi "$attnlab" train --resume "$work/runs/one-s2s" model.d_model=8 train.steps=40 > "$work/resume_changed.log" 2>&1
+status=$?
+[ $status = 2 ] && ! grep -q "MPI_ABORT" "$work/resume_changed.log" || { fail "a resume that changes the model under mpirun (status $status)"; cat "$work/resume_changed.log"; }
+once "a resume that changes the model" "does not describe the run that" "$work/resume_changed.log"
 mpi "$attnlab" train "$source/configs/reverse.yaml" model.n_heads=3 log.dir="$work/bad-config" > "$work/bad_config.log" 2>&1
 status=$?
 [ $status = 2 ] && [ ! -e "$work/bad-config" ] || { fail "a config error under mpirun (status $status)"; cat "$work/bad_config.log"; }
