@@ -70,11 +70,11 @@ CharTextDataset::CharTextDataset(const std::string& path, double train_fraction)
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    const bool missing = errno == ENOENT || errno == ENOTDIR;
-    const std::string message = "cannot read " + source_ + ": " + std::strerror(errno) +
+    const int error = errno;
+    const std::string message = "cannot read " + source_ + ": " + std::strerror(error) +
                                 "; for the reference corpus (Tiny Shakespeare) run scripts/get_data.sh, which saves it as "
                                 "data/tinyshakespeare.txt, or point task.path at any text file";
-    if (missing) throw FileMissing(message);
+    if (error == ENOENT || error == ENOTDIR) throw FileMissing(message);
     throw std::runtime_error(message);
   }
   std::ostringstream text;

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "datasets/source.hpp"
-#include "framework/io/atomic_file.hpp"
 #include "experiments/runner/config.hpp"
+#include "framework/io/atomic_file.hpp"
 #include "framework/models/model.hpp"
 
 namespace attnlab::python {

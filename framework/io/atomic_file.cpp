@@ -78,8 +78,9 @@ std::string read_file(const std::string& path, const std::string& what) {
   if (std::filesystem::is_directory(path, ec)) throw std::runtime_error("cannot read the " + what + " " + path + ": it is a folder");
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    const std::string message = "cannot read the " + what + " " + path + ": " + std::strerror(errno);
-    if (errno == ENOENT || errno == ENOTDIR) throw FileMissing(message);
+    const int error = errno;
+    const std::string message = "cannot read the " + what + " " + path + ": " + std::strerror(error);
+    if (error == ENOENT || error == ENOTDIR) throw FileMissing(message);
     throw std::runtime_error(message);
   }
   std::ostringstream bytes;
