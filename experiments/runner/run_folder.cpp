@@ -153,7 +153,7 @@ void RunFolder::check_is_run(const std::string& dir) {
 
 RunFolder RunFolder::open(const std::string& dir) {
   check_is_run(dir);
-  remove_stale_temporaries(dir, {"patterns", "analysis"});
+  remove_stale_temporaries(dir, {"patterns", "analysis"}, {"analysis"});
   return RunFolder(dir);
 }
 

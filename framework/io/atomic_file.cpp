@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstdio>
@@ -14,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <vector>
 
 namespace attnlab {
 namespace {
@@ -27,10 +29,17 @@ namespace {
 
 constexpr const char* kTemporaryMark = ".tmp-";
 
-// Whether the file or folder name `name` is a temporary whose writer has gone: X.tmp (older versions
-// wrote no pid), or X.tmp-PID with no process PID.
-bool stale_temporary(const std::string& name) {
-  if (name.size() > 4 && name.compare(name.size() - 4, 4, ".tmp") == 0) return true;
+bool ends_with(const std::string& s, const std::string& tail) { return s.size() > tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0; }
+
+// Whether the entry `name` (a folder when `folder`) is a temporary whose writer has gone: X.tmp-PID with no
+// process PID, or a file X.tmp that a version before 2026-11-27 wrote without its pid, where X is of a
+// kind attnlab writes (last.ckpt.tmp, config.yaml.tmp, ...). Anything else named *.tmp is the user's.
+bool stale_temporary(const std::string& name, bool folder) {
+  static const std::vector<std::string> written = {".ckpt.tmp", ".yaml.tmp", ".json.tmp", ".jsonl.tmp", ".csv.tmp", ".html.tmp",
+                                                   ".npy.tmp",  ".txt.tmp",  ".md.tmp",   ".png.tmp",   ".svg.tmp"};
+  if (!folder)
+    for (const std::string& tail : written)
+      if (ends_with(name, tail)) return true;
   const std::size_t at = name.rfind(kTemporaryMark);
   if (at == std::string::npos) return false;
   const std::string digits = name.substr(at + std::strlen(kTemporaryMark));
@@ -110,7 +119,7 @@ void replace_folder(const std::string& fresh, const std::string& dir) {
   fs::remove_all(old);
 }
 
-void remove_stale_temporaries(const std::string& folder, const std::vector<std::string>& subfolders) {
+void remove_stale_temporaries(const std::string& folder, const std::vector<std::string>& subfolders, const std::vector<std::string>& replaced) {
   namespace fs = std::filesystem;
   std::vector<std::string> folders{folder};
   for (const std::string& sub : subfolders) folders.push_back(folder + "/" + sub);
@@ -121,11 +130,12 @@ void remove_stale_temporaries(const std::string& folder, const std::vector<std::
     for (const auto& entry : fs::directory_iterator(f, ec)) entries.push_back(entry.path());
     for (const fs::path& p : entries) {
       const std::string name = p.filename().string();
-      if (stale_temporary(name)) {
+      if (stale_temporary(name, fs::is_directory(fs::symlink_status(p, ec)))) {
         fs::remove_all(p, ec);
-      } else if (name.size() > 4 && name.compare(name.size() - 4, 4, ".old") == 0) {
-        const fs::path replaced = p.parent_path() / name.substr(0, name.size() - 4);
-        if (!fs::exists(replaced, ec)) fs::rename(p, replaced, ec);  // a two-rename replace_folder cut between its renames
+      } else if (f == folder && ends_with(name, ".old") &&
+                 std::find(replaced.begin(), replaced.end(), name.substr(0, name.size() - 4)) != replaced.end()) {
+        const fs::path back = p.parent_path() / name.substr(0, name.size() - 4);
+        if (!fs::exists(back, ec)) fs::rename(p, back, ec);  // a two-rename replace_folder cut between its renames
       }
     }
   }

@@ -38,9 +38,12 @@ std::string read_file(const std::string& path, const std::string& what);
 void replace_folder(const std::string& fresh, const std::string& dir);
 
 // Removes, in `folder` and the folders under it named in `subfolders`, what writers that are gone left
-// behind: files and folders named *.tmp (older versions') or *.tmp-PID whose process no longer runs; and
-// puts back a folder X that a two-rename replace_folder left only as X.old.
-void remove_stale_temporaries(const std::string& folder, const std::vector<std::string>& subfolders = {});
+// behind: files and folders named *.tmp-PID whose process no longer runs, and files of the kinds attnlab
+// writes named *.tmp (last.ckpt.tmp: older versions wrote no pid); and puts back a folder of `folder`
+// named in `replaced` (folders attnlab replaces with replace_folder) that a two-rename replace left only
+// as X.old. Nothing else is touched: a user's notes.tmp or README.old stay.
+void remove_stale_temporaries(const std::string& folder, const std::vector<std::string>& subfolders = {},
+                              const std::vector<std::string>& replaced = {});
 
 // Creates the folder `path` and its parents (nothing to do when it is a folder already). Errors say what
 // the folder is for and why it cannot be made: "cannot create the export folder w: a file has that name".

@@ -102,7 +102,14 @@ TEST_F(AtomicFile, StaleTemporariesOfGoneWritersAreRemoved) {
   write_file_atomically(temporary_path(dir_ + "/report.html"), "being written");
   fs::create_directories(dir_ + "/analysis.tmp-" + dead + "/inner");
   fs::create_directories(dir_ + "/analysis.old");
-  remove_stale_temporaries(dir_, {"patterns"});
+  // The user's own: a file and a folder named *.tmp, and X.old beside no X that attnlab replaces.
+  write_file_atomically(dir_ + "/notes.tmp", "mine");
+  fs::create_directories(dir_ + "/scratch.tmp");
+  write_file_atomically(dir_ + "/scratch.tmp/data.txt", "mine");
+  write_file_atomically(dir_ + "/best.ckpt.old", "mine");
+  remove_stale_temporaries(dir_, {"patterns"}, {"analysis"});
+  for (const std::string& f : std::vector<std::string>{"/notes.tmp", "/scratch.tmp/data.txt", "/best.ckpt.old"}) EXPECT_TRUE(fs::exists(dir_ + f)) << f;
+  EXPECT_FALSE(fs::exists(dir_ + "/best.ckpt"));
   for (const std::string& f : std::vector<std::string>{"/last.ckpt.tmp", "/config.yaml.tmp-" + dead, "/patterns/a.npy.tmp-" + dead, "/analysis.tmp-" + dead})
     EXPECT_FALSE(fs::exists(dir_ + f)) << f;
   EXPECT_TRUE(fs::exists(temporary_path(dir_ + "/report.html")));
