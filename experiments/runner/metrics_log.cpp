@@ -95,12 +95,15 @@ RowKey csv_key(const std::string& line) {  // "step,split,..."
   return {step, rest.substr(0, rest.find(','))};
 }
 
-// Keeps the lines of `path` (after `header_lines`) whose step is at most `step`, and of `step` itself only
-// its training row when `step_evaluations_dropped`; rewrites it atomically.
-void keep_rows_up_to(const std::string& path, std::size_t step, bool step_evaluations_dropped, std::size_t header_lines,
-                     const std::function<RowKey(const std::string&)>& key_of_line) {
-  if (!fs::exists(path)) return;
-  std::istringstream in(read_file(path, "metrics log"));
+// The lines of `path` (after `header_lines`) whose step is at most `step`, and of `step` itself only its
+// training row when `step_evaluations_dropped`; nullopt when there is no such file. A line that is no row
+// is refused with its file and line (a resume must not drop the user's rows unseen), but for the last
+// line, which a kill may have cut short.
+std::optional<std::string> rows_up_to(const std::string& path, std::size_t step, bool step_evaluations_dropped, std::size_t header_lines,
+                                      const std::function<RowKey(const std::string&)>& key_of_line) {
+  if (!fs::exists(path)) return std::nullopt;
+  const std::string text = read_file(path, "metrics log");
+  std::istringstream in(text);
   std::string kept, line;
   for (std::size_t i = 0; std::getline(in, line); ++i) {
     if (i < header_lines) {
@@ -109,9 +112,14 @@ void keep_rows_up_to(const std::string& path, std::size_t step, bool step_evalua
     }
     if (line.empty()) continue;
     const RowKey key = key_of_line(line);
+    if (key.first == std::string::npos) {
+      if (in.peek() == std::char_traits<char>::eof()) continue;  // the last line, cut short
+      throw std::runtime_error(path + ":" + std::to_string(i + 1) + ": not a metrics row, so the resume cannot tell whether it comes before "
+                               "the checkpoint; restore the line or remove it, then resume again");
+    }
     if (key.first < step || (key.first == step && (!step_evaluations_dropped || key.second == "train"))) kept += line + "\n";
   }
-  write_file_atomically(path, kept);
+  return kept;
 }
 
 std::string csv_header() {
@@ -213,9 +221,11 @@ std::optional<RunSummary> read_summary(const std::string& run_dir) {
 
 MetricsLog::MetricsLog(const std::string& run_dir, std::optional<std::size_t> after_step, bool evaluation_owed) {
   const std::string jsonl = run_dir + "/metrics.jsonl", csv = run_dir + "/metrics.csv";
-  if (after_step) {
-    keep_rows_up_to(jsonl, *after_step, evaluation_owed, 0, jsonl_key);
-    keep_rows_up_to(csv, *after_step, evaluation_owed, 1, csv_key);
+  if (after_step) {  // both read and checked before either is rewritten
+    const std::optional<std::string> jsonl_rows = rows_up_to(jsonl, *after_step, evaluation_owed, 0, jsonl_key);
+    const std::optional<std::string> csv_rows = rows_up_to(csv, *after_step, evaluation_owed, 1, csv_key);
+    if (jsonl_rows) write_file_atomically(jsonl, *jsonl_rows);
+    if (csv_rows) write_file_atomically(csv, *csv_rows);
   }
   if (!fs::exists(csv)) write_file_atomically(csv, csv_header());
   jsonl_.open(jsonl, std::ios::app);

@@ -247,6 +247,34 @@ TEST_F(Training, AResumeAfterAKillLogsEveryStepOnceAndRemovesLeftovers) {
   EXPECT_EQ(captures, filtered(whole.run_dir + "/metrics.jsonl", [](const std::string& l) { return l.find("\"patterns\"") != std::string::npos; }));
 }
 
+// A line of the log that is no row is the user's to restore: the resume refuses it (file and line) and
+// rewrites nothing; only a last line cut short (a kill while writing it) is dropped.
+TEST_F(Training, AResumeRefusesADamagedMetricsRowAndDropsOnlyALastLineCutShort) {
+  const TrainResult whole = train_experiment(small(dir_, "whole", 40), 1);
+  const TrainResult damaged = train_experiment(small(dir_, "damaged", 20), 1);
+  std::string jsonl = read_file(damaged.run_dir + "/metrics.jsonl", "test file");
+  const std::string csv = read_file(damaged.run_dir + "/metrics.csv", "test file");
+  const std::size_t second = jsonl.find('\n') + 1;
+  jsonl.replace(jsonl.find("\"loss\":", second), 7, "\"loss\";");
+  std::ofstream(damaged.run_dir + "/metrics.jsonl", std::ios::trunc) << jsonl;
+  try {
+    resume_experiment(damaged.run_dir, {"train.steps=40"}, 1);
+    ADD_FAILURE() << "a damaged row was dropped unseen";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("metrics.jsonl:2: not a metrics row"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(read_file(damaged.run_dir + "/metrics.jsonl", "test file"), jsonl);
+  EXPECT_EQ(read_file(damaged.run_dir + "/metrics.csv", "test file"), csv);
+  // Restored, with a last line cut short after it: the resume drops that line and logs as the whole run.
+  jsonl.replace(jsonl.find("\"loss\";"), 7, "\"loss\":");
+  std::ofstream(damaged.run_dir + "/metrics.jsonl", std::ios::trunc) << jsonl << "{\"step\":21,\"spl";
+  fs::remove(damaged.run_dir + "/summary.json");
+  const TrainResult resumed = resume_experiment(damaged.run_dir, {"train.steps=40"}, 1);
+  std::vector<std::string> rows = metric_rows(resumed.run_dir);  // less the final row of the run's end at 20
+  rows.erase(std::remove_if(rows.begin(), rows.end(), [](const std::string& r) { return r.rfind("20,final,", 0) == 0; }), rows.end());
+  EXPECT_EQ(rows, metric_rows(whole.run_dir));
+}
+
 TEST_F(Training, ADivergedRunKeepsTheLastFiniteStateAndSaysSo) {
   ExperimentConfig c = small(dir_, "diverge", 30);
   c.train.optimizer.name = "sgd";
