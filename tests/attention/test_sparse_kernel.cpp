@@ -58,6 +58,23 @@ TEST(SparseKernel, DefaultStrideKeepsTheSummaryKeysFixed) {
   EXPECT_EQ(seen, (std::vector<std::size_t>{7, 15, 23, 31}));
 }
 
+// A query's keys depend on its position, not on the sequence's length: the forward over a prefix gives the
+// prefix's rows of the whole sequence's (the default stride is set by max_len, 32 here: stride 8).
+TEST(SparseKernel, APrefixGetsTheWholeSequencesOutputs) {
+  Generator gen(6);
+  const Tensor q = randn({1, 2, 32, 4}, gen, DType::float64), k = randn({1, 2, 32, 4}, gen, DType::float64),
+               v = randn({1, 2, 32, 4}, gen, DType::float64);
+  auto sparse = kernel("sparse", true, "{window: 1, summaries: 4}");
+  sparse->to(DType::float64);
+  const std::vector<double> whole = sparse->forward(q, k, v, AttentionContext{true}).output.to_vector();
+  for (std::int64_t t : {5, 13, 17, 31}) {
+    const Tensor out = sparse->forward(slice(q, 2, 0, t), slice(k, 2, 0, t), slice(v, 2, 0, t), AttentionContext{true}).output;
+    for (std::size_t h = 0; h < 2; ++h)
+      for (std::size_t i = 0; i < static_cast<std::size_t>(t); ++i)
+        for (std::size_t c = 0; c < 4; ++c) ASSERT_EQ(out.at({0, h, i, c}), whole[(h * 32 + i) * 4 + c]) << "t " << t << " query " << i;
+  }
+}
+
 TEST(SparseKernel, RejectsCrossAttentionAndBadOptions) {
   Generator gen(3);
   EXPECT_THROW(kernel("sparse", false)->forward(randn({1, 2, 3, 4}, gen), randn({1, 2, 5, 4}, gen), randn({1, 2, 5, 4}, gen), {}),

@@ -6,9 +6,11 @@
 //   - global tokens: the first `global_tokens` positions see and are seen by every token,
 // and never to a later key when causal. Scores, softmax and the weighted sum run over the allowed keys
 // only, stored as compressed rows: O(T (window + T / stride) D) time and O(T (window + T / stride))
-// memory, with exact zeros outside the pattern. By default (stride 0) the stride grows with the sequence,
-// ceil(T / summaries), so every query sees at most `summaries` summary keys and the cost stays linear in
-// T; a fixed stride gives Child et al.'s O(T^2 / stride) summary term.
+// memory, with exact zeros outside the pattern. By default (stride 0) the stride grows with the model's
+// longest sequence, ceil(max_len / summaries), so every query sees at most `summaries` summary keys and
+// the cost stays linear in T; a fixed stride gives Child et al.'s O(T^2 / stride) summary term. Either way
+// a query's keys depend on its position alone, not on how long the sequence is: a prefix gets the outputs
+// the whole sequence gives it, as generation (which grows the sequence a token at a time) needs.
 //
 // Legend: B batch, H heads, T tokens, D head dim, nnz allowed (query, key) pairs.
 #include <algorithm>
@@ -23,7 +25,7 @@ namespace {
 
 struct SparseOptions {
   std::size_t window = 32;        // local keys on each allowed side
-  std::size_t stride = 0;         // summary keys every `stride` positions; 0: ceil(T / summaries)
+  std::size_t stride = 0;         // summary keys every `stride` positions; 0: ceil(max_len / summaries)
   std::size_t summaries = 16;     // with stride 0, the number of summary positions over the sequence
   std::size_t global_tokens = 0;  // leading tokens that see and are seen by all
 };
@@ -34,8 +36,10 @@ struct SparsePattern {
   std::vector<std::size_t> keys;     // [nnz]
 };
 
-SparsePattern build_pattern(std::size_t t, bool causal, SparseOptions c) {
-  if (c.stride == 0) c.stride = std::max<std::size_t>(1, (t + c.summaries - 1) / c.summaries);
+// `max_len`: the model's longest sequence (KernelSpec::max_len), which sets the default stride; 0: t.
+SparsePattern build_pattern(std::size_t t, bool causal, SparseOptions c, std::size_t max_len) {
+  const std::size_t span = std::max(t, max_len);
+  if (c.stride == 0) c.stride = std::max<std::size_t>(1, (span + c.summaries - 1) / c.summaries);
   SparsePattern p;
   p.offsets.push_back(0);
   std::vector<std::size_t> row;
@@ -163,7 +167,8 @@ class SparseKernel : public AttentionKernel {
   static Schema<Options> options_schema() {
     Schema<Options> s;
     s.field("window", &Options::window, "local keys on each allowed side of a query");
-    s.field("stride", &Options::stride, "every stride-th position is a summary key seen by all later queries; 0: ceil(n / summaries)");
+    s.field("stride", &Options::stride, "every stride-th position is a summary key seen by all later queries; 0: ceil(max_len / summaries), "
+                                        "max_len the model's longest sequence");
     s.field("summaries", &Options::summaries, "with stride 0, how many summary positions the sequence has", Range::at_least(1));
     s.field("global_tokens", &Options::global_tokens, "leading tokens that attend to and are attended by every token");
     return s;
@@ -187,7 +192,7 @@ class SparseKernel : public AttentionKernel {
             "keys and values of the window, the summary positions and the global tokens"};
   }
   SparseKernel(const KernelSpec& spec, const Options& config, Generator&)
-      : config_(config), scale_(1.0 / std::sqrt(static_cast<double>(spec.head_dim))) {}
+      : config_(config), max_len_(spec.max_len), scale_(1.0 / std::sqrt(static_cast<double>(spec.head_dim))) {}
 
   AttentionResult forward(const Tensor& q, const Tensor& k, const Tensor& v, const AttentionContext& context) override {
     if (q.shape() != k.shape() || q.shape() != v.shape()) {
@@ -196,7 +201,7 @@ class SparseKernel : public AttentionKernel {
     }
     const std::size_t batch = q.size(0), heads = q.size(1), t = q.size(2), d = q.size(3), bh = batch * heads;
     if (context.key_padding_mask.defined()) check_key_padding_mask(context.key_padding_mask, batch, t);
-    auto pattern = std::make_shared<SparsePattern>(build_pattern(t, context.causal, config_));
+    auto pattern = std::make_shared<SparsePattern>(build_pattern(t, context.causal, config_, max_len_));
     Tensor probs = empty({bh, pattern->keys.size()}, q.dtype());  // softmax over the allowed keys, saved for backward
     Tensor out = empty(q.shape(), q.dtype());
     const Tensor padding = context.key_padding_mask;
@@ -238,6 +243,7 @@ class SparseKernel : public AttentionKernel {
 
  private:
   Options config_;
+  std::size_t max_len_;
   double scale_;
 };
 
