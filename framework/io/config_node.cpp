@@ -211,6 +211,22 @@ std::string read_config_text(const std::string& path) {
   return text.str();
 }
 
+namespace {
+
+// yaml-cpp gives an alias the anchored node itself, so a write into it would change every key that shares
+// it (`steps: &ten 10` and `eval_interval: *ten`: an override of train.steps would set both). Along an
+// override's path each section is therefore replaced by a map of its own, its entries still the file's
+// nodes (their positions kept), and the value is set on an entry of its own.
+YAML::Node own_section(YAML::Node parent, const std::string& key) {
+  YAML::Node fresh(YAML::NodeType::Map);
+  for (const auto& entry : parent[key]) fresh[entry.first] = entry.second;
+  parent.remove(key);
+  parent[key] = fresh;
+  return parent[key];
+}
+
+}  // namespace
+
 void apply_override(YAML::Node& root, const std::string& assignment, ConfigSource& source, std::string origin) {
   if (origin.empty()) origin = "command-line override `" + assignment + "`";
   const auto eq = assignment.find('=');
@@ -254,9 +270,12 @@ void apply_override(YAML::Node& root, const std::string& assignment, ConfigSourc
       YAML::Node section(YAML::NodeType::Map);
       chain.back()[parts[i]] = section;
       source.add_override(section, origin);
+      chain.push_back(chain.back()[parts[i]]);
+    } else {
+      chain.push_back(own_section(chain.back(), parts[i]));
     }
-    chain.push_back(chain.back()[parts[i]]);
   }
+  chain.back().remove(parts.back());
   chain.back()[parts.back()] = value;
   source.add_override(value, origin);
 }

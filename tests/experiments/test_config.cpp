@@ -59,6 +59,17 @@ TEST(Config, AMissingFileIsSaidSo) {
 
 // Integers are base 10 whatever their leading zeros, in a file and in an override (yaml-cpp alone read
 // `010` as octal 8 and refused `08`), as the command line's own numbers are.
+// An override sets the key it names and no other: not a key that aliases it (a value or a whole section),
+// which yaml-cpp hands out as the anchored node itself. Found in review.
+TEST(Config, AnOverrideLeavesTheKeysThatAliasItAlone) {
+  const ExperimentConfig c = parse_config("train: {steps: &ten 10, eval_interval: *ten}\n", "t.yaml", {"train.steps=20"});
+  EXPECT_EQ(c.train.steps, 20u);
+  EXPECT_EQ(c.train.eval_interval, 10u);
+  const ExperimentConfig s = parse_config("task: {name: reverse}\nmodel: {kind: seq2seq, encoder_attention: &att {name: softmax}, "
+                                          "decoder_attention: *att}\n", "t.yaml", {"model.decoder_attention.name=linear"});
+  EXPECT_EQ(kernel_names(s), "encoder softmax, decoder linear, cross softmax");
+}
+
 TEST(Config, IntegersWithLeadingZerosAreBaseTen) {
   const ExperimentConfig c = parse_config("seed: 010\ntrain: {steps: +08}\n", "t.yaml", {"model.d_model=064"});
   EXPECT_EQ(c.seed, 10u);
