@@ -27,8 +27,12 @@ std::string flow(const YAML::Node& value) {
   return out.c_str();
 }
 
-// Keys the comparison sets for each of its runs: a run's seed, its folder's name and the folder it is in.
-bool set_per_run(const std::string& key) { return key == "seed" || key == "name" || key == "log.dir" || key == "log"; }
+// Keys the comparison sets for each of its runs: a run's seed, its folder's name and the folder it is in
+// (log.dir, or a log: section that holds dir; log: {interval: 5} sets only what it names).
+bool set_per_run(const std::string& key, const YAML::Node& value = YAML::Node()) {
+  if (key == "log") return !value.IsMap() || value["dir"].IsDefined();
+  return key == "seed" || key == "name" || key == "log.dir";
+}
 
 // Where a value is written in the comparison file, and what writes it, for errors about its run's config.
 std::string origin_of(const ConfigNode& node, const YAML::Node& at, const std::string& what) {
@@ -46,7 +50,7 @@ std::vector<std::pair<std::string, std::string>> read_overrides(const ConfigNode
   for (const auto& kv : map) {
     if (!kv.first.IsScalar()) node.fail_at(kv.first, who + ": a key must be a dotted config key");
     const std::string name = kv.first.Scalar();
-    if (set_per_run(name)) {
+    if (set_per_run(name, kv.second)) {
       node.fail_at(kv.first, who + ": '" + name + "' is set by the comparison for each run (use seeds: and name:)");
     }
     for (const YAML::Node& earlier : keys)  // the last would win without a word (yaml-cpp keeps duplicate keys)
@@ -111,8 +115,12 @@ void read_grid(const ConfigNode& node, CompareSpec& spec) {
     node.fail("grid", "'grid' must map config keys to lists of values, e.g. grid: {model.d_model: [64, 128], train.optimizer.lr: [1e-3, 3e-3]}");
   std::map<std::string, int> leaves;
   for (const auto& kv : grid) {
+    if (!kv.first.IsScalar()) node.fail_at(kv.first, "grid: a key must be a dotted config key, e.g. train.optimizer.lr");
     const std::string key = kv.first.Scalar();
     if (set_per_run(key)) node.fail_at(kv.first, "grid: '" + key + "' is set by the comparison for each run (use seeds: and name:)");
+    for (const GridAxis& earlier : spec.grid)  // yaml-cpp keeps a duplicate key; the last would win without a word
+      if (keys_overlap(key, earlier.key))
+        node.fail_at(kv.first, "grid: '" + key + "' and '" + earlier.key + "' vary the same key; give each key once");
     if (!kv.second.IsSequence() || kv.second.size() == 0)
       node.fail_at(kv.second, "grid: '" + key + "' must list the values it takes, e.g. " + key + ": [1e-3, 3e-3]");
     GridAxis axis;
@@ -143,7 +151,7 @@ void read_grid(const ConfigNode& node, CompareSpec& spec) {
   const auto clash = [&](const std::vector<std::pair<std::string, std::string>>& overrides) {
     for (const auto& [assignment, origin] : overrides)
       for (const GridAxis& axis : spec.grid)
-        if (assignment.substr(0, assignment.find('=')) == axis.key)
+        if (keys_overlap(assignment.substr(0, assignment.find('=')), axis.key))
           throw ConfigError::at_origin(origin, "the grid varies '" + axis.key + "' too; set it in one place");
   };
   clash(spec.common);
@@ -283,14 +291,19 @@ ExperimentConfig variant_config(const CompareSpec& spec, const CompareVariant& v
   check_distinct_overrides(extra);
   for (const std::string& e : extra) {
     const std::string key = e.substr(0, e.find('='));
-    if (set_per_run(key)) {
+    YAML::Node value;
+    try {
+      value = YAML::Load(e.substr(std::min(e.size(), e.find('=') + 1)));
+    } catch (const YAML::Exception&) {  // parse_config says what is wrong with it
+    }
+    if (set_per_run(key, value)) {
       throw ConfigError::at_origin("command-line override `" + e + "`",
                                    "the comparison sets seed, name and log.dir for each run; choose the seeds with seeds: and the "
                                    "folder with name: and dir: in " + spec.file + " (its runs go to " + spec.folder() + ")");
     }
     for (const GridAxis& axis : spec.grid)
-      if (key == axis.key)
-        throw ConfigError::at_origin("command-line override `" + e + "`", "the grid of " + spec.file + " varies '" + key +
+      if (keys_overlap(key, axis.key))
+        throw ConfigError::at_origin("command-line override `" + e + "`", "the grid of " + spec.file + " varies '" + axis.key +
                                                                              "'; change its values there (the runs' folders are named by them)");
     overrides.emplace_back(e, "");
   }

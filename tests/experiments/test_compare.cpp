@@ -73,8 +73,22 @@ TEST(CompareGrid, ACommandLineOverrideOfAGridKeyIsRefused) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("command-line override `model.d_model=128`: the grid of "), std::string::npos) << e.what();
   }
+  // Nor through its section (found in review: it replaced the grid's value, and the run kept the grid's label).
+  EXPECT_THROW(plan_comparison(spec, {"model={d_model: 128}"}, false), ConfigError);
   EXPECT_EQ(plan_comparison(spec, {"train.steps=2000"}, false).size(), 24u);
   EXPECT_THROW(plan_comparison(spec, {"train.steps=2000", "train.steps=3000"}, false), ConfigError);  // the same key twice
+}
+
+// A variant may set log: keys but dir, which the comparison sets for each run (found in review: log:
+// {interval: 5} was refused as if it set log.dir).
+TEST(CompareGrid, AVariantsLogSectionMaySetAllButItsDir) {
+  const std::vector<PlannedRun> plan =
+      plan_comparison(read_compare_spec(write_comparison("log", "name: log\nbase: base.yaml\nvariants:\n  v: {log: {interval: 5}}\n")), {}, false);
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(parse_config(plan[0].config_yaml, plan[0].config_file).log.interval, 5u);
+  EXPECT_THROW(read_compare_spec(write_comparison("logdir", "name: log\nbase: base.yaml\nvariants:\n  v: {log: {dir: elsewhere}}\n")), ConfigError);
+  EXPECT_THROW(plan_comparison(read_compare_spec(write_comparison("logcli", "name: log\nbase: base.yaml\nvariants:\n  v: {}\n")), {"log={dir: x}"}, false),
+               ConfigError);
 }
 
 TEST(CompareGrid, AxesWithTheSameLastComponentAreNamedWhole) {
@@ -135,6 +149,13 @@ INSTANTIATE_TEST_SUITE_P(
         BadSweep{kHead + "grid: {model.attention: [{name: linear}]}\n", "6:26", "must be single values"},
         BadSweep{kHead + "grid: {model.attention.name: [soft/max]}\n", "6:31", "holds '/'"},
         BadSweep{kHead + "grid: {seed: [1, 2]}\n", "6:8", "'seed' is set by the comparison for each run"},
+        // Found in review: a key listed twice under grid:, or a variant or set: giving the grid's key through
+        // its section, was taken without a word (the runs labelled with values they did not train with).
+        BadSweep{kHead + "grid:\n  train.steps: [10, 12]\n  train.steps: [14]\n", "8:3", "grid: 'train.steps' and 'train.steps' vary the same key"},
+        BadSweep{kHead + "grid: {[a]: [1]}\n", "6:8", "grid: a key must be a dotted config key"},
+        BadSweep{"name: bad\nbase: base.yaml\nvariants:\n  lin: {model.attention: {name: linear}}\ngrid: {model.attention.name: [softmax, delta]}\n",
+                 "4:9", "the grid varies 'model.attention.name' too"},
+        BadSweep{kHead + "set: {train: {steps: 12}}\ngrid: {train.steps: [10, 14]}\n", "6:7", "the grid varies 'train.steps' too"},
         BadSweep{"name: bad\nbase: base.yaml\nvariants:\n  wide: {model.d_model: 128}\ngrid: {model.d_model: [32, 64]}\n", "4:10",
                  "variant 'wide' sets `model.d_model: 128`: the grid varies 'model.d_model' too"},
         BadSweep{kHead + "grid: {model.d_model: [32, 64]}\nselect: {over: train.optimizer.lr}\n", "7:16",
