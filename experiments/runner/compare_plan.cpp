@@ -106,6 +106,31 @@ void read_variants(const ConfigNode& node, CompareSpec& spec) {
 
 constexpr std::size_t kMaxRuns = 10000;
 
+// Whether the override `key=value` gives the dotted key `target` a value: the key itself, a key inside it,
+// or a section (`train={steps: 12}`) whose value holds it.
+bool assigns(const std::string& assignment, const std::string& target) {
+  const std::size_t eq = assignment.find('=');
+  const std::string key = assignment.substr(0, eq);
+  if (!keys_overlap(key, target)) return false;
+  if (key.size() >= target.size()) return true;
+  YAML::Node value;
+  try {
+    value = YAML::Load(eq == std::string::npos ? "" : assignment.substr(eq + 1));
+  } catch (const YAML::Exception&) {
+    return false;  // not a section; parse_config says what is wrong with it
+  }
+  std::string rest = target.substr(key.size() + 1);
+  for (;;) {
+    if (!value.IsMap()) return false;
+    const std::string part = rest.substr(0, rest.find('.'));
+    const YAML::Node next = value[part];
+    if (!next.IsDefined()) return false;
+    if (part.size() == rest.size()) return true;
+    value.reset(next);
+    rest = rest.substr(part.size() + 1);
+  }
+}
+
 // `grid: {KEY: [v1, v2, ...], ...}`: each key a config key no variant or `set` assigns, each value a
 // scalar that can name a folder.
 void read_grid(const ConfigNode& node, CompareSpec& spec) {
@@ -148,11 +173,12 @@ void read_grid(const ConfigNode& node, CompareSpec& spec) {
   }
   for (GridAxis& axis : spec.grid)
     if (leaves[axis.label] > 1) axis.label = axis.key;  // two axes end alike (a.window, b.window): name them whole
+  // `set` and the variants come before the grid's values, which would replace what they give an axis's key
+  // (as `train.steps: 12` or through its section, `train: {steps: 12}`) without a word.
   const auto clash = [&](const std::vector<std::pair<std::string, std::string>>& overrides) {
     for (const auto& [assignment, origin] : overrides)
       for (const GridAxis& axis : spec.grid)
-        if (keys_overlap(assignment.substr(0, assignment.find('=')), axis.key))
-          throw ConfigError::at_origin(origin, "the grid varies '" + axis.key + "' too; set it in one place");
+        if (assigns(assignment, axis.key)) throw ConfigError::at_origin(origin, "the grid varies '" + axis.key + "' too; set it in one place");
   };
   clash(spec.common);
   for (const CompareVariant& v : spec.variants) clash(v.overrides);
