@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -185,9 +186,20 @@ class CharTextSource : public DataSource {
                                       : text_.windows(Split::validation, full * block_size_, 1, tail());
     return {b.input, b.target, Tensor()};
   }
+  // The vocabulary is the text's bytes: one byte of a character written in several (UTF-8's é is C3 A9)
+  // and a control character are labelled \xC3, so that every label is text a report or Python can hold.
   std::string token_label(std::int64_t id, std::size_t) const override {
     const char ch = text_.vocabulary().chars().at(static_cast<std::size_t>(id));
-    return ch == ' ' ? "\u2423" : ch == '\n' ? "\\n" : ch == '\t' ? "\\t" : std::string(1, ch);
+    if (ch == ' ') return "\u2423";
+    if (ch == '\n') return "\\n";
+    if (ch == '\t') return "\\t";
+    const auto byte = static_cast<unsigned char>(ch);
+    if (byte < 0x20 || byte >= 0x7f) {
+      char escaped[5];
+      std::snprintf(escaped, sizeof escaped, "\\x%02X", byte);
+      return escaped;
+    }
+    return std::string(1, ch);
   }
   std::string vocabulary() const override { return text_.vocabulary().chars(); }
   std::string fingerprint() const override {  // hashed once: the text does not change, and a run saves often
@@ -209,7 +221,8 @@ class CharTextSource : public DataSource {
 class CharTextTask {
  public:
   static constexpr const char* kName = "char_text";
-  static constexpr const char* kDescription = "character-level text from a file (Tiny Shakespeare: scripts/get_data.sh)";
+  static constexpr const char* kDescription = "character-level text from a file (Tiny Shakespeare: scripts/get_data.sh); its tokens are the text's bytes, so a character "
+    "UTF-8 writes in several bytes (é) is several tokens, each named \\xNN";
   static constexpr bool kHeldOutSplit = true;
   struct Options {
     std::string path;              // the text file

@@ -275,7 +275,8 @@ void add_tool_commands(CLI::App& app, Commands& c) {
 int run_analyze(Commands& c) {
   attnlab::set_num_threads(resolve_threads(c.threads));
   const attnlab::AnalysisResult r = attnlab::analyze_run(c.analyze_run, c.analyze_options);
-  std::printf("attnlab: wrote %s/analysis (%zu tables) and %s/report.html\n", c.analyze_run.c_str(), r.tables.size(), c.analyze_run.c_str());
+  std::printf("attnlab: wrote %s/analysis (%zu tables)%s\n", c.analyze_run.c_str(), r.tables.size(),
+              r.report_written ? (" and " + c.analyze_run + "/report.html").c_str() : "");
   for (const std::string& note : r.notes) std::printf("  %s\n", note.c_str());
   return 0;
 }

@@ -207,6 +207,7 @@ AnalysisResult analyze_run(const std::string& run_dir, const AnalyzeOptions& o) 
   }
   try {
     write_run_report(run_dir);
+    result.report_written = true;
   } catch (const std::exception& e) {  // the analysis is in place: a report that cannot be written is not its failure
     std::fprintf(stderr, "attnlab: warning: report.html not written: %s\n", e.what());
   }

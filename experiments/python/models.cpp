@@ -306,7 +306,7 @@ void bind_data_class(py::module_& m) {
            py::arg("count"), py::arg("seed") = 0, "the clean/corrupted pairs `attnlab analyze` patches with ({} entries empty when the task has none)")
       .def_property_readonly("vocab_size", [](const data::DataSource& d) { return d.shape().vocab_size; })
       .def_property_readonly("vocabulary", [](const data::DataSource& d) { return d.token_names(); },
-           "every token id's name, by id (toy tasks: pad, sep, then their symbols; SCAN: its words; char_text: its characters)")
+           "every token id's name, by id (toy tasks: pad, sep, then their symbols; SCAN: its words; char_text: its bytes, \\xNN for a byte of a longer character)")
       .def_property_readonly("token_inputs", &data::DataSource::token_inputs);
 }
 

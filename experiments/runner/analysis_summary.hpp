@@ -41,6 +41,7 @@ struct AnalysisResult {
   // patterns and metrics went that far); empty in summaries from before they were kept.
   std::string checkpoint;
   std::optional<std::size_t> step, run_step;
+  bool report_written = false;  // whether the run's report.html was written after the analysis (not kept in summary.json)
   void add(AnalysisTable table) { tables.push_back(std::move(table)); }
 };
 

@@ -295,12 +295,14 @@ void Trainer::save(const std::string& file) {
   folder_->save_checkpoint(file, c_, *x_.model, *optimizer_, s, *x_.data);
 }
 
-// The run's report.html; a failure to write it is reported and does not fail the run.
-void write_report(const std::string& run_dir) {
+// The run's report.html; a failure to write it is reported and does not fail the run. Whether it was written.
+bool write_report(const std::string& run_dir) {
   try {
     write_run_report(run_dir);
+    return true;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "attnlab: warning: report.html not written: %s\n", e.what());
+    return false;
   }
 }
 
@@ -380,11 +382,12 @@ TrainResult Trainer::finish() {
   RunSummary s = summary("finished");
   s.final_eval_loss = e.loss, s.final_token_accuracy = e.metrics.token_accuracy;
   s.final_exact_match = e.metrics.exact_match, s.final_scored_tokens = e.metrics.scored_tokens;
+  bool reported = false;
   if (writer()) {
     write_summary(run_dir_, s);  // marks the run finished (attnlab compare reads it)
-    write_report(run_dir_);
+    reported = write_report(run_dir_);
   }
-  std::snprintf(line, sizeof line, "attnlab: done in %.1fs; results in %s (report.html)", seconds(), run_dir_.c_str());
+  std::snprintf(line, sizeof line, "attnlab: done in %.1fs; results in %s%s", seconds(), run_dir_.c_str(), reported ? " (report.html)" : "");
   progress_.message(line);
   return result_;
 }

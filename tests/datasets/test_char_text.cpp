@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "datasets/char_text.hpp"
+#include "datasets/source.hpp"
 
 namespace attnlab::data {
 namespace {
@@ -122,6 +123,22 @@ TEST(CharText, ReadsAFile) {
   }
   const CharTextDataset d(path, 0.5);
   EXPECT_EQ(d.vocabulary().chars(), "\n benort");
+  std::remove(path.c_str());
+}
+
+// The vocabulary is bytes: a byte of a character UTF-8 writes in several, and a control character, are
+// labelled \xNN, so that every label is valid text (found in review: a report's JSON refused "\xC3" alone,
+// and report.html was never written for a French text).
+TEST(CharText, LabelsAreTextEvenForBytesOfLongerCharacters) {
+  const std::string path = ::testing::TempDir() + "attnlab_char_text_utf8.txt";
+  std::ofstream(path) << "caf\xC3\xA9 \x01ok\tdone\nfood and cafe, a fad\n";
+  ComponentChoice c;
+  c.name = "char_text";
+  c.options = ComponentOptions(YAML::Load("{path: " + path + ", block_size: 2}"), "task");
+  const auto source = make_data_source(c, TaskFormat::causal_lm);
+  std::vector<std::string> labels = source->token_names();
+  EXPECT_EQ(labels, (std::vector<std::string>{"\\x01", "\\t", "\\n", "\u2423", ",", "a", "c", "d", "e", "f", "k", "n", "o", "\\xA9", "\\xC3"}));
+  EXPECT_EQ(source->token_ids("\\xC3 \\xA9"), (std::vector<std::int64_t>{14, 13}));
   std::remove(path.c_str());
 }
 
