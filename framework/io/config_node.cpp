@@ -353,7 +353,13 @@ YAML::Node ConfigNode::child(const std::string& key) {
   return node_[key];
 }
 
-ConfigNode ConfigNode::section(const std::string& key) { return ConfigNode(child(key), dotted(key), source_); }
+// A section written with no value (`task:` with its keys commented out) would give the defaults without a
+// word; `task: {}` asks for them.
+ConfigNode ConfigNode::section(const std::string& key) {
+  const YAML::Node value = child(key);
+  if (has(key) && value.IsNull()) fail(key, "'" + dotted(key) + "' has no value; give its keys (or {} for the defaults) or remove the key");
+  return ConfigNode(value, dotted(key), source_);
+}
 
 bool keys_overlap(const std::string& a, const std::string& b) {
   const std::string& shorter = a.size() <= b.size() ? a : b;

@@ -233,6 +233,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadConfig{"model:\n  d_modl: 32\n", {}, "2:3", "unknown key 'model.d_modl'; did you mean 'model.d_model'?"},
         BadConfig{"seed: 1\nseed: 2\n", {}, "2:1", "duplicate key 'seed'"},
         BadConfig{"train:\n  steps: abc\n", {}, "2:10", "'train.steps' must be an integer, got 'abc'"},
+        // A section whose keys were commented out trained the defaults without a word (found in review).
+        BadConfig{"name: x\ntask:\nmodel: {d_model: 32}\n", {}, "2:1", "'task' has no value; give its keys (or {} for the defaults)"},
+        BadConfig{"train:\n  optimizer:\n  steps: 5\n", {}, "2:3", "'train.optimizer' has no value"},
         BadConfig{"model:\n  dropout: 1.5\n", {}, "2:12", "'model.dropout' must be [0, 1), got 1.5"},
         BadConfig{"model:\n  kind: causal_lm\n  attention: {name: delta, options: {chunk: -4}}\n", {}, "3:45",
                   "'model.attention.options.chunk' must be >= 1, got -4"},
