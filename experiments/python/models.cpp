@@ -184,6 +184,17 @@ void bind_generate(py::class_<ModelHandle>& model) {
            "temperature 0, else drawn (top_k 0: from the whole vocabulary) with `seed`; cache=False recomputes the window per token");
 }
 
+// What nanoGPT's architecture has that the weights do not show (to_nanogpt / load_nanogpt check the
+// rest from the model): softmax attention at 1/sqrt(head_dim), a GELU MLP. Another kernel's model would
+// load without a word and give other logits (found in review).
+void check_nanogpt_architecture(const ExperimentConfig& c) {
+  const EncoderConfig& e = c.model.encoder;
+  if (e.attention != "softmax") throw py::value_error("nanoGPT's attention is softmax: this model's is " + e.attention + " (model.attention.name)");
+  const YAML::Node scale = e.attention_options.node()["scale"];
+  if (scale.IsDefined() && scale.as<double>() != 0.0) throw py::value_error("nanoGPT scales scores by 1/sqrt(head_dim): use model.attention.options.scale 0");
+  if (e.activation != Activation::gelu) throw py::value_error("nanoGPT's MLP is GELU: use model.activation gelu");
+}
+
 void bind_model_class(py::module_& m) {
   py::class_<ModelHandle> model(m, "Model", "a model with the data of its config; forwards in eval mode, without a graph");
   bind_detect_heads(model);
@@ -195,7 +206,7 @@ void bind_model_class(py::module_& m) {
       .def_static("from_nanogpt",
                   [](const py::dict& weights, const py::object& c, const std::vector<std::string>& o) {
                     ModelHandle h = model_from_config(config_from(c, o));
-                    if (h.config.model.encoder.activation != Activation::gelu) throw py::value_error("nanoGPT's MLP is GELU: use model.activation gelu");
+                    check_nanogpt_architecture(h.config);
                     std::map<std::string, Tensor> tensors;
                     for (const auto& [name, value] : weights) tensors[py::str(name)] = from_numpy(value, Want::floating, "weights['" + std::string(py::str(name)) + "']");
                     load_nanogpt(*h.model, tensors);
@@ -248,7 +259,10 @@ void bind_model_class(py::module_& m) {
              return arrays_of(weights);
            },
            "the weights as {name: array} (views: copy before changing them), named as `attnlab export` names them")
-      .def("to_nanogpt", [](const ModelHandle& h) { return arrays_of(to_nanogpt(*h.model)); },
+      .def("to_nanogpt", [](const ModelHandle& h) {
+             check_nanogpt_architecture(h.config);
+             return arrays_of(to_nanogpt(*h.model));
+           },
            "a causal LM's weights under nanoGPT's names (lm_head.weight the same array as wte's when tied)")
       .def("load_state_dict",
            [](ModelHandle& h, const py::dict& weights) {
