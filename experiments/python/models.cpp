@@ -268,15 +268,21 @@ void bind_model_class(py::module_& m) {
            [](ModelHandle& h, const py::dict& weights) {
              const std::map<std::string, Tensor> own = h.model->state_dict();
              std::map<std::string, Tensor> tensors;
+             bool generators = false;
              for (const auto& [name, value] : weights) {
                const std::string key = py::str(name);
                const auto it = own.find(key);
                const bool integers = it != own.end() && it->second.dtype() == DType::int64;  // generator states
+               generators = generators || integers;
                tensors[key] = from_numpy(value, integers ? Want::integers : Want::floating, "weights['" + key + "']");
              }
-             h.model->load_state_dict(tensors);
+             // An export's weights (np.load of its .npy files) hold no generator states: they keep theirs.
+             if (generators) h.model->load_state_dict(tensors);
+             else h.model->load_weights(tensors);
            },
-           py::arg("weights"), "sets every weight from {name: array}; a missing, unexpected or mis-shaped one is a ValueError naming it");
+           py::arg("weights"),
+           "sets every weight from {name: array}, state_dict()'s or an `attnlab export`'s (which has no generator states: the "
+           "model keeps its own); a missing, unexpected or mis-shaped one is a ValueError naming it");
 }
 
 void bind_data_class(py::module_& m) {
@@ -359,6 +365,7 @@ int checked_threads(int threads, const std::string& who) {
 
 ModelHandle model_from_config(const ExperimentConfig& config) {
   Experiment x(config);
+  load_init_from(x);
   x.model->eval();  // for good: its forwards then write nothing of it, and Python threads may run them at once
   return ModelHandle{config, std::shared_ptr<data::DataSource>(std::move(x.data)), x.model};
 }

@@ -20,6 +20,11 @@ struct Experiment {
   std::shared_ptr<Model> model;
 };
 
+// A new model's starting weights from model.init_from's folder (an `attnlab export`), when the config names
+// one: train's new runs and Python's Model.from_config. Errors name the key and keep their kind (a folder
+// that is not there is FileMissing, a mis-shaped weight invalid_argument).
+void load_init_from(Experiment& x);
+
 // The optimizer a config names, over the model's parameters.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerChoice& config, Module& model);
 // The schedule: its options with the optimizer's lr as the peak.

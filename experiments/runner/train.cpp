@@ -84,12 +84,8 @@ Experiment build(const ExperimentConfig& c, const std::optional<LoadedRun>& resu
   Experiment x(c);
   if (resumed) {
     load_run_model(*x.model, *resumed, x.data.get());
-  } else if (!c.model.init_from.empty() && dist::Communicator::world().rank() == 0) {
-    try {
-      x.model->load_weights(import_npy_folder(c.model.init_from));
-    } catch (const std::exception& e) {
-      throw std::runtime_error("model.init_from " + c.model.init_from + ": " + e.what());
-    }
+  } else if (dist::Communicator::world().rank() == 0) {
+    load_init_from(x);
   }
   return x;
 }

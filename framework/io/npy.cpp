@@ -8,6 +8,7 @@
 // then the data in C order.
 #include "framework/io/npy.hpp"
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -218,6 +219,7 @@ void write_npy(const std::string& path, const Tensor& t) {
 Tensor read_npy(const std::string& path) {
   std::error_code error;
   const std::uintmax_t file_size = fs::file_size(path, error);
+  if (error == std::errc::no_such_file_or_directory) throw FileMissing("cannot read " + path + ": " + error.message());
   if (error) throw std::runtime_error("cannot read " + path + ": " + error.message());
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read " + path + ": " + std::strerror(errno));
@@ -298,8 +300,11 @@ IndexEntry entry_from_json(const nlohmann::json& j, std::size_t i, const std::st
 std::vector<IndexEntry> read_index(const std::string& index_path) {
   std::ifstream in(index_path);
   if (!in) {
-    throw std::runtime_error("cannot read " + index_path + " (a weights folder holds index.json and one .npy per tensor; "
-                             "write one with `attnlab export RUN DIR`)");
+    const int error = errno;
+    const std::string message = "cannot read " + index_path + " (a weights folder holds index.json and one .npy per tensor; "
+                                "write one with `attnlab export RUN DIR`)";
+    if (error == ENOENT || error == ENOTDIR) throw FileMissing(message);
+    throw std::runtime_error(message);
   }
   nlohmann::json index;
   try {
