@@ -22,7 +22,8 @@ template <class T>
 std::string takes(const Range& range) {
   Range r = range;
   if constexpr (std::is_unsigned_v<T>) r.low = std::max(r.low, 0.0);
-  const std::string kind = std::is_integral_v<T> ? "an integer" : "a number";
+  // A number's range never holds inf or nan (Range::contains): "a finite number >= 0", not ">= 0" alone.
+  const std::string kind = std::is_integral_v<T> ? "an integer" : (std::isfinite(r.low) && std::isfinite(r.high) ? "a number" : "a finite number");
   const std::string where = r.describe();
   return where == "any finite number" ? (std::is_integral_v<T> ? kind : "a finite number") : kind + " " + (where[0] == '[' || where[0] == '(' ? "in " : "") + where;
 }

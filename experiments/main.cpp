@@ -191,7 +191,8 @@ void add_run_commands(CLI::App& app, Commands& c) {
   attnlab::SampleOptions& s = c.sample_options;
   c.sample = app.add_subcommand("sample", "continue a prompt with a causal LM run's model");
   c.sample->add_option("run", c.sample_run, "the run folder")->required()->check(CLI::ExistingDirectory);
-  c.sample->add_option("--prompt", s.prompt, "text (character-level runs) or the task's token names separated by spaces (e.g. \"sep 3 4\")");
+  c.sample->add_option("--prompt", s.prompt, "text (character-level runs) or the task's token names separated by spaces (e.g. \"sep 3 4\"); empty: the text's first "
+                              "character or the task's token 1, shown first");
   cli::add_number(c.sample, "--tokens", s.tokens, "tokens to generate");
   cli::add_number(c.sample, "--temperature", s.temperature, "0 picks the most likely token", Range::at_least(0));
   cli::add_number(c.sample, "--top-k", s.top_k, "sample among the k most likely tokens; 0: all");

@@ -180,14 +180,17 @@ int sample_run(const std::string& run_dir, const SampleOptions& o, int threads) 
   Generator gen(o.seed);
   if (!chars.empty()) {
     const data::CharVocabulary vocabulary = data::CharVocabulary::from_chars(chars);
+    // An empty prompt starts from the vocabulary's first character (a newline for most texts, as nanoGPT's
+    // sample.py starts), written as any prompt is: the output shows what the model continued.
+    const std::string start = o.prompt.empty() ? std::string(1, chars[0]) : o.prompt;
     std::vector<std::int64_t> prompt;
     try {
-      prompt = vocabulary.encode(o.prompt.empty() ? std::string(1, chars[0]) : o.prompt);
+      prompt = vocabulary.encode(start);
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument("--prompt \"" + printable(o.prompt) + "\": " + e.what());
     }
     // Streamed: each character is written as it is picked, so a long sample shows from its start.
-    write_streamed(o.prompt);
+    write_streamed(start);
     model.generate(prompt, o.tokens, o.temperature, o.top_k, gen, Decoding::cached,
                    [&](std::int64_t id) { write_streamed(vocabulary.decode({id})); });
     write_streamed("\n");
@@ -201,20 +204,20 @@ int sample_run(const std::string& run_dir, const SampleOptions& o, int threads) 
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument("--prompt \"" + printable(o.prompt) + "\": " + e.what());
   }
-  for (std::int64_t id : prompt) {
-    if (data->is_padding(id)) throw std::invalid_argument("--prompt \"" + printable(o.prompt) + "\": '" + data->token_label(id, 0) + "' is padding, which a prompt cannot hold");
+  // Padding is refused where the task masks it (the model would attend past it); where the task does not
+  // (induction's and mqar's sequences hold pad as content), the model read it in training like any token.
+  if (data->shape().padded) {
+    for (std::int64_t id : prompt) {
+      if (data->is_padding(id)) throw std::invalid_argument("--prompt \"" + printable(o.prompt) + "\": '" + data->token_label(id, 0) + "' is padding, which a prompt cannot hold");
+    }
   }
-  // The prompt as given (an empty one starts from the separator), then its continuation, by name, each
-  // token written as it is picked. A token's name may depend on its position (a task's labels do).
-  const bool given = !prompt.empty();
-  if (!given) prompt.push_back(data::kSep);
+  // The prompt, then its continuation, by name, each token written as it is picked; a token's name may
+  // depend on its position (a task's labels do). An empty prompt starts from token 1 (the toy tasks'
+  // separator), shown as the prompt would be.
+  if (prompt.empty()) prompt.push_back(data::kSep);
   std::size_t position = 0, shown = 0;
   const auto show = [&](std::int64_t id) { write_streamed((shown++ ? " " : "") + data->token_label(id, position++)); };
-  if (given) {
-    for (std::int64_t id : prompt) show(id);
-  } else {
-    position = 1;  // the separator the model starts from is not shown
-  }
+  for (std::int64_t id : prompt) show(id);
   model.generate(prompt, o.tokens, o.temperature, o.top_k, gen, Decoding::cached, show);
   write_streamed("\n");
   return 0;

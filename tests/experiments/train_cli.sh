@@ -90,9 +90,11 @@ words = open(sys.argv[1]).read().split()
 assert words[:4] == ["sep", "2", "3", "4"] and len(words) == 9, words
 assert all(re.fullmatch(r"pad|sep|eos|\d+", w) for w in words), words
 PY
-"$attnlab" sample "$work/runs/induction-causal_lm" --prompt "2 pad 3" > "$work/sample_pad.log" 2>&1
-[ $? = 2 ] && grep -q "\-\-prompt \"2 pad 3\": 'pad' is padding, which a prompt cannot hold" "$work/sample_pad.log" \
-  || { fail "a prompt holding PAD"; cat "$work/sample_pad.log"; }
+# Padding is refused in a prompt where the task masks it (sequences of 2 to 4 tokens, padded).
+check train_padded "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name=padded task.name=sort task.min_length=2 task.length=4 model.kind=causal_lm
+"$attnlab" sample "$work/runs/padded" --prompt "2 pad 3" > "$work/sample_padded.log" 2>&1
+[ $? = 2 ] && grep -q "\-\-prompt \"2 pad 3\": 'pad' is padding, which a prompt cannot hold" "$work/sample_padded.log" \
+  || { fail "a prompt holding PAD"; cat "$work/sample_padded.log"; }
 "$attnlab" sample "$work/runs/induction-causal_lm" --prompt "2 700" > "$work/sample_range.log" 2>&1
 [ $? = 2 ] && grep -q "'700' is not a token of this task; its tokens are pad, sep, 2, 3" "$work/sample_range.log" \
   || { fail "a prompt token out of range"; cat "$work/sample_range.log"; }
@@ -304,7 +306,7 @@ bad_number "--threads must be an integer in [0, 256], got 2.5" eval "$work/runs/
 bad_number "'trian' is not a command; give one of train, eval," trian "$config"
 bad_number "--max-length must be an integer >= 0, got -1" translate "$work/runs/s2s" --input "3 4" --max-length -1
 bad_number "--max-length 500 exceeds the" translate "$work/runs/s2s" --input "3 4" --max-length 500
-bad_number "--length-penalty must be a number >= 0, got nan" translate "$work/runs/s2s" --input "3 4" --beam 2 --length-penalty nan
+bad_number "--length-penalty must be a finite number >= 0, got nan" translate "$work/runs/s2s" --input "3 4" --beam 2 --length-penalty nan
 bad_number "--length-penalty ranks the outputs of beam search, and greedy decoding (--beam 1) has none" translate "$work/runs/s2s" --input "3 4" --length-penalty 2
 bad_number "--length-penalty ranks the outputs of beam search" eval "$work/runs/s2s" --length-penalty 2
 # The report's best-evaluation row has every column, exact match included (it was left blank).
@@ -313,7 +315,14 @@ grep -q 'each column at its own step)</td><td>[0-9.]*</td><td>[0-9.]*%</td><td>[
 # Any decoding option asks eval to decode (it was ignored without --decode).
 check eval_max_length "$attnlab" eval "$work/runs/s2s" --max-length 2
 grep -q '"decoding":"greedy","decoded_exact_match"' "$work/eval_max_length.log" || fail "eval --max-length did not decode"
-bad_number "--temperature must be a number >= 0, got nan" sample "$work/runs/induction-causal_lm" --temperature nan
+bad_number "--temperature must be a finite number >= 0, got nan" sample "$work/runs/induction-causal_lm" --temperature nan
+bad_number "--temperature must be a finite number >= 0, got inf" sample "$work/runs/induction-causal_lm" --temperature inf
+# pad is content where the task does not mask it (induction's sequences hold it), and an empty prompt's
+# start token is shown (found in review: the first was refused, the second fed a token it did not show).
+check sample_pad "$attnlab" sample "$work/runs/induction-causal_lm" --prompt "pad pad sep" --tokens 2
+grep -q "^pad pad sep [^ ]* [^ ]*$" "$work/sample_pad.log" || { fail "a prompt with induction's pad"; cat "$work/sample_pad.log"; }
+check sample_empty "$attnlab" sample "$work/runs/induction-causal_lm" --tokens 2
+grep -q "^sep [^ ]* [^ ]*$" "$work/sample_empty.log" || { fail "an empty prompt's start token is not shown"; cat "$work/sample_empty.log"; }
 bad_number "--tokens must be an integer >= 0, got -1" sample "$work/runs/induction-causal_lm" --tokens -1
 bad_number "--examples must be an integer in [1, 100000], got abc" analyze "$work/runs/induction-causal_lm" --examples abc
 bad_number "options of the detectors part were given, but --only ablation leaves it out" analyze "$work/runs/induction-causal_lm" \
