@@ -106,8 +106,9 @@ void bind_run_class(py::module_& m) {
   py::class_<Run>(m, "Run", "a run folder (log.dir/name): its config, metrics, patterns, analysis and checkpoints")
       .def(py::init([](const std::string& dir) { return Run{run_folder(dir)}; }), py::arg("dir"))
       .def_property_readonly("dir", [](const Run& r) { return r.dir; })
-      .def_property_readonly("config", [](const Run& r) { return to_python(YAML::Load(file_text(r.dir + "/config.yaml"))); },
-                             "the resolved config (config.yaml) as a dict")
+      .def_property_readonly("config", [](const Run& r) { return to_python(YAML::Load(run_config_text(r.dir))); },
+                             "the resolved config (config.yaml, or the checkpoint's copy when it is missing or empty, as the command "
+                             "line reads it) as a dict")
       .def_property_readonly("metrics", [](const Run& r) { return metric_columns(read_run(r.dir)); },
                              "metrics.jsonl as columns: step, split ('train', 'eval', 'final'), loss, token_accuracy, ...")
       .def_property_readonly("summary", [](const Run& r) { return py::module_::import("json").attr("loads")(file_text(r.dir + "/summary.json")); },

@@ -275,7 +275,11 @@ RunRecord read_run(const std::string& run_dir) {
   run.dir = run_dir;
   run.config_text = run_config_text(run_dir);
   std::ifstream in(run_dir + "/metrics.jsonl");
-  if (!in) throw std::runtime_error("cannot read " + run_dir + "/metrics.jsonl");
+  if (!in) {
+    const std::string message = "cannot read " + run_dir + "/metrics.jsonl";
+    if (!fs::exists(run_dir + "/metrics.jsonl")) throw FileMissing(message + ": it is not there");
+    throw std::runtime_error(message);
+  }
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   for (std::size_t i = 0; i < lines.size(); ++i) {

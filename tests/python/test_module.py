@@ -5,6 +5,7 @@ a Python exception with the command line's words. Run by ctest through run_pytes
 import glob
 import json
 import os
+import shutil
 import subprocess
 import threading
 
@@ -292,6 +293,17 @@ def test_bad_input_raises_with_a_clear_message(model, runs, tmp_path):
     (tmp_path / "config.yaml").write_text(open(DEFAULT).read())
     with pytest.raises(FileNotFoundError, match="has no last.ckpt"):
         attnlab.Model.from_run(str(tmp_path), "last")
+    # A run whose config.yaml is empty or gone reads its checkpoint's copy, as the command line does; one
+    # without metrics.jsonl says so as FileNotFoundError (found in review: None, and RuntimeError).
+    broken = tmp_path / "broken"
+    shutil.copytree(runs[1], broken)
+    (broken / "config.yaml").write_text("")
+    assert attnlab.Run(str(broken)).config == attnlab.Run(runs[1]).config
+    (broken / "config.yaml").unlink()
+    (broken / "metrics.jsonl").unlink()
+    assert attnlab.Run(str(broken)).config["model"]["d_model"] == attnlab.Run(runs[1]).config["model"]["d_model"]
+    with pytest.raises(FileNotFoundError, match="metrics.jsonl: it is not there"):
+        attnlab.Run(str(broken)).metrics
     with pytest.raises(ValueError, match="token id 999 is outside the vocabulary"):
         model.data.token_name(999)
     with pytest.raises(ValueError, match=r"detect_heads needs at least one sequence of at least one token; the input is \[0, "):
