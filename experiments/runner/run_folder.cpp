@@ -240,6 +240,19 @@ LoadedRun load_run(const std::string& dir, const std::string& which, const std::
   return run;
 }
 
+LoadedRun load_kept_checkpoint(const std::string& dir, const std::string& file) {
+  LoadedRun run;
+  run.dir = dir;
+  run.checkpoint_file = "checkpoints/" + file;
+  const std::string checkpoint_path = dir + "/" + run.checkpoint_file;
+  run.checkpoint = load_checkpoint(checkpoint_path);
+  run.state = state_of(run.checkpoint, checkpoint_path);
+  const ExperimentConfig trained = parse_config(config_text_of(run.checkpoint, checkpoint_path), checkpoint_path + " (its config)");
+  run.config = parse_config(run_config_text(dir), dir + "/config.yaml");
+  check_same_model(run, trained, dir + "/config.yaml");
+  return run;
+}
+
 std::optional<std::size_t> checkpoint_step(const std::string& path) {
   try {
     return state_of(load_checkpoint(path), path).step;

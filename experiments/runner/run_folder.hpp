@@ -110,6 +110,10 @@ struct LoadedRun {
 // missing or empty; any difference from the checkpoint's config in a key that a run cannot change
 // (everything but train.steps, the evaluation and logging cadence, ...) is an error naming both files.
 LoadedRun load_run(const std::string& dir, const std::string& which, const std::vector<std::string>& overrides = {});
+// A checkpoint the run kept (`file` under checkpoints/, train.keep_checkpoints), checked as load_run
+// checks best.ckpt: one whose config differs from the run's in what a run cannot change (another run's
+// file copied in) is refused, naming both.
+LoadedRun load_kept_checkpoint(const std::string& dir, const std::string& file);
 // The step the checkpoint at `path` holds; nothing when it is missing or unreadable.
 std::optional<std::size_t> checkpoint_step(const std::string& path);
 

@@ -398,6 +398,14 @@ assert len(shares) == 4 and all(v is not None and math.isfinite(v) for v in shar
 assert tables["fourier_progress"]["rows"] == ["10", "20", "30", "40"], tables["fourier_progress"]["rows"]
 PY
 bad_number "--only fourier: fourier needs the modular task" analyze "$work/runs/induction-causal_lm" --only fourier
+# Only the run's own step_N.ckpt count, and another run's copied in is refused, naming it (found in review:
+# a stray file stopped the part with "stoul"; another seed's weights were read as this run's).
+cp -r "$work/runs/modular" "$work/runs/modular-b" && touch "$work/runs/modular-b/checkpoints/step_final.ckpt"
+check analyze_fourier_stray "$attnlab" analyze "$work/runs/modular-b" --only fourier
+check train_modular_other "$attnlab" train "$source/configs/grokking.yaml" log.dir="$work/runs" name=modular-other seed=5 task.p=7 train.steps=10 \
+  train.batch_size=64 train.eval_interval=10 train.checkpoint_interval=10 model.d_model=16 model.ff_hidden=32 model.n_heads=2
+cp "$work/runs/modular-other/checkpoints/step_10.ckpt" "$work/runs/modular-b/checkpoints/step_10.ckpt"
+bad_number "does not describe the run that $work/runs/modular-b/checkpoints/step_10.ckpt holds:" analyze "$work/runs/modular-b" --only fourier
 
 # A run without config.yaml: every command uses the checkpoint's config, analyze and report too.
 cp -r "$run" "$work/runs/no-config" && rm "$work/runs/no-config/config.yaml"

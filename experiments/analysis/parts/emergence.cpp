@@ -19,7 +19,7 @@ namespace fs = std::filesystem;
 // The step of each pattern capture under patterns/ ("step_S_probe_P<suffix>.npy"), and the probes.
 std::map<std::size_t, std::vector<std::size_t>> captured(const std::string& patterns, const std::string& suffix) {
   std::map<std::size_t, std::vector<std::size_t>> steps;
-  const std::regex name("step_([0-9]+)_probe_([0-9]+)" + suffix + "\\.npy");
+  const std::regex name("step_([0-9]{1,18})_probe_([0-9]{1,9})" + suffix + "\\.npy");  // longer digits: not a capture's
   std::smatch m;
   for (const auto& entry : fs::directory_iterator(patterns)) {
     const std::string file = entry.path().filename().string();

@@ -7,8 +7,10 @@
 #include <cmath>
 #include <filesystem>
 #include <numeric>
+#include <regex>
 
 #include "experiments/analysis/part.hpp"
+#include "experiments/runner/run_folder.hpp"
 #include "framework/io/checkpoint.hpp"
 
 namespace attnlab {
@@ -139,15 +141,17 @@ std::vector<double> token_embedding(const Model& model, std::size_t p, std::size
   throw std::invalid_argument("the model has no token embedding (tok.weight)");
 }
 
-// The checkpoints the run kept (train.keep_checkpoints), by step.
+// The checkpoints the run kept (train.keep_checkpoints: checkpoints/step_N.ckpt), by step, as file names;
+// other files there are not the run's and are left alone.
 std::vector<std::pair<std::size_t, std::string>> kept_checkpoints(const std::string& run_dir) {
   std::vector<std::pair<std::size_t, std::string>> out;
   const fs::path dir = fs::path(run_dir) / "checkpoints";
   if (!fs::is_directory(dir)) return out;
+  const std::regex kept("step_([0-9]{1,18})\\.ckpt");
+  std::smatch m;
   for (const auto& entry : fs::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
-    if (name.rfind("step_", 0) != 0 || entry.path().extension() != ".ckpt") continue;
-    out.emplace_back(std::stoul(name.substr(5)), entry.path().string());
+    if (std::regex_match(name, m, kept)) out.emplace_back(std::stoull(m[1]), name);
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -167,7 +171,7 @@ void progress_measures(Model& model, const data::DataSource& data, const std::st
   std::vector<std::string> rows;
   std::vector<double> values;
   for (const auto& [step, file] : checkpoints) {
-    model.load_state_dict(checkpoint_part(load_checkpoint(file), "model."));
+    load_run_model(model, load_kept_checkpoint(run_dir, file), &data);  // another run's file is refused, naming it
     std::vector<ModularPair> pairs;
     const std::vector<double> logits = all_logits(model, data, m.p, pairs);
     const FourierLosses f = fourier_losses(logits, pairs, m.p, m.sign, keys);
