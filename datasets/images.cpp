@@ -247,6 +247,25 @@ std::string idx_folder_problem(const std::string& dir) {
          (dir.find("fashion-mnist") != std::string::npos ? "; install Debian's dataset-fashion-mnist (scripts/setup.sh does)" : "");
 }
 
+std::string idx_image_size_problem(const std::string& dir, std::size_t side) {
+  for (const std::string& base : {idx_files()[0], idx_files()[2]}) {
+    const std::string path = present(dir, base);
+    if (path.empty()) continue;  // idx_folder_problem says so
+    gzFile file = gzopen(path.c_str(), "rb");
+    if (!file) return "cannot read " + path;
+    unsigned char header[16] = {};
+    const int n = gzread(file, header, sizeof header);
+    gzclose(file);
+    if (n < 16 || header[0] != 0 || header[1] != 0 || header[3] != 3) return path + " is not an IDX file of images (its header is not [count, height, width])";
+    const std::size_t height = big_endian(header + 8), width = big_endian(header + 12);
+    if (height != side || width != side) {
+      return path + " holds " + std::to_string(height) + "x" + std::to_string(width) + " images, but this task reads " + std::to_string(side) +
+             "x" + std::to_string(side) + " ones (Fashion-MNIST's, MNIST's)";
+    }
+  }
+  return "";
+}
+
 std::unique_ptr<ImageDataset> load_idx_dataset(const std::string& dir, const ImageAugment& augment, std::size_t num_classes) {
   if (num_classes == 0) throw std::invalid_argument("load_idx_dataset: num_classes must be at least 1");
   if (const std::string problem = idx_folder_problem(dir); !problem.empty()) throw std::runtime_error(problem);

@@ -61,6 +61,10 @@ std::unique_ptr<ImageDataset> load_idx_dataset(const std::string& dir, const Ima
 // "" when `dir` is a folder holding the four IDX files; else what is wrong (no such folder, a file, the
 // files missing), for the task's config check.
 std::string idx_folder_problem(const std::string& dir);
+// "" when both image files of the IDX folder `dir` (idx_folder_problem's) hold images of side x side
+// pixels, read from their headers alone; else what they hold, for a task whose model is sized before
+// the files are read (fashion_mnist: 28).
+std::string idx_image_size_problem(const std::string& dir, std::size_t side);
 
 // Noise images (values up to 0.3) with a bright square (0.8 to 1.0) in one quadrant; the label is the
 // quadrant (0 top left, 1 top right, 2 bottom left, 3 bottom right). Every batch is drawn from `gen`;

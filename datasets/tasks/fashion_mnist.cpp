@@ -11,6 +11,7 @@ class FashionMnistTask {
   static constexpr const char* kDescription =
       "Fashion-MNIST, 28x28 grey images in 10 classes (IDX files; default /usr/share/datasets/fashion-mnist)";
   static constexpr bool kHeldOutSplit = true;
+  static constexpr std::size_t kSide = 28;  // the model is sized by it before the files are read (check() reads their headers)
   struct Options {
     std::string path;  // the folder of IDX files; empty for kDefaultFolder
     ImageAugment augment;
@@ -29,9 +30,10 @@ class FashionMnistTask {
   }
   static void check(const Options& o, const ConfigNode& node) {
     if (const std::string problem = idx_folder_problem(folder(o)); !problem.empty()) node.fail("path", "task.path: " + problem);
+    if (const std::string problem = idx_image_size_problem(folder(o), kSide); !problem.empty()) node.fail("path", "task.path: " + problem);
   }
   static std::vector<TaskFormat> layouts(const Options&) { return {TaskFormat::images}; }
-  static DataShape data_shape(const Options&, TaskFormat) { return ImageSource::shape_of(28, 10); }
+  static DataShape data_shape(const Options&, TaskFormat) { return ImageSource::shape_of(kSide, 10); }
   static std::unique_ptr<DataSource> source(const Options& o, TaskFormat) {
     return std::make_unique<ImageSource>(load_idx_dataset(folder(o), o.augment));
   }
