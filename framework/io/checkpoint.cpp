@@ -50,6 +50,7 @@ class Reader {
   }
   std::string text() { return bytes(get<std::uint32_t>()); }
   bool done() const { return at_ == data_.size(); }
+  std::size_t left() const { return data_.size() - at_; }
 
  private:
   void need(std::size_t n) const {
@@ -119,10 +120,23 @@ Checkpoint parse_checkpoint(const std::string& file, const std::string& path) {
     const std::string name = r.text();
     const auto dtype = static_cast<DType>(r.get<std::uint8_t>());
     if (static_cast<int>(dtype) > static_cast<int>(DType::boolean)) throw std::runtime_error("checkpoint " + path + ": bad dtype for " + name);
-    Shape shape(r.get<std::uint32_t>());
+    const auto rank = r.get<std::uint32_t>();
+    if (rank > r.left() / sizeof(std::uint64_t)) throw std::runtime_error("checkpoint " + path + " is corrupted: " + name + " claims " + std::to_string(rank) + " dimensions");
+    Shape shape(rank);
     for (auto& d : shape) d = r.get<std::uint64_t>();
+    // The size its shape claims, checked against the bytes there before anything is allocated.
+    std::size_t count = element_size(dtype);
+    bool fits = true;
+    for (std::size_t d : shape) {
+      fits = fits && (d == 0 || count <= r.left() / d);
+      count = fits ? count * d : 0;
+    }
+    if (!fits || count > r.left()) {
+      throw std::runtime_error("checkpoint " + path + " is corrupted: " + name + " claims the shape " + shape_str(shape) + ", more than the " +
+                               std::to_string(r.left()) + " bytes left");
+    }
     Tensor t = empty(shape, dtype);
-    const std::string data = r.bytes(t.numel() * element_size(dtype));
+    const std::string data = r.bytes(count);
     std::memcpy(t.storage()->data(), data.data(), data.size());
     c.tensors.emplace(name, t);
   }

@@ -2,7 +2,9 @@
 // leaves the previous checkpoint in place.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <filesystem>
 #include <map>
@@ -62,6 +64,17 @@ TEST(Checkpoint, RefusesTruncatedCorruptedAndForeignFiles) {
   future[8] = 9;
   EXPECT_NE(error_for(future).find("format version 9"), std::string::npos);
   EXPECT_THROW(load_checkpoint(temp_path("missing.ckpt")), std::runtime_error);
+  // A shape that claims more than the file holds, with a checksum that agrees (a crafted file): refused
+  // before anything is allocated, naming the tensor (found in review: "out of memory: a size in the config").
+  const std::size_t header = good.size() - 8 - (4 + 4 + 1 + 1 + 4 + 8 + 12 + 4);  // what precedes the payload
+  std::string huge = good.substr(0, good.size() - 8);
+  const std::uint64_t rows = std::uint64_t(1) << 40;
+  std::memcpy(&huge[header + 4 + 4 + 1 + 1 + 4], &rows, sizeof rows);
+  std::uint64_t hash = 1469598103934665603ull;  // the writer's sum over the payload (FNV-1a's steps, its own start)
+  for (std::size_t i = header; i < huge.size(); ++i) hash = (hash ^ static_cast<unsigned char>(huge[i])) * 1099511628211ull;
+  huge.append(reinterpret_cast<const char*>(&hash), sizeof hash);
+  EXPECT_NE(error_for(huge).find("is corrupted: w claims the shape [1099511627776], more than the 16 bytes left"), std::string::npos)
+      << error_for(huge);
   std::remove(path.c_str());
 }
 
