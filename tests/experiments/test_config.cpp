@@ -118,12 +118,13 @@ std::string scan_files_config() {
 }
 
 // A fashion_mnist config whose task.path is a folder of the four IDX files' names (the config check looks
-// for them; nothing reads them here).
+// for them and reads the images' headers, one 28x28 image each; nothing reads the rest here).
 std::string idx_folder_config() {
   const std::string dir = scan_files_dir() + "/fmnist";
   std::filesystem::create_directories(dir);
+  const std::string header("\0\0\x08\x03\0\0\0\x01\0\0\0\x1c\0\0\0\x1c", 16);
   for (const char* f : {"train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"})
-    write_file_atomically(dir + "/" + f, "");
+    write_file_atomically(dir + "/" + f, std::string(f).find("images") != std::string::npos ? header : "");
   return "task: {name: fashion_mnist, path: " + dir + ", flip: true, shift: 2}\nmodel: {kind: vit, patch_size: 7}\n";
 }
 
@@ -236,6 +237,9 @@ INSTANTIATE_TEST_SUITE_P(
         // A section whose keys were commented out trained the defaults without a word (found in review).
         BadConfig{"name: x\ntask:\nmodel: {d_model: 32}\n", {}, "2:1", "'task' has no value; give its keys (or {} for the defaults)"},
         BadConfig{"train:\n  optimizer:\n  steps: 5\n", {}, "2:3", "'train.optimizer' has no value"},
+        // Numbers beyond a double (found in review: 1e-400 read as 0, which turns clipping off).
+        BadConfig{"train: {grad_clip: 1e-400}\n", {}, "1:20", "'train.grad_clip' is 1e-400, beyond what a double holds (it would read as 0)"},
+        BadConfig{"train: {optimizer: {lr: 1e400}}\n", {}, "1:25", "'train.optimizer.lr' is 1e400, beyond what a double holds (it would read as infinity)"},
         BadConfig{"model:\n  dropout: 1.5\n", {}, "2:12", "'model.dropout' must be [0, 1), got 1.5"},
         BadConfig{"model:\n  kind: causal_lm\n  attention: {name: delta, options: {chunk: -4}}\n", {}, "3:45",
                   "'model.attention.options.chunk' must be >= 1, got -4"},
