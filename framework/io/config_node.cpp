@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -425,6 +426,16 @@ T ConfigNode::get(const std::string& key, const T& default_value, const Range& r
     if (std::is_unsigned_v<T> && v < 0) fail(key, "'" + dotted(key) + "' must be " + whole.describe() + ", got " + std::to_string(v));
     result = static_cast<T>(v);
   } else {
+    if constexpr (std::is_same_v<T, double>) {  // 1e-400 would read as 0 (grad_clip off), 1e400 as no number
+      const std::string& text = value.Scalar();
+      char* end = nullptr;
+      errno = 0;
+      const double v = std::strtod(text.c_str(), &end);
+      if (!text.empty() && end == text.c_str() + text.size() && errno == ERANGE && (v == 0 || std::isinf(v))) {
+        fail(key, "'" + dotted(key) + "' is " + text + ", beyond what a double holds (it would read as " + (v == 0 ? "0" : "infinity") +
+                      "); give a number of size 1e-300 to 1e300");
+      }
+    }
     try {
       result = value.as<T>();
     } catch (const YAML::BadConversion&) {
