@@ -154,6 +154,7 @@ Schema<LogConfig> log_schema() {
       .resumable();
   s.field("probes", &LogConfig::probes, "probe examples per capture", Range::at_least(1)).resumable();
   s.rule([](const ConfigNode& node, LogConfig& l) {
+    if (l.dir.empty()) node.fail("dir", "'log.dir' is empty; give the folder runs go to (runs, by default)");
     for (char ch : l.dir)
       if (static_cast<unsigned char>(ch) < 0x20 || ch == 0x7f) {
         node.fail("dir", "'log.dir' holds a control character (a newline or tab?); give a plain path");

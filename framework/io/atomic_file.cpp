@@ -142,10 +142,11 @@ void remove_stale_temporaries(const std::string& folder, const std::vector<std::
 }
 
 void create_folders(const std::string& path, const std::string& what) {
-  std::error_code ec;
+  std::error_code ec, is_folder;
+  if (path.empty()) throw std::runtime_error("cannot create " + what + ": its path is empty; give a folder's path");
   std::filesystem::create_directories(path, ec);
-  if (std::filesystem::is_directory(path)) return;
-  const std::string reason = ec ? ec.message() : "a file has that name";
+  if (std::filesystem::is_directory(path, is_folder)) return;
+  const std::string reason = ec ? ec.message() : is_folder ? is_folder.message() : "a file has that name";
   throw std::runtime_error("cannot create " + what + " " + path + ": " + reason + "; choose a folder you can write");
 }
 

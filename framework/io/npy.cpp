@@ -335,6 +335,7 @@ std::vector<IndexEntry> read_index(const std::string& index_path) {
 void check_export_folder(const std::string& dir) {
   // An earlier export's index.json, or a run's own files, were written over (or scattered among) without a word.
   std::error_code ec;
+  if (dir.empty()) throw std::invalid_argument("the weights folder is an empty path; give a new or empty folder for the weights");
   if (fs::exists(dir, ec) && !(fs::is_directory(dir, ec) && fs::is_empty(dir, ec))) {
     throw std::invalid_argument(dir + (fs::is_directory(dir, ec) ? " is not empty" : " is a file") +
                                 (fs::exists(dir + "/index.json", ec) ? " (it holds an earlier export)" : "") +
@@ -352,10 +353,11 @@ void export_npy_folder(const std::string& dir, const std::map<std::string, Tenso
   // it: its permissions, a link to it, a mount) is written into, index.json last. Either way a failure
   // (a full disk) leaves nothing of the export behind.
   const std::string folder = exists ? target : temporary_path(target);
+  if (!exists && fs::path(target).has_parent_path()) create_folders(fs::path(target).parent_path().string(), "the folder the weights go in,");
   std::vector<std::string> written;
   try {
     if (!exists) {
-      fs::remove_all(folder);
+      fs::remove_all(folder, ec);  // a killed export's leftover; create_folders says what stands in the way
       create_folders(folder, "the weights folder");
     }
     nlohmann::ordered_json index = {{"format", kIndexFormat}, {"tensors", nlohmann::ordered_json::array()}};

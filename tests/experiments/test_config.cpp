@@ -237,6 +237,7 @@ INSTANTIATE_TEST_SUITE_P(
         // A section whose keys were commented out trained the defaults without a word (found in review).
         BadConfig{"name: x\ntask:\nmodel: {d_model: 32}\n", {}, "2:1", "'task' has no value; give its keys (or {} for the defaults)"},
         BadConfig{"train:\n  optimizer:\n  steps: 5\n", {}, "2:3", "'train.optimizer' has no value"},
+        BadConfig{"log: {dir: ''}\n", {}, "1:12", "'log.dir' is empty; give the folder runs go to"},
         // Numbers beyond a double (found in review: 1e-400 read as 0, which turns clipping off).
         BadConfig{"train: {grad_clip: 1e-400}\n", {}, "1:20", "'train.grad_clip' is 1e-400, beyond what a double holds (it would read as 0)"},
         BadConfig{"train: {optimizer: {lr: 1e400}}\n", {}, "1:25", "'train.optimizer.lr' is 1e400, beyond what a double holds (it would read as infinity)"},

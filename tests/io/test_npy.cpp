@@ -197,6 +197,18 @@ TEST_F(Npy, AFolderExportThatFailsLeavesNothing) {
   write_file_atomically(dir + "/mine.txt", "x");
   EXPECT_THROW(export_npy_folder(dir, {{"a", from_vector({1, 2}, {2})}}), std::invalid_argument);
   EXPECT_EQ(read_file(dir + "/mine.txt", "test file"), "x");
+  // An empty path, or a path under a file: errors that say so (found in review: "cannot move .tmp-PID
+  // into place at  (rename)", and a raw filesystem_error).
+  const auto error_for = [](const std::string& where) {
+    try {
+      export_npy_folder(where, {{"a", from_vector({1, 2}, {2})}});
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(error_for(""), "the weights folder is an empty path; give a new or empty folder for the weights");
+  EXPECT_EQ(error_for(dir + "/mine.txt/sub"), "cannot create the folder the weights go in, " + dir + "/mine.txt: Not a directory; choose a folder you can write");
 }
 
 TEST_F(Npy, FolderErrorsNameIndexJsonAndTheNpyFile) {
