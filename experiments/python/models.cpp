@@ -189,20 +189,17 @@ void bind_generate(py::class_<ModelHandle>& model) {
 // load without a word and give other logits (found in review).
 void check_nanogpt_architecture(const ExperimentConfig& c) {
   const EncoderConfig& e = c.model.encoder;
-  if (e.attention != "softmax") throw py::value_error("nanoGPT's attention is softmax: this model's is " + e.attention + " (model.attention.name)");
+  if (!KernelRegistry::instance().find(e.attention).capabilities.full_softmax) {
+    throw py::value_error("nanoGPT's attention is softmax over every earlier token: this model's is " + e.attention + " (model.attention.name)");
+  }
   const YAML::Node scale = e.attention_options.node()["scale"];
   if (scale.IsDefined() && scale.as<double>() != 0.0) throw py::value_error("nanoGPT scales scores by 1/sqrt(head_dim): use model.attention.options.scale 0");
   if (e.activation != Activation::gelu) throw py::value_error("nanoGPT's MLP is GELU: use model.activation gelu");
 }
 
-void bind_model_class(py::module_& m) {
-  py::class_<ModelHandle> model(m, "Model", "a model with the data of its config; forwards in eval mode, without a graph");
-  bind_detect_heads(model);
-  bind_generate(model);
+// The weights, both ways: attnlab's names (state_dict, an export's arrays) and nanoGPT's.
+void bind_weights(py::class_<ModelHandle>& model) {
   model
-      .def_static("from_config", [](const py::object& c, const std::vector<std::string>& o) { return model_from_config(config_from(c, o)); },
-                  py::arg("config"), py::arg("overrides") = std::vector<std::string>{},
-                  "a new model (initial weights from the config's seed) from a YAML file's path or a dict, with key=value overrides")
       .def_static("from_nanogpt",
                   [](const py::dict& weights, const py::object& c, const std::vector<std::string>& o) {
                     ModelHandle h = model_from_config(config_from(c, o));
@@ -215,6 +212,48 @@ void bind_model_class(py::module_& m) {
                   py::arg("weights"), py::arg("config"), py::arg("overrides") = std::vector<std::string>{},
                   "a causal LM of `config` (its sizes nanoGPT's) with weights given under nanoGPT's names ({name: array}, e.g. from "
                   "torch.load(ckpt)['model'] converted with .numpy()); framework/models/gpt_weights.hpp lists the names")
+      .def("state_dict",
+           [](const ModelHandle& h) {
+             std::map<std::string, Tensor> weights;
+             for (const auto& [name, t] : h.model->state_dict()) weights[name] = t.detach();
+             return arrays_of(weights);
+           },
+           "the weights as {name: array} (views: copy before changing them), named as `attnlab export` names them")
+      .def("to_nanogpt", [](const ModelHandle& h) {
+             check_nanogpt_architecture(h.config);
+             return arrays_of(to_nanogpt(*h.model));
+           },
+           "a causal LM's weights under nanoGPT's names (lm_head.weight the same array as wte's when tied)")
+      .def("load_state_dict",
+           [](ModelHandle& h, const py::dict& weights) {
+             const std::map<std::string, Tensor> own = h.model->state_dict();
+             std::map<std::string, Tensor> tensors;
+             bool generators = false;
+             for (const auto& [name, value] : weights) {
+               const std::string key = py::str(name);
+               const auto it = own.find(key);
+               const bool integers = it != own.end() && it->second.dtype() == DType::int64;  // generator states
+               generators = generators || integers;
+               tensors[key] = from_numpy(value, integers ? Want::integers : Want::floating, "weights['" + key + "']");
+             }
+             // An export's weights (np.load of its .npy files) hold no generator states: they keep theirs.
+             if (generators) h.model->load_state_dict(tensors);
+             else h.model->load_weights(tensors);
+           },
+           py::arg("weights"),
+           "sets every weight from {name: array}, state_dict()'s or an `attnlab export`'s (which has no generator states: the "
+           "model keeps its own); a missing, unexpected or mis-shaped one is a ValueError naming it");
+}
+
+void bind_model_class(py::module_& m) {
+  py::class_<ModelHandle> model(m, "Model", "a model with the data of its config; forwards in eval mode, without a graph");
+  bind_detect_heads(model);
+  bind_generate(model);
+  bind_weights(model);
+  model
+      .def_static("from_config", [](const py::object& c, const std::vector<std::string>& o) { return model_from_config(config_from(c, o)); },
+                  py::arg("config"), py::arg("overrides") = std::vector<std::string>{},
+                  "a new model (initial weights from model.init_from's folder when it names one, else from the config's seed) from a YAML file's path or a dict, with key=value overrides")
       .def_static("from_run", &model_from_run, py::arg("run"), py::arg("checkpoint") = "best", "a run's model with its checkpoint's weights")
       .def_property_readonly("config", [](const ModelHandle& h) { return to_python(YAML::Load(config_to_yaml(h.config))); })
       .def_property_readonly("data", [](const ModelHandle& h) { return h.data; })
@@ -251,38 +290,7 @@ void bind_model_class(py::module_& m) {
            },
            py::arg("input"), py::arg("fwd_hooks"), py::arg("padding_mask") = py::none(), py::arg("decoder_input") = py::none(),
            py::arg("decoder_padding_mask") = py::none(),
-           "the logits with each named activation replaced by fn(activation, name) (None: as fn left it); [(name or pattern, fn), ...]")
-      .def("state_dict",
-           [](const ModelHandle& h) {
-             std::map<std::string, Tensor> weights;
-             for (const auto& [name, t] : h.model->state_dict()) weights[name] = t.detach();
-             return arrays_of(weights);
-           },
-           "the weights as {name: array} (views: copy before changing them), named as `attnlab export` names them")
-      .def("to_nanogpt", [](const ModelHandle& h) {
-             check_nanogpt_architecture(h.config);
-             return arrays_of(to_nanogpt(*h.model));
-           },
-           "a causal LM's weights under nanoGPT's names (lm_head.weight the same array as wte's when tied)")
-      .def("load_state_dict",
-           [](ModelHandle& h, const py::dict& weights) {
-             const std::map<std::string, Tensor> own = h.model->state_dict();
-             std::map<std::string, Tensor> tensors;
-             bool generators = false;
-             for (const auto& [name, value] : weights) {
-               const std::string key = py::str(name);
-               const auto it = own.find(key);
-               const bool integers = it != own.end() && it->second.dtype() == DType::int64;  // generator states
-               generators = generators || integers;
-               tensors[key] = from_numpy(value, integers ? Want::integers : Want::floating, "weights['" + key + "']");
-             }
-             // An export's weights (np.load of its .npy files) hold no generator states: they keep theirs.
-             if (generators) h.model->load_state_dict(tensors);
-             else h.model->load_weights(tensors);
-           },
-           py::arg("weights"),
-           "sets every weight from {name: array}, state_dict()'s or an `attnlab export`'s (which has no generator states: the "
-           "model keeps its own); a missing, unexpected or mis-shaped one is a ValueError naming it");
+           "the logits with each named activation replaced by fn(activation, name) (None: as fn left it); [(name or pattern, fn), ...]");
 }
 
 void bind_data_class(py::module_& m) {

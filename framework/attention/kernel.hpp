@@ -89,6 +89,8 @@ struct KernelCapabilities {
   bool reads_input = false;     // computes gates from the layer input (context.input)
   bool incremental = false;     // continues a causal sequence token by token from a state it keeps (start_decoding,
                                 // decode); false: decoding recomputes the kernel over the sequence so far
+  bool full_softmax = false;    // softmax(q.k x scale) over every key the masks allow, nothing else: the attention of
+                                // GPT-2 and nanoGPT, whose weights models with it exchange (gpt_weights.hpp)
 };
 
 // What a kernel keeps per layer and per sequence to continue it token by token (Zoology's "state size"):

@@ -116,7 +116,7 @@ def test_weights_that_do_not_fit_are_named():
     with pytest.raises(ValueError, match="use model.kind causal_lm"):
         attnlab.Model.from_nanogpt(weights, tagger)
     # What the weights do not show (found in review: any kernel loaded, and its logits were not nanoGPT's).
-    for override, message in [("model.attention.name=linear", "nanoGPT's attention is softmax: this model's is linear"),
+    for override, message in [("model.attention.name=linear", "nanoGPT's attention is softmax over every earlier token: this model's is linear"),
                               ("model.attention.options={scale: 0.5}", "scales scores by 1/sqrt"),
                               ("model.activation=relu", "nanoGPT's MLP is GELU")]:
         with pytest.raises(ValueError, match=message):

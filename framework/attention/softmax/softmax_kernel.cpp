@@ -68,6 +68,7 @@ class SoftmaxKernel : public AttentionKernel {
     KernelCapabilities c;
     c.alibi = true;
     c.incremental = true;  // a KV cache
+    c.full_softmax = true;
     return c;
   }
   struct Options {
