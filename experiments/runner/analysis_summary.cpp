@@ -103,9 +103,11 @@ AnalysisResult read_analysis(const std::string& run_dir) {
     if (j.contains("run_step")) r.run_step = j.at("run_step").get<std::size_t>();
     return r;
   } catch (const json::exception& e) {
-    throw std::runtime_error(file + " is not an analysis summary: " + json_error_text(e) + "; run attnlab analyze " + run_dir + " again");
+    throw std::runtime_error(file + " is not an analysis summary: " + json_error_text(e) + "; run attnlab analyze " + run_dir + " again, " +
+                             "without --only (which keeps the other parts of this file)");
   } catch (const std::exception& e) {
-    throw std::runtime_error(file + " is not an analysis summary: " + e.what() + "; run attnlab analyze " + run_dir + " again");
+    throw std::runtime_error(file + " is not an analysis summary: " + e.what() + "; run attnlab analyze " + run_dir + " again, " +
+                             "without --only (which keeps the other parts of this file)");
   }
 }
 
