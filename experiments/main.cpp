@@ -239,6 +239,7 @@ void add_tool_commands(CLI::App& app, Commands& c) {
   c.list->add_flag("--config-keys", c.config_keys, "instead: the tables of every config key, as docs/configs.md holds them");
   c.gradcheck = app.add_subcommand("gradcheck", "float64 gradient check of attention kernels in every mode they support (all: and the modules)");
   c.gradcheck->add_option("--kernel", c.check_kernel, "a kernel name, or all")->capture_default_str();
+  add_threads_option(c.gradcheck, c.threads);
 
   CLI::App* bench = app.add_subcommand("bench", "benchmarks against the PyTorch references in scripts/bench");
   bench->require_subcommand(1);
@@ -325,7 +326,10 @@ int dispatch(Commands& c) {
   if (*c.translate) return attnlab::translate_run(c.translate_run, c.translate_options, resolve_threads(c.threads));
   if (*c.sample) return attnlab::sample_run(c.sample_run, c.sample_options, resolve_threads(c.threads));
   if (*c.list) return c.config_keys ? attnlab::list_config_keys() : attnlab::list_registered();
-  if (*c.gradcheck) return attnlab::gradcheck_kernels(c.check_kernel);
+  if (*c.gradcheck) {
+    attnlab::set_num_threads(resolve_threads(c.threads));
+    return attnlab::gradcheck_kernels(c.check_kernel);
+  }
   if (*c.gpt) {
     c.gpt_options.threads = resolve_threads(c.threads);
     return attnlab::bench::run_gpt_bench(c.gpt_options);
