@@ -20,7 +20,8 @@ class InductionTask : public SequenceTask, public ToyTaskRegistration<InductionT
   };
   static Schema<Options> options_schema() {
     Schema<Options> s;
-    s.field("length", &Options::length, "tokens in the repeated segment", Range::at_least(1));
+    s.field("length", &Options::length, "tokens in the repeated segment (at least 2: the second copy's first token cannot be "
+                                        "predicted, so a segment of 1 would score nothing)", Range::at_least(2));
     s.field("gap", &Options::gap,
             "pad positions around the first segment, which sits at a random offset among them, so the distance between the "
             "occurrences varies (the segment's symbols are then distinct; needs symbols >= length)");

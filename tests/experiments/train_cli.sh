@@ -397,6 +397,15 @@ shares = tables["fourier_embedding"]["values"]
 assert len(shares) == 4 and all(v is not None and math.isfinite(v) for v in shares) and abs(sum(shares) - 1) < 1e-9, shares
 assert tables["fourier_progress"]["rows"] == ["10", "20", "30", "40"], tables["fourier_progress"]["rows"]
 PY
+# Its losses are the model's, over every output ("=" too), as eval has them (found in review: "=" was left out).
+check eval_modular "$attnlab" eval "$work/runs/modular" --checkpoint last
+python3 - "$work/runs/modular/analysis/summary.json" "$work/eval_modular.log" <<'PY' || fail "fourier_progress's held-out loss is not eval's"
+import json, sys
+t = {t["name"]: t for t in json.load(open(sys.argv[1]))["tables"]}["fourier_progress"]
+held_out = t["values"][len(t["cols"]) * 3 + t["cols"].index("held_out_loss")]
+evaluated = next(json.loads(l) for l in open(sys.argv[2]) if l.startswith("{"))["loss"]
+assert abs(held_out - evaluated) < 1e-6 * abs(evaluated), (held_out, evaluated)
+PY
 bad_number "--only fourier: fourier needs the modular task" analyze "$work/runs/induction-causal_lm" --only fourier
 # Only the run's own step_N.ckpt count, and another run's copied in is refused, naming it (found in review:
 # a stray file stopped the part with "stoul"; another seed's weights were read as this run's).

@@ -99,10 +99,14 @@ namespace {
 namespace fs = std::filesystem;
 
 // The answer logits of every pair (the p outputs at "="), with the pairs, training ones first.
-std::vector<double> all_logits(Model& model, const data::DataSource& data, std::size_t p, std::vector<ModularPair>& pairs) {
+// `losses` receives each pair's cross-entropy over every output the model has (its p numbers and "="), the
+// loss training and evaluation report; the returned logits are the p numbers' alone, the Fourier basis's.
+std::vector<double> all_logits(Model& model, const data::DataSource& data, std::size_t p, std::vector<ModularPair>& pairs,
+                               std::vector<double>& losses) {
   EvalScope scope(model);
   std::vector<double> logits;
   pairs.clear();
+  losses.clear();
   for (data::TaskSplit split : {data::TaskSplit::train, data::TaskSplit::held_out}) {
     Generator gen(0);
     const Batch b = data.sample(split, p * p, gen);  // the whole split
@@ -113,21 +117,21 @@ std::vector<double> all_logits(Model& model, const data::DataSource& data, std::
       pairs.push_back({static_cast<std::size_t>(in[0]), static_cast<std::size_t>(in[1]), b.target.data<std::int64_t>()[r * 3 + 2],
                        split == data::TaskSplit::train});
       for (std::size_t c = 0; c < p; ++c) logits.push_back(element(out, (r * 3 + 2) * v + c));
+      double top = -INFINITY, sum = 0;
+      for (std::size_t c = 0; c < v; ++c) top = std::max(top, element(out, (r * 3 + 2) * v + c));
+      for (std::size_t c = 0; c < v; ++c) sum += std::exp(element(out, (r * 3 + 2) * v + c) - top);
+      losses.push_back(top + std::log(sum) - element(out, (r * 3 + 2) * v + static_cast<std::size_t>(pairs.back().answer)));
     }
   }
   return logits;
 }
 
-// The split's mean loss of the raw logits (the training or the held-out pairs).
-double split_loss(const std::vector<double>& logits, const std::vector<ModularPair>& pairs, std::size_t p, bool train) {
+// The split's mean loss (the training or the held-out pairs), over the model's every output, as
+// metrics.jsonl and `attnlab eval` have it (found in review: it left "=" out of the softmax).
+double split_loss(const std::vector<double>& losses, const std::vector<ModularPair>& pairs, bool train) {
   double total = 0, count = 0;
-  for (std::size_t i = 0; i < pairs.size(); ++i) {
-    if (pairs[i].train != train) continue;
-    double top = -INFINITY, sum = 0;
-    for (std::size_t c = 0; c < p; ++c) top = std::max(top, logits[i * p + c]);
-    for (std::size_t c = 0; c < p; ++c) sum += std::exp(logits[i * p + c] - top);
-    total += top + std::log(sum) - logits[i * p + static_cast<std::size_t>(pairs[i].answer)], count += 1;
-  }
+  for (std::size_t i = 0; i < pairs.size(); ++i)
+    if (pairs[i].train == train) total += losses[i], count += 1;
   return count ? total / count : NAN;
 }
 
@@ -173,7 +177,8 @@ void progress_measures(Model& model, const data::DataSource& data, const std::st
   for (const auto& [step, file] : checkpoints) {
     load_run_model(model, load_kept_checkpoint(run_dir, file), &data);  // another run's file is refused, naming it
     std::vector<ModularPair> pairs;
-    const std::vector<double> logits = all_logits(model, data, m.p, pairs);
+    std::vector<double> losses;
+    const std::vector<double> logits = all_logits(model, data, m.p, pairs, losses);
     const FourierLosses f = fourier_losses(logits, pairs, m.p, m.sign, keys);
     std::size_t width = 0;
     const std::vector<double> embedding = token_embedding(model, m.p, width);  // sets width: not in the same call
@@ -181,7 +186,7 @@ void progress_measures(Model& model, const data::DataSource& data, const std::st
     double key_share = 0;
     for (std::size_t k : keys) key_share += shares[k];
     rows.push_back(std::to_string(step));
-    values.insert(values.end(), {split_loss(logits, pairs, m.p, true), split_loss(logits, pairs, m.p, false), f.restricted, f.excluded, key_share});
+    values.insert(values.end(), {split_loss(losses, pairs, true), split_loss(losses, pairs, false), f.restricted, f.excluded, key_share});
   }
   model.load_state_dict(saved);
   out.add({"fourier_progress", "fourier",
