@@ -121,7 +121,9 @@ void layer_ablation(const AnalysisInputs& in, std::uint64_t seed, AnalysisResult
 void activation_patching(Model& model, const data::DataSource& data, const data::PatchingPairs& pairs, std::uint64_t seed, AnalysisResult& out);
 void logit_attribution(const AnalysisInputs& in, std::uint64_t seed, AnalysisResult& out);  // intervals resampled from seed
 void logit_lens(const AnalysisInputs& in, AnalysisResult& out);
-void head_detectors(const AnalysisInputs& in, const DetectorOptions& options, AnalysisResult& out);
+// `signed_parts`: the attention parts (by name) whose kernels' patterns are not distributions, noted and
+// left unscored (signed_pattern_parts in detectors.cpp).
+void head_detectors(const AnalysisInputs& in, const DetectorOptions& options, const std::vector<std::string>& signed_parts, AnalysisResult& out);
 // TransformerLens's detect_head: the mean similarity score of each head of the model's self-attention
 // over its input ([layers * heads], row-major) on a batch of token inputs, each row scored against
 // detection(its tokens up to its length, padding as -1) ([length, length]; detection_pattern for the

@@ -323,7 +323,7 @@ TEST(Analysis, EveryKernelIsAnalysed) {
     head_ablation(in, 1, r);
     activation_patching(*model, data, changed_at_three(data), 1, r);
     logit_attribution(in, 1, r);
-    head_detectors(in, {}, r);
+    head_detectors(in, {}, {}, r);
     residual_probes(in, 0, r);
     weight_circuits(*model, r);
     for (const char* table : {"ablation_zero_accuracy", "ablation_resample_accuracy", "patching_heads", "patching_residual", "patching_layers",

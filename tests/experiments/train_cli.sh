@@ -268,6 +268,12 @@ cmp -s "$work/switch_on.csv" "$work/runs/switch/analysis/detector_previous_token
 "$attnlab" analyze "$work/runs/switch" --only detectors --exclude-bos true > "$work/analyze_switch_space.log" 2>&1
 [ $? = 2 ] && grep -q -- "\`--exclude-bos true\`: --exclude-bos is a switch, which takes no separate value; give it alone to turn it on, or write --exclude-bos=true" \
   "$work/analyze_switch_space.log" || { cat "$work/analyze_switch_space.log"; fail "--exclude-bos true (a switch given a value)"; }
+# A kernel whose patterns are signed mixing weights gets no detector scores, and a note says why (found in
+# review: previous-token scores of -8.5).
+check train_signed "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name=signed-detectors task.name=induction model.kind=causal_lm model.attention.name=gated_delta
+check analyze_signed "$attnlab" analyze "$work/runs/signed-detectors" --only detectors --examples 16
+grep -q "detectors: the model's patterns are signed, unnormalised mixing weights" "$work/analyze_signed.log" \
+  && [ ! -e "$work/runs/signed-detectors/analysis/detector_previous_token_head.csv" ] || { fail "detectors on signed patterns"; cat "$work/analyze_signed.log"; }
 # An analysis names the checkpoint and step it read. After a resume the report says it is out of date,
 # and --only refuses to put new parts beside parts of the earlier model.
 cp -r "$work/runs/induction-causal_lm" "$work/runs/stale" && rm -rf "$work/runs/stale/analysis"
