@@ -37,11 +37,13 @@ std::vector<std::vector<Tensor>> part_patterns(Model& model, const std::vector<M
 }
 
 // Probe p's tokens (its first `length`, without the batch's padding) and axis labels.
+// `length` positions of the stream, of which the first `before` are the model's own (a CLS) and the rest
+// the probe's input tokens (probe_P_tokens.npy holds those alone: the model's input).
 void write_probe_side(const std::string& dir, const std::string& name, const Tensor& ids, std::size_t p, std::size_t length,
-                      const std::vector<std::string>& labels) {
+                      const std::vector<std::string>& labels, std::size_t before = 0) {
   const I pi = static_cast<I>(p);
   const std::string tokens_file = dir + "/probe_" + std::to_string(p) + "_" + name + "tokens.npy";
-  if (ids.defined() && !fs::exists(tokens_file)) write_npy(tokens_file, slice(slice(ids, 0, pi, pi + 1), 1, 0, static_cast<I>(length)));
+  if (ids.defined() && !fs::exists(tokens_file)) write_npy(tokens_file, slice(slice(ids, 0, pi, pi + 1), 1, 0, static_cast<I>(length - before)));
   const std::string labels_file = dir + "/probe_" + std::to_string(p) + "_" + name + "labels.txt";
   if (!fs::exists(labels_file)) {  // the axis labels of the reports, one per position
     std::string text;
@@ -199,7 +201,7 @@ void describe_rows(const Tensor& ids, const Tensor& mask, const std::function<st
 
 }  // namespace
 
-Probes make_probes(const data::DataSource& data, std::size_t count, std::uint64_t seed) {
+Probes make_probes(const data::DataSource& data, std::size_t count, std::uint64_t seed, const Model& model) {
   Generator gen(seed);
   Probes probes;
   probes.batch = data.sample(data::TaskSplit::held_out, count, gen);
@@ -209,6 +211,13 @@ Probes make_probes(const data::DataSource& data, std::size_t count, std::uint64_
   }
   describe_rows(probes.batch.input, probes.batch.key_padding_mask, [&](std::int64_t id, std::size_t i) { return data.token_label(id, i); },
                 data, probes.tokens, probes.labels, probes.lengths);
+  // Positions the model puts before the tokens (a CLS): labelled by the model, no token (-1), never padding.
+  const std::size_t before = model.positions_before_tokens();
+  for (std::size_t r = 0; r < probes.tokens.size() && before; ++r) {
+    probes.tokens[r].insert(probes.tokens[r].begin(), before, -1);
+    for (std::size_t i = before; i-- > 0;) probes.labels[r].insert(probes.labels[r].begin(), model.position_label(i));
+    probes.lengths[r] += before;
+  }
   if (probes.batch.decoder_input.defined()) {
     describe_rows(probes.batch.decoder_input, probes.batch.decoder_padding_mask,
                   [&](std::int64_t id, std::size_t) { return data.target_label(id); }, data, probes.target_tokens,
@@ -239,7 +248,8 @@ PatternCapture capture_patterns(Model& model, const Probes& probes, std::size_t 
     }
     const std::size_t source = probes.lengths.empty() ? labels.size() : probes.lengths[p];
     const std::size_t target = probes.target_lengths.empty() ? 0 : probes.target_lengths[p];
-    write_probe_side(dir, "", probes.tokens.empty() ? Tensor() : probes.batch.input, p, source, labels);
+    write_probe_side(dir, "", probes.tokens.empty() ? Tensor() : probes.batch.input, p, source, labels,
+                     probes.tokens.empty() ? 0 : model.positions_before_tokens());
     if (probes.tokens.empty()) write_probe_image(dir, probes.batch.input, p);
     if (target) write_probe_side(dir, "target_", probes.batch.decoder_input, p, target, probes.target_labels[p]);
     for (std::size_t part = 0; part < parts.size(); ++part) {

@@ -65,7 +65,9 @@ struct Probes {
   std::vector<std::vector<std::string>> target_labels;
   std::vector<std::size_t> target_lengths;
 };
-Probes make_probes(const data::DataSource& data, std::size_t count, std::uint64_t seed);
+// `model`: the positions it puts before the tokens (positions_before_tokens) join each row's tokens
+// (as -1), labels and length, so that they describe the stream its attention sees.
+Probes make_probes(const data::DataSource& data, std::size_t count, std::uint64_t seed, const Model& model);
 
 // Every layer's pattern of every probe, for each of the model's attention parts, saved under
 // run_dir/patterns (each probe's queries and keys cut to its own length: the batch's padding is not part

@@ -141,7 +141,7 @@ Trainer::Trainer(Experiment x, const std::optional<LoadedRun>& resumed, std::opt
   }
   // Fixed probes from the held-out split, captured only at capture steps (never in the hot path).
   if (captures_patterns(c_)) {
-    probes_ = make_probes(*x_.data, c_.log.probes, c_.seed + 3);
+    probes_ = make_probes(*x_.data, c_.log.probes, c_.seed + 3, *x_.model);
   }
   result_.run_dir = run_dir_;
   const std::size_t ranks = static_cast<std::size_t>(parallel_.comm().size());

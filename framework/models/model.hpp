@@ -128,6 +128,10 @@ class Model : public Module {
   // How position `i` of what the attention sees reads on a heatmap's axis when the model, not the data,
   // puts it there (a ViT's patches and "cls"); "" to use the data's token labels.
   virtual std::string position_label(std::size_t /*i*/) const { return ""; }
+  // Positions the model puts before its input's tokens in the stream its (single stack's) attention sees:
+  // a text classifier's CLS token (1), whose label position_label gives. Patterns, detectors and probes
+  // pair stream position i + this with token i. (A ViT reads no tokens: position_label labels it whole.)
+  virtual std::size_t positions_before_tokens() const { return 0; }
   // Whether its logits at position i predict token i + 1 of its input (a causal language model), as the
   // repeated-random-tokens test needs.
   virtual bool predicts_next_token() const { return false; }

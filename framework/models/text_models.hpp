@@ -101,6 +101,8 @@ class SequenceClassifier : public Model {
   bool feed_forward() const override { return encoder_config_.feed_forward; }
   std::size_t n_heads() const override { return encoder_config_.n_heads; }
   const LayerNorm* final_norm() const override { return body->encoder->final_norm.get(); }
+  std::size_t positions_before_tokens() const override { return pooling_ == Pooling::cls ? 1 : 0; }
+  std::string position_label(std::size_t i) const override { return i < positions_before_tokens() ? "cls" : ""; }
 
   std::shared_ptr<TokenEncoder> body;
   std::shared_ptr<Linear> head;

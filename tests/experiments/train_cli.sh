@@ -274,6 +274,23 @@ check train_signed "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" 
 check analyze_signed "$attnlab" analyze "$work/runs/signed-detectors" --only detectors --examples 16
 grep -q "detectors: the model's patterns are signed, unnormalised mixing weights" "$work/analyze_signed.log" \
   && [ ! -e "$work/runs/signed-detectors/analysis/detector_previous_token_head.csv" ] || { fail "detectors on signed patterns"; cat "$work/analyze_signed.log"; }
+# A classifier's CLS token is position 0 of its patterns, labelled cls, and probes and detectors pair each
+# later position with its own token (found in review: everything was one position off, the last dropped).
+check train_cls "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name=cls task.name=majority model.kind=sequence_classifier \
+  model.pooling=cls model.positional=rotary
+check analyze_cls "$attnlab" analyze "$work/runs/cls" --only probes --examples 64
+/usr/bin/python3 - "$work/runs/cls" <<'PY' || fail "the CLS token's place in patterns and probes"
+import glob, sys
+import numpy as np
+run = sys.argv[1]
+labels = open(run + "/patterns/probe_0_labels.txt").read().split()
+tokens = np.load(run + "/patterns/probe_0_tokens.npy")
+pattern = np.load(sorted(glob.glob(run + "/patterns/step_*_probe_0.npy"))[-1])
+assert labels[0] == "cls" and len(labels) == tokens.shape[1] + 1 == pattern.shape[-1], (labels, tokens.shape, pattern.shape)
+assert np.allclose(pattern.sum(-1), 1, atol=1e-5)
+embed = next(l for l in open(run + "/analysis/probes_accuracy.csv") if l.startswith("embed,")).split(",")
+assert float(embed[2]) == 1.0, embed  # rotary: the embedded stream is the token's own vector
+PY
 # An analysis names the checkpoint and step it read. After a resume the report says it is out of date,
 # and --only refuses to put new parts beside parts of the earlier model.
 cp -r "$work/runs/induction-causal_lm" "$work/runs/stale" && rm -rf "$work/runs/stale/analysis"

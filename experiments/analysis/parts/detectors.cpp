@@ -29,8 +29,11 @@ void part_detectors(const AnalysisInputs& in, const Model::AttentionPart& part, 
     const Tensor& mask = part.target_keys ? b.decoder_padding_mask : b.key_padding_mask;
     std::vector<std::vector<std::int64_t>> tokens;
     std::vector<std::size_t> lengths(ids.size(0));
+    const std::size_t before = part.target_keys ? 0 : in.model.positions_before_tokens();  // a CLS: no token (-1)
     for (std::size_t r = 0; r < ids.size(0); ++r) {
       tokens.push_back(row_tokens(in.data, ids, mask, r, lengths[r]));
+      tokens.back().insert(tokens.back().begin(), before, -1);
+      lengths[r] += before;
       padded = padded || std::count(tokens.back().begin(), tokens.back().begin() + static_cast<std::ptrdiff_t>(lengths[r]), -1) > 0;
     }
     for (std::size_t l = 0; l < layers; ++l) {

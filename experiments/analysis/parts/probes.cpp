@@ -15,7 +15,8 @@ namespace {
 // The rows a probe reads: every real position of the first examples (at most `limit` rows), each
 // stream's vector there, and the labels of the properties every token sequence has.
 struct ProbeRows {
-  std::vector<std::size_t> batch, row, position;
+  std::vector<std::size_t> batch, row, position;  // position: the token's; its place in the stream is `stream`
+  std::vector<std::size_t> stream;                  // (a CLS before the tokens moves it by one)
   std::vector<std::int64_t> token, previous, group;
   data::DataSource::TokenProperties task;  // the task's own properties (DataSource::token_properties)
 };
@@ -33,12 +34,14 @@ ProbeRows probe_rows(const AnalysisInputs& in, const std::vector<Batch>& batches
         rows.task.push_back({property.first, {}});
     for (std::size_t r = 0; r < b.input.size(0) && rows.batch.size() < limit; ++r, ++example) {
       std::size_t length = t;
+      const std::size_t before = tokens ? in.model.positions_before_tokens() : 0;  // a CLS before the tokens
       const std::vector<std::int64_t> ids = tokens ? row_tokens(in.data, b.input, b.key_padding_mask, r, length) : std::vector<std::int64_t>(t, -1);
       for (std::size_t i = 0; i < length; ++i) {
         for (std::size_t k = 0; k < task.size(); ++k) rows.task[k].second.push_back(task[k].second[r * t + i]);
         rows.batch.push_back(bi);
         rows.row.push_back(r);
         rows.position.push_back(i);
+        rows.stream.push_back(i + before);
         rows.token.push_back(ids[i]);
         rows.previous.push_back(i ? ids[i - 1] : -1);
         rows.group.push_back(example);
@@ -91,8 +94,8 @@ void residual_probes(const AnalysisInputs& in, std::uint64_t seed, AnalysisResul
       const std::size_t t = stream.size(1);
       width = stream.size(2);
       for (std::size_t i = 0; i < rows.batch.size(); ++i)
-        if (rows.batch[i] == bi) features[k].insert(features[k].end(), v.begin() + ((rows.row[i] * t) + rows.position[i]) * width,
-                                                   v.begin() + ((rows.row[i] * t) + rows.position[i] + 1) * width);
+        if (rows.batch[i] == bi) features[k].insert(features[k].end(), v.begin() + ((rows.row[i] * t) + rows.stream[i]) * width,
+                                                   v.begin() + ((rows.row[i] * t) + rows.stream[i] + 1) * width);
     }
   }
   scope.reset();
