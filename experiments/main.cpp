@@ -463,7 +463,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const std::string hint = dynamic_cast<const CLI::ExtrasError*>(&e) ? switch_given_a_value(app, argc, argv) : "";
+    const std::string hint = e.get_exit_code() != 0 ? switch_given_a_value(app, argc, argv) : "";  // a word after a switch: its cause
     // --help is not an error; every bad argument exits 2, as bad input does.
     return said_once(&argc, &argv, e.get_exit_code() == 0 ? 0 : 2, [&] {
       if (hint.empty()) app.exit(e);

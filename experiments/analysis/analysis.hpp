@@ -121,8 +121,13 @@ void layer_ablation(const AnalysisInputs& in, std::uint64_t seed, AnalysisResult
 void activation_patching(Model& model, const data::DataSource& data, const data::PatchingPairs& pairs, std::uint64_t seed, AnalysisResult& out);
 void logit_attribution(const AnalysisInputs& in, std::uint64_t seed, AnalysisResult& out);  // intervals resampled from seed
 void logit_lens(const AnalysisInputs& in, AnalysisResult& out);
-// `signed_parts`: the attention parts (by name) whose kernels' patterns are not distributions, noted and
-// left unscored (signed_pattern_parts in detectors.cpp).
+// The attention parts (their names, "" for a single stack) whose kernel mixes with signed, unnormalised
+// weights (`normalised_pattern` false: Linformer, the recurrent rules): a detector's share of attention on
+// marked cells means nothing there (found in review: previous-token scores of -8.5 and 1.02). And the
+// note a part that leaves them unscored writes.
+std::vector<std::string> signed_pattern_parts(const ExperimentConfig& config);
+std::string signed_pattern_note(const std::string& part_name, const std::string& what);
+// `signed_parts`: the parts noted and left unscored.
 void head_detectors(const AnalysisInputs& in, const DetectorOptions& options, const std::vector<std::string>& signed_parts, AnalysisResult& out);
 // TransformerLens's detect_head: the mean similarity score of each head of the model's self-attention
 // over its input ([layers * heads], row-major) on a batch of token inputs, each row scored against

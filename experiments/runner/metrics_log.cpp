@@ -110,7 +110,7 @@ std::optional<std::string> rows_up_to(const std::string& path, std::size_t step,
       kept += line + "\n";
       continue;
     }
-    if (line.empty()) continue;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // a blank line (CRLF's too)
     const RowKey key = key_of_line(line);
     if (key.first == std::string::npos) {
       if (in.peek() == std::char_traits<char>::eof()) continue;  // the last line, cut short
@@ -218,6 +218,11 @@ std::optional<RunSummary> read_summary(const std::string& run_dir) {
 }
 
 // ---- the log ----
+
+void check_resumable_metrics(const std::string& run_dir, std::size_t step, bool evaluation_owed) {
+  rows_up_to(run_dir + "/metrics.jsonl", step, evaluation_owed, 0, jsonl_key);
+  rows_up_to(run_dir + "/metrics.csv", step, evaluation_owed, 1, csv_key);
+}
 
 MetricsLog::MetricsLog(const std::string& run_dir, std::optional<std::size_t> after_step, bool evaluation_owed) {
   const std::string jsonl = run_dir + "/metrics.jsonl", csv = run_dir + "/metrics.csv";

@@ -66,6 +66,10 @@ void write_summary(const std::string& run_dir, const RunSummary& summary);
 // Throws naming the file when it is not a summary.
 std::optional<RunSummary> read_summary(const std::string& run_dir);
 
+// What a resume from `step` will do to the run's metrics logs, checked before anything of the run is
+// changed: a line that is no row (but a last line cut short) is refused with its file and line.
+void check_resumable_metrics(const std::string& run_dir, std::size_t step, bool evaluation_owed);
+
 // Appends rows to a run's metrics.jsonl and metrics.csv, flushed after every row.
 class MetricsLog {
  public:

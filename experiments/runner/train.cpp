@@ -413,6 +413,7 @@ TrainResult resume_experiment(const std::string& run_dir, const std::vector<std:
       throw std::invalid_argument("the run in " + run_dir + " is already at step " + std::to_string(run->state.step) +
                                   "; to train further set train.steps above it (attnlab train --resume " + run_dir + " train.steps=N)");
     }
+    check_resumable_metrics(run_dir, run->state.step, run->state.evaluation_owed);  // before its config and summary change
     if (comm.distributed()) config_yaml = config_to_yaml(run->config), checkpoint = read_file(run_dir + "/last.ckpt", "checkpoint");
   });
   comm.broadcast(config_yaml);

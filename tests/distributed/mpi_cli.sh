@@ -201,6 +201,12 @@ mpi "$attnlab" train --resume "$work/runs/one-s2s" model.d_model=8 train.steps=4
 status=$?
 [ $status = 2 ] && ! grep -q "MPI_ABORT" "$work/resume_changed.log" || { fail "a resume that changes the model under mpirun (status $status)"; cat "$work/resume_changed.log"; }
 once "a resume that changes the model" "does not describe the run that" "$work/resume_changed.log"
+cp -r "$work/runs/one-s2s" "$work/runs/damaged" && sed -i '2s/"loss":/"loss";/' "$work/runs/damaged/metrics.jsonl"
+mpi "$attnlab" train --resume "$work/runs/damaged" train.steps=40 > "$work/resume_damaged.log" 2>&1
+status=$?
+[ $status = 2 ] && ! grep -q "MPI_ABORT" "$work/resume_damaged.log" && [ -s "$work/runs/damaged/summary.json" ] \
+  || { fail "a resume refused for a damaged metrics line under mpirun (status $status)"; cat "$work/resume_damaged.log"; }
+once "a damaged metrics line" "metrics.jsonl:2: not a metrics row" "$work/resume_damaged.log"
 mpi "$attnlab" train "$source/configs/reverse.yaml" model.n_heads=3 log.dir="$work/bad-config" > "$work/bad_config.log" 2>&1
 status=$?
 [ $status = 2 ] && [ ! -e "$work/bad-config" ] || { fail "a config error under mpirun (status $status)"; cat "$work/bad_config.log"; }

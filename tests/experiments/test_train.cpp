@@ -254,6 +254,7 @@ TEST_F(Training, AResumeRefusesADamagedMetricsRowAndDropsOnlyALastLineCutShort) 
   const TrainResult damaged = train_experiment(small(dir_, "damaged", 20), 1);
   std::string jsonl = read_file(damaged.run_dir + "/metrics.jsonl", "test file");
   const std::string csv = read_file(damaged.run_dir + "/metrics.csv", "test file");
+  const std::string config = read_file(damaged.run_dir + "/config.yaml", "test file");
   const std::size_t second = jsonl.find('\n') + 1;
   jsonl.replace(jsonl.find("\"loss\":", second), 7, "\"loss\";");
   std::ofstream(damaged.run_dir + "/metrics.jsonl", std::ios::trunc) << jsonl;
@@ -265,6 +266,12 @@ TEST_F(Training, AResumeRefusesADamagedMetricsRowAndDropsOnlyALastLineCutShort) 
   }
   EXPECT_EQ(read_file(damaged.run_dir + "/metrics.jsonl", "test file"), jsonl);
   EXPECT_EQ(read_file(damaged.run_dir + "/metrics.csv", "test file"), csv);
+  EXPECT_EQ(read_file(damaged.run_dir + "/config.yaml", "test file"), config);  // not train.steps 40 yet (found in review)
+  EXPECT_TRUE(fs::exists(damaged.run_dir + "/summary.json"));                   // still a finished run
+  // Blank lines, CRLF's too, are no rows to refuse.
+  std::string blank = csv;
+  blank.insert(blank.find('\n') + 1, " \r\n");
+  std::ofstream(damaged.run_dir + "/metrics.csv", std::ios::trunc) << blank;
   // Restored, with a last line cut short after it: the resume drops that line and logs as the whole run.
   jsonl.replace(jsonl.find("\"loss\";"), 7, "\"loss\":");
   std::ofstream(damaged.run_dir + "/metrics.jsonl", std::ios::trunc) << jsonl << "{\"step\":21,\"spl";

@@ -268,11 +268,15 @@ cmp -s "$work/switch_on.csv" "$work/runs/switch/analysis/detector_previous_token
 "$attnlab" analyze "$work/runs/switch" --only detectors --exclude-bos true > "$work/analyze_switch_space.log" 2>&1
 [ $? = 2 ] && grep -q -- "\`--exclude-bos true\`: --exclude-bos is a switch, which takes no separate value; give it alone to turn it on, or write --exclude-bos=true" \
   "$work/analyze_switch_space.log" || { cat "$work/analyze_switch_space.log"; fail "--exclude-bos true (a switch given a value)"; }
+"$attnlab" eval --decode true "$work/runs/switch" > "$work/eval_switch_space.log" 2>&1  # before the positional: taken as the run
+[ $? = 2 ] && grep -q -- "\`--decode true\`: --decode is a switch" "$work/eval_switch_space.log" || { cat "$work/eval_switch_space.log"; fail "--decode true RUN"; }
 # A kernel whose patterns are signed mixing weights gets no detector scores, and a note says why (found in
 # review: previous-token scores of -8.5).
 check train_signed "$attnlab" train "$config" "${tiny[@]}" log.dir="$work/runs" name=signed-detectors task.name=induction model.kind=causal_lm model.attention.name=gated_delta
-check analyze_signed "$attnlab" analyze "$work/runs/signed-detectors" --only detectors --examples 16
+check analyze_signed "$attnlab" analyze "$work/runs/signed-detectors" --only detectors,emergence --examples 16
 grep -q "detectors: the model's patterns are signed, unnormalised mixing weights" "$work/analyze_signed.log" \
+  && grep -q "the repeated-tokens test: the model's patterns are signed" "$work/analyze_signed.log" \
+  && grep -q "emergence: the model's patterns are signed" "$work/analyze_signed.log" && [ ! -e "$work/runs/signed-detectors/analysis/emergence_detectors.csv" ] \
   && [ ! -e "$work/runs/signed-detectors/analysis/detector_previous_token_head.csv" ] || { fail "detectors on signed patterns"; cat "$work/analyze_signed.log"; }
 # A classifier's CLS token is position 0 of its patterns, labelled cls, and probes and detectors pair each
 # later position with its own token (found in review: everything was one position off, the last dropped).

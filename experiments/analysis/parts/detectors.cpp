@@ -105,14 +105,17 @@ std::vector<double> detect_heads(Model& model, const data::DataSource& data, con
   return sum;
 }
 
-// The parts (their names, "" for a single stack) whose kernel mixes with signed, unnormalised weights
-// (`normalised_pattern` false: linear, performer, the recurrent rules): a detector's share of attention
-// on the marked cells means nothing there (found in review: previous-token scores of -8.5 and 1.02).
-std::vector<std::string> signed_pattern_parts(const ExperimentConfig& config, const data::DataSource& data) {
+std::vector<std::string> signed_pattern_parts(const ExperimentConfig& config) {
   std::vector<std::string> out;
-  for (const KernelUse& use : kernel_uses(config.model, data.shape()))
+  for (const KernelUse& use : kernel_uses(config.model, data_shape(config)))
     if (!KernelRegistry::instance().find(use.name).capabilities.normalised_pattern) out.push_back(use.part);
   return out;
+}
+
+std::string signed_pattern_note(const std::string& part_name, const std::string& what) {
+  return what + ": " + (part_name.empty() ? std::string("the model's") : "the " + part_name + "'s") +
+         " patterns are signed, unnormalised mixing weights (its kernel's rows do not sum to one), so a share of attention on "
+         "marked cells means nothing there: not scored";
 }
 
 void head_detectors(const AnalysisInputs& in, const DetectorOptions& options, const std::vector<std::string>& signed_parts, AnalysisResult& out) {
@@ -121,9 +124,7 @@ void head_detectors(const AnalysisInputs& in, const DetectorOptions& options, co
   for (const Model::AttentionPart& part : in.model.attention_parts()) {
     if (part.target_queries != part.target_keys) continue;  // cross-attention: queries and keys are different sequences
     if (std::find(signed_parts.begin(), signed_parts.end(), part.name) != signed_parts.end()) {
-      out.notes.push_back("detectors: " + (part.name.empty() ? std::string("the model's") : "the " + part.name + "'s") +
-                          " patterns are signed, unnormalised mixing weights (its kernel's rows do not sum to one), so a share "
-                          "of attention on marked cells means nothing there: not scored");
+      out.notes.push_back(signed_pattern_note(part.name, "detectors"));
       continue;
     }
     part_detectors(in, part, options, out);
@@ -231,9 +232,14 @@ class DetectorsPart {
   }
   static std::string needs(const Model&, const data::DataSource& data) { return needs_token_inputs(data); }
   static void run(const PartInputs& p, const Options& o) {
-    head_detectors(p.in, DetectorOptions{o.exclude_bos, o.exclude_current_token, o.error_measure, false},
-                   signed_pattern_parts(p.run.config, p.in.data), p.result);
-    repeated_tokens_test(p.in, p.run.config.seed + 4, p.result);
+    const std::vector<std::string> signed_parts = signed_pattern_parts(p.run.config);
+    head_detectors(p.in, DetectorOptions{o.exclude_bos, o.exclude_current_token, o.error_measure, false}, signed_parts, p.result);
+    // Its induction score is a share of attention too; the test reads the single stack ("").
+    if (std::find(signed_parts.begin(), signed_parts.end(), std::string()) == signed_parts.end()) {
+      repeated_tokens_test(p.in, p.run.config.seed + 4, p.result);
+    } else if (p.in.model.predicts_next_token()) {
+      p.result.notes.push_back(signed_pattern_note("", "the repeated-tokens test"));
+    }
   }
 };
 

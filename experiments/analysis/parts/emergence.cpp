@@ -1,6 +1,7 @@
 // Emergence over training, from the run's captured patterns: the step each head's previous-token and
 // induction score (attnlab's, logged at every capture) first reached a threshold, the best head's
 // TransformerLens detector scores at every capture, and the step the held-out metric jumped.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -112,7 +113,11 @@ void emergence(const std::string& run_dir, const ExperimentConfig& config, doubl
   out.facts["emergence.metric_jump_step"] = metric_jump_step(run, "token_accuracy");
   out.facts["emergence.threshold"] = threshold;
   metric_emergence(run, threshold, out);
-  for (const std::string& part : {std::string(), std::string("encoder"), std::string("decoder")}) detector_series(patterns, part, out);
+  const std::vector<std::string> signed_parts = signed_pattern_parts(config);
+  for (const std::string& part : {std::string(), std::string("encoder"), std::string("decoder")}) {
+    if (std::find(signed_parts.begin(), signed_parts.end(), part) == signed_parts.end()) detector_series(patterns, part, out);
+    else out.notes.push_back(signed_pattern_note(part, "emergence"));  // a part the model has: kernel_uses names it
+  }
 }
 
 namespace {
