@@ -38,7 +38,7 @@ DetectionPattern detection_from_python(const py::object& detection) {
   return [v = d.to_vector(), t = d.size(0)](const std::vector<std::int64_t>& tokens) {
     if (tokens.size() != t) {
       throw std::invalid_argument("detection is [" + std::to_string(t) + ", " + std::to_string(t) + "] but a row has " + std::to_string(tokens.size()) +
-                                  " real tokens: a pattern of one's own needs inputs of its length without padding");
+                                  " positions (its real tokens, after a CLS the model puts first): a pattern of one's own needs inputs of its length without padding");
     }
     return v;
   };

@@ -206,6 +206,22 @@ def test_detect_heads_as_transformer_lens_has_it(model):
         model.detect_heads(ids, previous, error_measure="max")
 
 
+# A classifier's CLS token is position 0 of the stream its heads see: the patterns are [T + 1, T + 1] and
+# a pattern of one's own is of that size (found in review: the scores read [T, T] blocks of them, misaligned).
+def test_detect_heads_counts_a_cls_token_as_position_0():
+    classifier = attnlab.Model.from_config(os.path.join(SOURCE, "configs", "majority.yaml"),
+                                           ["model.pooling=cls", "model.d_model=16", "model.n_heads=2", "model.n_layers=2"])
+    ids = classifier.data.held_out(8)["input"]
+    _, cache = classifier.run_with_cache(ids, ["blocks.*.attn.hook_pattern"])
+    patterns = np.stack([cache[f"blocks.{l}.attn.hook_pattern"] for l in range(2)]).astype(np.float64)  # [L, B, H, T+1, T+1]
+    t = ids.shape[1] + 1
+    assert patterns.shape[-1] == t
+    on_cls = np.zeros((t, t))
+    on_cls[:, 0] = 1  # the share of attention on the CLS token
+    expected = (patterns * on_cls).sum((-1, -2)) / patterns.sum((-1, -2))
+    np.testing.assert_allclose(classifier.detect_heads(ids, on_cls), expected.mean(1), atol=1e-6)
+
+
 def test_an_analysis_part_runs_on_a_model_in_memory(model):
     result = attnlab.run_analysis(model, "detectors", examples=32)
     assert result["tables"]["detector_induction_head"]["values"].shape == (model.n_layers, model.n_heads)

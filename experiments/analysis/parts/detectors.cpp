@@ -84,15 +84,19 @@ std::vector<double> detect_heads(Model& model, const data::DataSource& data, con
   const std::size_t heads = model.n_heads(), layers = part->pattern_hooks.size(), rows = batch.input.size(0);
   std::vector<double> sum(layers * heads, 0.0), count(layers * heads, 0.0);
   std::vector<std::vector<double>> patterns;  // per layer, [B, H, T, T]
+  std::size_t t = 0;                          // the stream's positions: the tokens, after a CLS the model puts first
   for (const std::string& hook : part->pattern_hooks) {
     const auto it = run.cache.find(hook);
     if (it == run.cache.end() || !it->second.defined()) throw std::invalid_argument("this model's kernel has no attention pattern to score");
     patterns.push_back(it->second.to_vector());
+    t = it->second.size(2);
   }
-  const std::size_t t = batch.input.size(1);
+  const std::size_t before = model.positions_before_tokens();  // found in review: a CLS shifted every row by one
   for (std::size_t r = 0; r < rows; ++r) {
     std::size_t length = 0;
-    const std::vector<std::int64_t> tokens = row_tokens(data, batch.input, batch.key_padding_mask, r, length);
+    std::vector<std::int64_t> tokens = row_tokens(data, batch.input, batch.key_padding_mask, r, length);
+    tokens.insert(tokens.begin(), before, -1);
+    length += before;
     const std::vector<double> d = detection(std::vector<std::int64_t>(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(length)));
     for (std::size_t l = 0; l < layers; ++l) {
       for (std::size_t h = 0; h < heads; ++h) {
