@@ -17,9 +17,6 @@ namespace attnlab::python {
 
 namespace py = pybind11;
 
-// A file or folder that is not there (FileNotFoundError).
-using NotFound = FileMissing;
-
 // A model as a notebook holds it: the config it was built from, its data and the model.
 struct ModelHandle {
   ExperimentConfig config;
@@ -37,8 +34,9 @@ int checked_threads(int threads, const std::string& who);
 // A count or size argument `name` of the call `who` (taken as a signed integer, so that a negative one is
 // a ValueError naming it, not pybind's signature dump).
 std::size_t checked_count(std::int64_t value, const std::string& who, const std::string& name);
-// An analysis's `examples`, in [1, kMaxExamples] as analyze's --examples.
-std::size_t checked_examples(std::int64_t value, const std::string& who);
+// A number of examples (`name`: an analysis's `examples`, held_out's `size`), in [1, kMaxExamples] as
+// analyze's --examples.
+std::size_t checked_examples(std::int64_t value, const std::string& who, const std::string& name = "examples");
 ModelHandle model_from_run(const std::string& run_dir, const std::string& checkpoint);
 
 void bind_models(py::module_& m);

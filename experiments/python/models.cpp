@@ -297,10 +297,7 @@ void bind_data_class(py::module_& m) {
   py::class_<data::DataSource, std::shared_ptr<data::DataSource>>(m, "Data", "the data of a config: held-out batches, token names, patching pairs")
       .def("held_out", [](const data::DataSource& d, std::int64_t size_arg, std::uint64_t seed) {
              // An empty batch has no sequence length to give its arrays (they came out (0, 0)).
-             if (size_arg < 1 || size_arg > static_cast<std::int64_t>(kMaxExamples)) {
-               throw py::value_error("held_out: size must be in [1, " + std::to_string(kMaxExamples) + "]; got " + std::to_string(size_arg));
-             }
-             const auto size = static_cast<std::size_t>(size_arg);
+             const std::size_t size = checked_examples(size_arg, "held_out", "size");
              Generator gen(seed);
              return batch_dict(d.sample(data::TaskSplit::held_out, size, gen));
            },
@@ -319,10 +316,7 @@ void bind_data_class(py::module_& m) {
            "`attnlab translate --input` does, refusing tokens a source cannot hold")
       .def("patching_pairs", [](const data::DataSource& d, std::int64_t count_arg, std::uint64_t seed) {
              // No pairs at all reads as a task without them (empty entries), so none asked for is refused.
-             if (count_arg < 1 || count_arg > static_cast<std::int64_t>(kMaxExamples)) {
-               throw py::value_error("patching_pairs: count must be in [1, " + std::to_string(kMaxExamples) + "]; got " + std::to_string(count_arg));
-             }
-             const auto count = static_cast<std::size_t>(count_arg);
+             const std::size_t count = checked_examples(count_arg, "patching_pairs", "count");
              Generator gen(seed);
              const PatchingPairs p = d.patching_pairs(count, gen);
              py::dict out;
@@ -347,7 +341,7 @@ ExperimentConfig config_from(const py::object& config, const std::vector<std::st
     return parse_config(out.c_str(), "<config dict>", overrides);
   }
   const std::string path = py::str(config);
-  if (!std::filesystem::is_regular_file(path)) throw NotFound(path + " is not a config file (give a YAML file's path or a dict)");
+  if (!std::filesystem::is_regular_file(path)) throw FileMissing(path + " is not a config file (give a YAML file's path or a dict)");
   return load_config(path, overrides);
 }
 
@@ -356,9 +350,9 @@ std::size_t checked_count(std::int64_t value, const std::string& who, const std:
   return static_cast<std::size_t>(value);
 }
 
-std::size_t checked_examples(std::int64_t value, const std::string& who) {
+std::size_t checked_examples(std::int64_t value, const std::string& who, const std::string& name) {
   if (value < 1 || value > static_cast<std::int64_t>(kMaxExamples)) {
-    throw py::value_error(who + ": examples must be in [1, " + std::to_string(kMaxExamples) + "]; got " + std::to_string(value));
+    throw py::value_error(who + ": " + name + " must be in [1, " + std::to_string(kMaxExamples) + "]; got " + std::to_string(value));
   }
   return static_cast<std::size_t>(value);
 }
@@ -379,7 +373,7 @@ ModelHandle model_from_config(const ExperimentConfig& config) {
 }
 
 ModelHandle model_from_run(const std::string& run_dir, const std::string& checkpoint) {
-  if (!std::filesystem::is_directory(run_dir)) throw NotFound(run_dir + " is not a folder; give a run folder (log.dir/name)");
+  if (!std::filesystem::is_directory(run_dir)) throw FileMissing(run_dir + " is not a folder; give a run folder (log.dir/name)");
   const LoadedRun run = load_run(run_dir, checkpoint);
   ModelHandle h = model_from_config(run.config);
   load_run_model(*h.model, run, h.data.get());

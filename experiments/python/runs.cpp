@@ -27,16 +27,16 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string run_folder(const std::string& dir) {
-  if (!fs::is_directory(dir)) throw NotFound(dir + " is not a folder; give a run folder (log.dir/name)");
+  if (!fs::is_directory(dir)) throw FileMissing(dir + " is not a folder; give a run folder (log.dir/name)");
   if (!fs::exists(dir + "/metrics.jsonl") && !fs::exists(dir + "/last.ckpt")) {
-    throw NotFound(dir + " is not a run folder: it has neither metrics.jsonl nor last.ckpt");
+    throw FileMissing(dir + " is not a run folder: it has neither metrics.jsonl nor last.ckpt");
   }
   return dir;
 }
 
 std::string file_text(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw NotFound(path + " does not exist");
+  if (!in) throw FileMissing(path + " does not exist");
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
@@ -125,7 +125,7 @@ void bind_run_class(py::module_& m) {
              const std::size_t step = checked_count(step_arg, "patterns", "step"), probe = checked_count(probe_arg, "patterns", "probe");
              const std::string file = r.dir + "/patterns/step_" + std::to_string(step) + "_probe_" + std::to_string(probe) +
                                       (part.empty() ? "" : "_" + part) + ".npy";
-             if (!fs::exists(file)) throw NotFound(file + " does not exist (pattern_steps lists the captured steps)");
+             if (!fs::exists(file)) throw FileMissing(file + " does not exist (pattern_steps lists the captured steps)");
              return to_numpy(read_npy(file));
            },
            py::arg("step"), py::arg("probe") = 0, py::arg("part") = "", "a captured pattern [layers, heads, T, T] (part: encoder, decoder, cross)")
@@ -175,8 +175,8 @@ void bind_comparisons(py::module_& m) {
   set_run_program(ATTNLAB_PROGRAM);
   m.def("compare",
         [](const std::string& config, const std::vector<std::string>& overrides, int jobs, int threads) {
-          if (!fs::is_regular_file(config)) throw NotFound(config + " is not a comparison file");
-          if (!fs::exists(ATTNLAB_PROGRAM)) throw NotFound(std::string(ATTNLAB_PROGRAM) + ", the program a comparison's runs are, is not there: build it");
+          if (!fs::is_regular_file(config)) throw FileMissing(config + " is not a comparison file");
+          if (!fs::exists(ATTNLAB_PROGRAM)) throw FileMissing(std::string(ATTNLAB_PROGRAM) + ", the program a comparison's runs are, is not there: build it");
           CompareOptions o;
           if (jobs < 1) throw py::value_error("compare: jobs must be 1 or more; got " + std::to_string(jobs));
           o.overrides = overrides, o.jobs = jobs, o.threads = checked_threads(threads, "compare");

@@ -27,11 +27,38 @@ std::string flow(const YAML::Node& value) {
   return out.c_str();
 }
 
-// Keys the comparison sets for each of its runs: a run's seed, its folder's name and the folder it is in
-// (log.dir, or a log: section that holds dir; log: {interval: 5} sets only what it names).
-bool set_per_run(const std::string& key, const YAML::Node& value = YAML::Node()) {
-  if (key == "log") return !value.IsMap() || value["dir"].IsDefined();
-  return key == "seed" || key == "name" || key == "log.dir";
+// Whether the override `key=value` gives the dotted key `target` a value: the key itself, a key inside it,
+// or a section (`train={steps: 12}`) whose value holds it.
+bool assigns(const std::string& assignment, const std::string& target) {
+  const std::size_t eq = assignment.find('=');
+  const std::string key = assignment.substr(0, eq);
+  if (!keys_overlap(key, target)) return false;
+  if (key.size() >= target.size()) return true;
+  YAML::Node value;
+  try {
+    value = YAML::Load(eq == std::string::npos ? "" : assignment.substr(eq + 1));
+  } catch (const YAML::Exception&) {
+    return false;  // not a section; parse_config says what is wrong with it
+  }
+  std::string rest = target.substr(key.size() + 1);
+  for (;;) {
+    if (!value.IsMap()) return false;
+    const std::string part = rest.substr(0, rest.find('.'));
+    const YAML::Node next = value[part];
+    if (!next.IsDefined()) return false;
+    if (part.size() == rest.size()) return true;
+    value.reset(next);
+    rest = rest.substr(part.size() + 1);
+  }
+}
+
+// Whether the override `key=value` (or a key alone) sets what the comparison sets for each of its runs: a
+// run's seed, its folder's name and the folder it is in (log.dir, also through log: {dir: ..}; log:
+// {interval: 5} sets only what it names).
+bool set_per_run(const std::string& assignment) {
+  for (const char* key : {"seed", "name", "log.dir"})
+    if (assigns(assignment, key)) return true;
+  return false;
 }
 
 // Where a value is written in the comparison file, and what writes it, for errors about its run's config.
@@ -50,7 +77,7 @@ std::vector<std::pair<std::string, std::string>> read_overrides(const ConfigNode
   for (const auto& kv : map) {
     if (!kv.first.IsScalar()) node.fail_at(kv.first, who + ": a key must be a dotted config key");
     const std::string name = kv.first.Scalar();
-    if (set_per_run(name, kv.second)) {
+    if (set_per_run(name + "=" + flow(kv.second))) {
       node.fail_at(kv.first, who + ": '" + name + "' is set by the comparison for each run (use seeds: and name:)");
     }
     for (const YAML::Node& earlier : keys)  // the last would win without a word (yaml-cpp keeps duplicate keys)
@@ -105,31 +132,6 @@ void read_variants(const ConfigNode& node, CompareSpec& spec) {
 }
 
 constexpr std::size_t kMaxRuns = 10000;
-
-// Whether the override `key=value` gives the dotted key `target` a value: the key itself, a key inside it,
-// or a section (`train={steps: 12}`) whose value holds it.
-bool assigns(const std::string& assignment, const std::string& target) {
-  const std::size_t eq = assignment.find('=');
-  const std::string key = assignment.substr(0, eq);
-  if (!keys_overlap(key, target)) return false;
-  if (key.size() >= target.size()) return true;
-  YAML::Node value;
-  try {
-    value = YAML::Load(eq == std::string::npos ? "" : assignment.substr(eq + 1));
-  } catch (const YAML::Exception&) {
-    return false;  // not a section; parse_config says what is wrong with it
-  }
-  std::string rest = target.substr(key.size() + 1);
-  for (;;) {
-    if (!value.IsMap()) return false;
-    const std::string part = rest.substr(0, rest.find('.'));
-    const YAML::Node next = value[part];
-    if (!next.IsDefined()) return false;
-    if (part.size() == rest.size()) return true;
-    value.reset(next);
-    rest = rest.substr(part.size() + 1);
-  }
-}
 
 // `grid: {KEY: [v1, v2, ...], ...}`: each key a config key no variant or `set` assigns, each value a
 // scalar that can name a folder.
@@ -317,12 +319,7 @@ ExperimentConfig variant_config(const CompareSpec& spec, const CompareVariant& v
   check_distinct_overrides(extra);
   for (const std::string& e : extra) {
     const std::string key = e.substr(0, e.find('='));
-    YAML::Node value;
-    try {
-      value = YAML::Load(e.substr(std::min(e.size(), e.find('=') + 1)));
-    } catch (const YAML::Exception&) {  // parse_config says what is wrong with it
-    }
-    if (set_per_run(key, value)) {
+    if (set_per_run(e)) {
       throw ConfigError::at_origin("command-line override `" + e + "`",
                                    "the comparison sets seed, name and log.dir for each run; choose the seeds with seeds: and the "
                                    "folder with name: and dir: in " + spec.file + " (its runs go to " + spec.folder() + ")");

@@ -215,6 +215,24 @@ std::string run_config_text(const std::string& dir, std::string* restored_from) 
   return text;
 }
 
+namespace {
+
+// Reads run.dir/run.checkpoint_file into `run`, with the run's config (config.yaml plus `overrides`, or
+// the checkpoint's own when config.yaml is missing or empty), refused when the two differ in what a run
+// cannot change.
+void read_checkpoint(LoadedRun& run, const std::vector<std::string>& overrides) {
+  const std::string checkpoint_path = run.dir + "/" + run.checkpoint_file, config_path = run.dir + "/config.yaml";
+  run.checkpoint = load_checkpoint(checkpoint_path);
+  run.state = state_of(run.checkpoint, checkpoint_path);
+  const std::string trained_text = config_text_of(run.checkpoint, checkpoint_path);
+  const ExperimentConfig trained = parse_config(trained_text, checkpoint_path + " (its config)");
+  const std::string text = config_yaml_or(run.dir, run.checkpoint_file, [&] { return trained_text; }, &run.config_restored);
+  run.config = parse_config(text, config_path, overrides);
+  check_same_model(run, trained, config_path);
+}
+
+}  // namespace
+
 LoadedRun load_run(const std::string& dir, const std::string& which, const std::vector<std::string>& overrides) {
   if (which != "best" && which != "last") throw std::invalid_argument("--checkpoint must be best or last, got '" + which + "'");
   const RunFolder folder = RunFolder::open(dir);
@@ -229,14 +247,7 @@ LoadedRun load_run(const std::string& dir, const std::string& which, const std::
   if (!folder.has(run.checkpoint_file)) {
     throw RunFileMissing(dir + " has no " + run.checkpoint_file + " (it stopped before writing one); train it again");
   }
-  const std::string checkpoint_path = folder.path(run.checkpoint_file), config_path = folder.path("config.yaml");
-  run.checkpoint = load_checkpoint(checkpoint_path);
-  run.state = state_of(run.checkpoint, checkpoint_path);
-  const std::string trained_text = config_text_of(run.checkpoint, checkpoint_path);
-  const ExperimentConfig trained = parse_config(trained_text, checkpoint_path + " (its config)");
-  const std::string text = config_yaml_or(dir, run.checkpoint_file, [&] { return trained_text; }, &run.config_restored);
-  run.config = parse_config(text, config_path, overrides);
-  check_same_model(run, trained, config_path);
+  read_checkpoint(run, overrides);
   return run;
 }
 
@@ -244,12 +255,7 @@ LoadedRun load_kept_checkpoint(const std::string& dir, const std::string& file) 
   LoadedRun run;
   run.dir = dir;
   run.checkpoint_file = "checkpoints/" + file;
-  const std::string checkpoint_path = dir + "/" + run.checkpoint_file;
-  run.checkpoint = load_checkpoint(checkpoint_path);
-  run.state = state_of(run.checkpoint, checkpoint_path);
-  const ExperimentConfig trained = parse_config(config_text_of(run.checkpoint, checkpoint_path), checkpoint_path + " (its config)");
-  run.config = parse_config(run_config_text(dir), dir + "/config.yaml");
-  check_same_model(run, trained, dir + "/config.yaml");
+  read_checkpoint(run, {});
   return run;
 }
 
